@@ -1,0 +1,368 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { InvalidArgumentError, RedquorumError } from "../errors.js";
+import { limits } from "../limits.js";
+import { requireInteger, requireOptionsObject } from "../validate.js";
+
+/** How a node keeps its data: nothing, AOF fsynced every second, AOF fsynced on every write. */
+export type Persistence = "none" | "aof-everysec" | "aof-always";
+
+export interface LocalClusterOptions {
+  /** Number of redis-server processes. Default 5. */
+  nodeCount?: number;
+  /** Default "aof-always". */
+  persistence?: Persistence;
+  /** Path of redis-server. Default: $REDQUORUM_REDIS_SERVER, else found on PATH. */
+  redisServerPath?: string;
+  /** Where the cluster's data directories go. Default: the OS temp directory. */
+  baseDir?: string;
+  /** How long each node may take to answer PING after it starts, in milliseconds. Default 10000. */
+  startTimeoutMs?: number;
+  /** Extra redis-server arguments for every node, e.g. ["--maxmemory", "10mb"]. */
+  extraArgs?: readonly string[];
+}
+
+export type LocalNodeState = "running" | "paused" | "stopped";
+
+export interface LocalNode {
+  readonly index: number;
+  readonly port: number;
+  readonly url: string;
+  readonly dataDir: string;
+  readonly state: LocalNodeState;
+  readonly pid: number | undefined;
+}
+
+const persistenceArgs: Record<Persistence, string[]> = {
+  none: ["--appendonly", "no"],
+  "aof-everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
+  "aof-always": ["--appendonly", "yes", "--appendfsync", "always"],
+};
+
+const live = new Set<LocalCluster>();
+
+/**
+ * N independent redis-server processes on free loopback ports (never 6379),
+ * each with its own data directory, for tests, benchmarks and local
+ * development. Every node can be killed (SIGKILL), paused (SIGSTOP),
+ * resumed, and restarted with or without its data. Processes and
+ * directories are removed by `stop()`, and also when the process exits or
+ * is interrupted.
+ */
+export class LocalCluster implements AsyncDisposable {
+  readonly baseDir: string;
+  readonly persistence: Persistence;
+  private readonly serverPath: string;
+  private readonly startTimeoutMs: number;
+  private readonly extraArgs: readonly string[];
+  private readonly slots: NodeSlot[] = [];
+  private stopped = false;
+
+  private constructor(options: Required<Omit<LocalClusterOptions, "nodeCount">>) {
+    this.persistence = options.persistence;
+    this.serverPath = options.redisServerPath;
+    this.startTimeoutMs = options.startTimeoutMs;
+    this.extraArgs = options.extraArgs;
+    mkdirSync(options.baseDir, { recursive: true });
+    this.baseDir = mkdtempSync(join(options.baseDir, "redquorum-cluster-"));
+  }
+
+  static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
+    const input = requireOptionsObject("cluster options", options) as LocalClusterOptions;
+    const nodeCount = requireInteger("nodeCount", input.nodeCount ?? 5, 1, limits.nodeCountMax);
+    const persistence = input.persistence ?? "aof-always";
+    if (!(persistence in persistenceArgs)) {
+      throw new InvalidArgumentError(
+        "persistence",
+        `expected one of ${Object.keys(persistenceArgs).join(", ")}, got ${String(persistence)}`,
+      );
+    }
+    const cluster = new LocalCluster({
+      persistence,
+      redisServerPath: input.redisServerPath ?? findRedisServer(),
+      baseDir: input.baseDir ?? tmpdir(),
+      startTimeoutMs: requireInteger("startTimeoutMs", input.startTimeoutMs ?? 10_000, 1, 600_000),
+      extraArgs: input.extraArgs ?? [],
+    });
+    live.add(cluster);
+    installExitCleanup();
+    try {
+      for (let index = 0; index < nodeCount; index++) {
+        const dataDir = join(cluster.baseDir, `node-${index}`);
+        mkdirSync(dataDir);
+        cluster.slots.push({
+          index,
+          port: 0,
+          dataDir,
+          child: undefined,
+          state: "stopped",
+          log: [],
+        });
+      }
+      await Promise.all(cluster.slots.map((slot) => cluster.startOnFreePort(slot)));
+      return cluster;
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+  }
+
+  get nodes(): readonly LocalNode[] {
+    return this.slots.map((slot) => ({
+      index: slot.index,
+      port: slot.port,
+      url: `redis://127.0.0.1:${slot.port}`,
+      dataDir: slot.dataDir,
+      state: slot.state,
+      pid: slot.child?.pid,
+    }));
+  }
+
+  get urls(): string[] {
+    return this.slots.map((slot) => `redis://127.0.0.1:${slot.port}`);
+  }
+
+  node(index: number): LocalNode {
+    const node = this.nodes[this.slot(index).index];
+    return node!;
+  }
+
+  /** SIGKILL: the process dies at once, as in a crash; resolves when it has exited. */
+  async kill(index: number): Promise<void> {
+    await killSlot(this.slot(index));
+  }
+
+  /** SIGSTOP: the process stops answering but keeps its sockets open, like a stalled machine. */
+  pause(index: number): void {
+    const slot = this.slot(index);
+    if (slot.state !== "running")
+      throw new RedquorumError("ERR_CLUSTER", `node ${index} is ${slot.state}`);
+    slot.child?.kill("SIGSTOP");
+    slot.state = "paused";
+  }
+
+  resume(index: number): void {
+    const slot = this.slot(index);
+    if (slot.state !== "paused")
+      throw new RedquorumError("ERR_CLUSTER", `node ${index} is ${slot.state}`);
+    slot.child?.kill("SIGCONT");
+    slot.state = "running";
+  }
+
+  /**
+   * Kills the node if it runs, then starts it again on the same port. With
+   * `keepData` (default) it reloads its AOF; without, it comes back empty.
+   */
+  async restart(index: number, options: { keepData?: boolean } = {}): Promise<void> {
+    const slot = this.slot(index);
+    await this.kill(index);
+    if (options.keepData === false) {
+      rmSync(slot.dataDir, { recursive: true, force: true });
+      mkdirSync(slot.dataDir);
+    }
+    await this.startProcess(slot);
+  }
+
+  /** Kills every node and removes the data directories. Safe to call twice. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    await Promise.all(this.slots.map(killSlot));
+    rmSync(this.baseDir, { recursive: true, force: true });
+    live.delete(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  /** Synchronous last-resort cleanup, for process exit. */
+  killNow(): void {
+    for (const slot of this.slots) {
+      try {
+        slot.child?.kill("SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    rmSync(this.baseDir, { recursive: true, force: true });
+  }
+
+  private slot(index: number): NodeSlot {
+    if (this.stopped) throw new RedquorumError("ERR_CLUSTER", "the cluster is stopped");
+    const slot = this.slots[index];
+    if (!slot) {
+      throw new InvalidArgumentError("index", `expected 0..${this.slots.length - 1}, got ${index}`);
+    }
+    return slot;
+  }
+
+  /** A free port can be taken by someone else before redis binds it: try a few. */
+  private async startOnFreePort(slot: NodeSlot): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      slot.port = await freePort();
+      try {
+        await this.startProcess(slot);
+        return;
+      } catch (error) {
+        if (attempt >= 5) throw error;
+      }
+    }
+  }
+
+  private async startProcess(slot: NodeSlot): Promise<void> {
+    const args = [
+      "--port",
+      String(slot.port),
+      "--bind",
+      "127.0.0.1",
+      "-::1",
+      "--dir",
+      slot.dataDir,
+      "--save",
+      "",
+      "--daemonize",
+      "no",
+      "--protected-mode",
+      "no",
+      "--logfile",
+      "",
+      "--loglevel",
+      "warning",
+      ...persistenceArgs[this.persistence],
+      ...this.extraArgs,
+    ];
+    const child = spawn(this.serverPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+    slot.child = child;
+    slot.state = "running";
+    slot.log = [];
+    const keep = (chunk: Buffer) => {
+      slot.log.push(...chunk.toString().split("\n").filter(Boolean));
+      if (slot.log.length > 50) slot.log.splice(0, slot.log.length - 50);
+    };
+    child.stdout?.on("data", keep);
+    child.stderr?.on("data", keep);
+    child.once("exit", () => {
+      if (slot.child === child) slot.state = "stopped";
+    });
+    const spawnError = new Promise<never>((_, reject) => {
+      child.once("error", (error) => reject(error));
+    });
+    spawnError.catch(() => {});
+    await Promise.race([this.waitForPing(slot, child), spawnError]);
+  }
+
+  private async waitForPing(slot: NodeSlot, child: ChildProcess): Promise<void> {
+    const deadline = performance.now() + this.startTimeoutMs;
+    while (performance.now() < deadline) {
+      if (child.exitCode !== null || child.signalCode !== null) break;
+      if (await ping(slot.port)) return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    child.kill("SIGKILL");
+    throw new RedquorumError(
+      "ERR_CLUSTER",
+      `redis-server on port ${slot.port} did not answer PING within ${this.startTimeoutMs} ms` +
+        (slot.log.length ? `; its last output:\n${slot.log.slice(-10).join("\n")}` : ""),
+    );
+  }
+}
+
+async function killSlot(slot: NodeSlot): Promise<void> {
+  const child = slot.child;
+  if (!child || slot.state === "stopped") return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGKILL");
+  await exited;
+}
+
+interface NodeSlot {
+  index: number;
+  port: number;
+  dataDir: string;
+  child: ChildProcess | undefined;
+  state: LocalNodeState;
+  log: string[];
+}
+
+/** The redis-server binary: $REDQUORUM_REDIS_SERVER, else the first on PATH (or the usual sbin dirs). */
+export function findRedisServer(): string {
+  const fromEnv = process.env.REDQUORUM_REDIS_SERVER;
+  if (fromEnv) return fromEnv;
+  const dirs = [
+    ...(process.env.PATH ?? "").split(delimiter),
+    "/usr/bin",
+    "/usr/local/bin",
+    "/usr/sbin",
+  ];
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const candidate = join(dir, "redis-server");
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  throw new RedquorumError(
+    "ERR_REDIS_NOT_FOUND",
+    "redis-server was not found on PATH. Install it (Debian/Ubuntu: apt-get install -y redis-server, " +
+      "or run `sh scripts/ensure-redis.sh` in this repository) or set REDQUORUM_REDIS_SERVER to its path.",
+  );
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() =>
+        port && port !== 6379 ? resolve(port) : freePort().then(resolve, reject),
+      );
+    });
+  });
+}
+
+/** One PING on a fresh socket; true on +PONG. Only a readiness probe, not a client. */
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => done(false));
+    socket.once("error", () => done(false));
+    socket.once("connect", () => socket.write("PING\r\n"));
+    socket.once("data", (data) => done(data.toString().startsWith("+PONG")));
+  });
+}
+
+let exitCleanupInstalled = false;
+
+function installExitCleanup(): void {
+  if (exitCleanupInstalled) return;
+  exitCleanupInstalled = true;
+  process.once("exit", () => {
+    for (const cluster of live) cluster.killNow();
+  });
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    // Only where nobody else handles the signal: then its default is to
+    // exit, and we keep that, after removing our processes.
+    if (process.listenerCount(signal) > 0) continue;
+    const onSignal = () => {
+      for (const cluster of live) cluster.killNow();
+      live.clear();
+      process.removeListener(signal, onSignal);
+      process.kill(process.pid, signal);
+    };
+    process.on(signal, onSignal);
+  }
+}

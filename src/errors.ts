@@ -1,0 +1,166 @@
+/**
+ * Every error redquorum throws is a `RedquorumError` with a stable `code`.
+ * Callers branch on `code` (or `instanceof`), never on message text.
+ */
+export type ErrorCode =
+  | "ERR_INVALID_ARGUMENT"
+  | "ERR_NODE_CONFIG"
+  | "ERR_NODE"
+  | "ERR_NODE_TIMEOUT"
+  | "ERR_RESOURCE_LOCKED"
+  | "ERR_QUORUM"
+  | "ERR_LOCK_EXPIRED"
+  | "ERR_CLOSED"
+  | "ERR_REDIS_NOT_FOUND"
+  | "ERR_CLUSTER";
+
+export class RedquorumError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+
+  override get name(): string {
+    return this.constructor.name;
+  }
+}
+
+/** An argument or option was outside what is allowed; nothing was sent to any node. */
+export class InvalidArgumentError extends RedquorumError {
+  readonly argument: string;
+
+  constructor(argument: string, message: string) {
+    super("ERR_INVALID_ARGUMENT", `Invalid ${argument}: ${message}`);
+    this.argument = argument;
+  }
+}
+
+/**
+ * The set of nodes cannot give independent votes: the same server twice, a
+ * replica, or a setting that breaks the algorithm's assumptions.
+ */
+export class NodeConfigurationError extends RedquorumError {
+  readonly endpoints: readonly string[];
+
+  constructor(endpoints: readonly string[], message: string) {
+    super("ERR_NODE_CONFIG", message);
+    this.endpoints = endpoints;
+  }
+}
+
+/** One node failed one call: which node, and why. */
+export class NodeError extends RedquorumError {
+  readonly endpoint: string;
+
+  constructor(endpoint: string, cause: unknown, code: ErrorCode = "ERR_NODE") {
+    super(code, `${endpoint}: ${describeCause(cause)}`, { cause });
+    this.endpoint = endpoint;
+  }
+}
+
+/** A node did not answer within the per-node timeout. */
+export class NodeTimeoutError extends NodeError {
+  readonly timeoutMs: number;
+
+  constructor(endpoint: string, timeoutMs: number) {
+    super(endpoint, new Error(`no reply within ${timeoutMs} ms`), "ERR_NODE_TIMEOUT");
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** Enough nodes answered, but another holder has the resource on too many of them. */
+export class ResourceLockedError extends RedquorumError {
+  readonly resources: readonly string[];
+  /** Nodes that answered "held by someone else" in the last attempt. */
+  readonly heldNodeCount: number;
+  readonly nodeCount: number;
+  readonly attempts: number;
+
+  constructor(
+    resources: readonly string[],
+    heldNodeCount: number,
+    nodeCount: number,
+    attempts: number,
+  ) {
+    super(
+      "ERR_RESOURCE_LOCKED",
+      `${formatResources(resources)} is locked by another holder ` +
+        `(held on ${heldNodeCount} of ${nodeCount} nodes in the last of ${attempts} attempt(s))`,
+    );
+    this.resources = resources;
+    this.heldNodeCount = heldNodeCount;
+    this.nodeCount = nodeCount;
+    this.attempts = attempts;
+  }
+}
+
+/** Not enough nodes gave a usable answer to reach a majority. */
+export class QuorumError extends RedquorumError {
+  readonly operation: string;
+  readonly quorum: number;
+  readonly nodeCount: number;
+  readonly successCount: number;
+  /** One entry per failed node, with its endpoint and cause. */
+  readonly nodeErrors: readonly NodeError[];
+
+  constructor(
+    operation: string,
+    quorum: number,
+    nodeCount: number,
+    successCount: number,
+    nodeErrors: readonly NodeError[],
+  ) {
+    const detail = nodeErrors.map((error) => error.message).join("; ");
+    super(
+      "ERR_QUORUM",
+      `${operation} reached ${successCount} of ${nodeCount} nodes, needs ${quorum}` +
+        (detail ? ` (${detail})` : ""),
+      { cause: nodeErrors.length === 1 ? nodeErrors[0] : new AggregateError(nodeErrors) },
+    );
+    this.operation = operation;
+    this.quorum = quorum;
+    this.nodeCount = nodeCount;
+    this.successCount = successCount;
+    this.nodeErrors = nodeErrors;
+  }
+}
+
+/** The lock's validity ran out before the call: mutual exclusion is no longer guaranteed. */
+export class LockExpiredError extends RedquorumError {
+  readonly resources: readonly string[];
+  readonly operation: string;
+
+  constructor(operation: string, resources: readonly string[], message?: string) {
+    super(
+      "ERR_LOCK_EXPIRED",
+      message ??
+        `cannot ${operation} ${formatResources(resources)}: the lock's validity has run out`,
+    );
+    this.operation = operation;
+    this.resources = resources;
+  }
+}
+
+/** The object was closed; it makes no more calls. */
+export class ClosedError extends RedquorumError {
+  constructor(what: string) {
+    super("ERR_CLOSED", `${what} is closed`);
+  }
+}
+
+function formatResources(resources: readonly string[]): string {
+  const shown = resources.slice(0, 3).map((r) => JSON.stringify(truncate(r, 80)));
+  const more = resources.length > 3 ? ` and ${resources.length - 3} more` : "";
+  return `resource ${shown.join(", ")}${more}`;
+}
+
+function truncate(text: string, length: number): string {
+  return text.length <= length ? text : `${text.slice(0, length)}…`;
+}
+
+function describeCause(cause: unknown): string {
+  if (cause instanceof Error) return cause.message || cause.name;
+  return String(cause);
+}

@@ -1,0 +1,32 @@
+/**
+ * redquorum's public API. Everything exported is listed here by name;
+ * anything not listed is internal and may change.
+ */
+
+export type { Clock, RandomSource } from "./clock.js";
+export { cryptoRandom, systemClock } from "./clock.js";
+export {
+  LocalCluster,
+  type LocalClusterOptions,
+  type LocalNode,
+  type Persistence,
+} from "./cluster/local-cluster.js";
+export {
+  ClosedError,
+  type ErrorCode,
+  InvalidArgumentError,
+  LockExpiredError,
+  NodeConfigurationError,
+  NodeError,
+  NodeTimeoutError,
+  QuorumError,
+  RedquorumError,
+  ResourceLockedError,
+} from "./errors.js";
+export { defaults, limits } from "./limits.js";
+export { Lock } from "./lock/lock.js";
+export type { AcquireOptions, RedlockOptions, RetryOptions } from "./lock/options.js";
+export { Redlock } from "./lock/redlock.js";
+export type { NodeInput } from "./node/resolve.js";
+export type { NodeTransport } from "./node/transport.js";
+export type { NodeWarning } from "./quorum/node-group.js";

@@ -1,0 +1,48 @@
+/**
+ * Defaults and hard limits, in one place. Every option that has a default is
+ * listed here with its unit in its name; the assertions at the bottom keep the
+ * relationships between them true.
+ */
+import { assert } from "./assert.js";
+
+export const defaults = {
+  /** Clock drift allowance as a fraction of the TTL (seed 1: "a few ms" plus drift). */
+  driftFactor: 0.01,
+  /** Fixed drift allowance added to `ttl * driftFactor`, in milliseconds. */
+  driftMs: 2,
+  /** How long one node may take to answer one call; far below any TTL. */
+  nodeTimeoutMs: 50,
+  /**
+   * Timeout of the one-time checks on first contact (INFO): this may include
+   * opening the connection, so it is longer than `nodeTimeoutMs`.
+   */
+  checkTimeoutMs: 2_000,
+  /** Longest TTL a lock may ask for; later the length of the restart quarantine. */
+  maxTtlMs: 5 * 60_000,
+  retry: {
+    /** Attempts after the first one. */
+    retries: 10,
+    delayMs: 200,
+    jitterMs: 100,
+  },
+} as const;
+
+export const limits = {
+  /** Bytes of one resource name (UTF-8). */
+  resourceBytesMax: 1024,
+  /** Resources in one lock. */
+  resourceCountMax: 64,
+  /** Independent nodes; Redlock with more than this is a deployment error. */
+  nodeCountMax: 15,
+  /** Upper bound for `maxTtlMs` (about 24 days: timers cannot go beyond 2^31-1 ms). */
+  ttlMsMax: 2 ** 31 - 1,
+  retriesMax: 10_000,
+  delayMsMax: 60_000,
+  nodeTimeoutMsMax: 60_000,
+  /** 20 random bytes per acquisition, as in seed 1. */
+  lockValueBytes: 20,
+} as const;
+
+assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");
+assert(defaults.maxTtlMs <= limits.ttlMsMax, "default max TTL must be within the hard limit");
+assert(defaults.retry.jitterMs <= defaults.retry.delayMs, "jitter must not exceed the delay");

@@ -1,0 +1,241 @@
+import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import { InvalidArgumentError } from "../errors.js";
+import { defaults, limits } from "../limits.js";
+import type { NodeWarning } from "../quorum/node-group.js";
+import {
+  describe,
+  rejectUnknownOptions,
+  requireFunction,
+  requireInteger,
+  requireNumber,
+  requireOptionsObject,
+  requireSignal,
+} from "../validate.js";
+
+export interface RetryOptions {
+  /** Attempts after the first. Default 10. */
+  retries?: number;
+  /** Wait between attempts, in milliseconds. Default 200. */
+  delayMs?: number;
+  /** Each wait is `delayMs ± a random amount up to jitterMs`, in milliseconds. Default 100. */
+  jitterMs?: number;
+}
+
+export interface RedlockOptions {
+  /** Clock drift allowance as a fraction of the TTL. Default 0.01. */
+  driftFactor?: number;
+  /** Fixed drift allowance in milliseconds, added to `ttl * driftFactor`. Default 2. */
+  driftMs?: number;
+  /** Bound on each call to one node, in milliseconds. Default 50. */
+  nodeTimeoutMs?: number;
+  /** Bound on the first-contact check of a node (INFO, includes connecting), in milliseconds. Default 2000. */
+  checkTimeoutMs?: number;
+  /** Longest TTL any lock may ask for, in milliseconds. Default 300000 (5 minutes). */
+  maxTtlMs?: number;
+  /** Prepended to every resource name to form the Redis key. Default "" (the key is the resource). */
+  keyPrefix?: string;
+  retry?: RetryOptions;
+  /** Called for a node setting that endangers locks (eviction). Default: `process.emitWarning`. */
+  onWarning?: (warning: NodeWarning) => void;
+  /** Monotonic time source (tests and simulation). Default: `performance.now()`. */
+  clock?: Clock;
+  /** Randomness for lock values and jitter (tests and simulation). Default: `node:crypto`. */
+  random?: RandomSource;
+}
+
+export interface AcquireOptions {
+  /** Aborts the acquire (between and during attempts); it rejects with `signal.reason`. */
+  signal?: AbortSignal;
+  /** Upper bound on the whole acquire including retries, in milliseconds. */
+  waitMs?: number;
+  /** Overrides the instance's retry settings for this call. */
+  retry?: RetryOptions;
+}
+
+export interface ResolvedRetry {
+  readonly retries: number;
+  readonly delayMs: number;
+  readonly jitterMs: number;
+}
+
+export interface ResolvedRedlockOptions {
+  readonly driftFactor: number;
+  readonly driftMs: number;
+  readonly nodeTimeoutMs: number;
+  readonly checkTimeoutMs: number;
+  readonly maxTtlMs: number;
+  readonly keyPrefix: string;
+  readonly retry: ResolvedRetry;
+  readonly onWarning: (warning: NodeWarning) => void;
+  readonly clock: Clock;
+  readonly random: RandomSource;
+}
+
+const redlockOptionNames = [
+  "driftFactor",
+  "driftMs",
+  "nodeTimeoutMs",
+  "checkTimeoutMs",
+  "maxTtlMs",
+  "keyPrefix",
+  "retry",
+  "onWarning",
+  "clock",
+  "random",
+] as const;
+
+/** Option names of node-redlock and friends, mapped to ours. */
+const foreignOptionHints: Record<string, string> = {
+  retryCount: "use retry: { retries }",
+  retryDelay: "use retry: { delayMs }",
+  retryJitter: "use retry: { jitterMs }",
+  automaticExtensionThreshold: "automatic extension is not available yet",
+  timeout: "use nodeTimeoutMs (per node call) or waitMs (per acquire)",
+};
+
+export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
+  const options = requireOptionsObject("options", input);
+  rejectUnknownOptions("options", options, redlockOptionNames, foreignOptionHints);
+  const maxTtlMs = requireInteger(
+    "options.maxTtlMs",
+    options.maxTtlMs ?? defaults.maxTtlMs,
+    1,
+    limits.ttlMsMax,
+  );
+  const nodeTimeoutMs = requireInteger(
+    "options.nodeTimeoutMs",
+    options.nodeTimeoutMs ?? defaults.nodeTimeoutMs,
+    1,
+    limits.nodeTimeoutMsMax,
+  );
+  const keyPrefix = options.keyPrefix ?? "";
+  if (typeof keyPrefix !== "string" || Buffer.byteLength(keyPrefix) > limits.resourceBytesMax) {
+    throw new InvalidArgumentError(
+      "options.keyPrefix",
+      `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
+    );
+  }
+  return {
+    driftFactor: requireNumber(
+      "options.driftFactor",
+      options.driftFactor ?? defaults.driftFactor,
+      0,
+      0.5,
+    ),
+    driftMs: requireNumber(
+      "options.driftMs",
+      options.driftMs ?? defaults.driftMs,
+      0,
+      limits.ttlMsMax,
+    ),
+    nodeTimeoutMs,
+    checkTimeoutMs: requireInteger(
+      "options.checkTimeoutMs",
+      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
+      1,
+      limits.nodeTimeoutMsMax,
+    ),
+    maxTtlMs,
+    keyPrefix,
+    retry: resolveRetry("options.retry", options.retry, defaults.retry),
+    onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
+    clock: (options.clock as Clock | undefined) ?? systemClock,
+    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+  };
+}
+
+export function resolveRetry(name: string, input: unknown, base: ResolvedRetry): ResolvedRetry {
+  const retry = requireOptionsObject(name, input);
+  rejectUnknownOptions(name, retry, ["retries", "delayMs", "jitterMs"], foreignOptionHints);
+  const delayMs = requireInteger(
+    `${name}.delayMs`,
+    retry.delayMs ?? base.delayMs,
+    0,
+    limits.delayMsMax,
+  );
+  return {
+    retries: requireInteger(`${name}.retries`, retry.retries ?? base.retries, 0, limits.retriesMax),
+    delayMs,
+    // Jitter beyond the delay would allow negative waits.
+    jitterMs: requireInteger(
+      `${name}.jitterMs`,
+      retry.jitterMs ?? Math.min(base.jitterMs, delayMs),
+      0,
+      delayMs,
+    ),
+  };
+}
+
+export interface ResolvedAcquireOptions {
+  readonly signal: AbortSignal | undefined;
+  readonly waitMs: number | undefined;
+  readonly retry: ResolvedRetry;
+}
+
+export function resolveAcquireOptions(input: unknown, base: ResolvedRetry): ResolvedAcquireOptions {
+  const options = requireOptionsObject("acquire options", input);
+  rejectUnknownOptions(
+    "acquire options",
+    options,
+    ["signal", "waitMs", "retry"],
+    foreignOptionHints,
+  );
+  return {
+    signal: requireSignal("acquire options.signal", options.signal),
+    waitMs:
+      options.waitMs === undefined
+        ? undefined
+        : requireInteger("acquire options.waitMs", options.waitMs, 0, limits.ttlMsMax),
+    retry: resolveRetry("acquire options.retry", options.retry, base),
+  };
+}
+
+export function requireTtl(ttlMs: unknown, maxTtlMs: number): number {
+  return requireInteger("ttlMs", ttlMs, 1, maxTtlMs);
+}
+
+export function requireResources(resources: unknown): readonly string[] {
+  if (!Array.isArray(resources) || resources.length === 0) {
+    throw new InvalidArgumentError(
+      "resources",
+      `expected a non-empty array of resource names, got ${describe(resources)}`,
+    );
+  }
+  if (resources.length > limits.resourceCountMax) {
+    throw new InvalidArgumentError(
+      "resources",
+      `${resources.length} resources given, at most ${limits.resourceCountMax} per lock`,
+    );
+  }
+  const seen = new Set<string>();
+  resources.forEach((resource: unknown, index) => {
+    if (typeof resource !== "string" || resource.length === 0) {
+      throw new InvalidArgumentError(
+        `resources[${index}]`,
+        `expected a non-empty string, got ${describe(resource)}`,
+      );
+    }
+    // length is a cheap first test: a UTF-16 length above the limit is always too many bytes.
+    if (
+      resource.length > limits.resourceBytesMax ||
+      Buffer.byteLength(resource) > limits.resourceBytesMax
+    ) {
+      throw new InvalidArgumentError(
+        `resources[${index}]`,
+        `a resource name is at most ${limits.resourceBytesMax} bytes, got ${describe(resource)}`,
+      );
+    }
+    if (seen.has(resource)) {
+      throw new InvalidArgumentError(
+        `resources[${index}]`,
+        `${JSON.stringify(resource)} is listed twice`,
+      );
+    }
+    seen.add(resource);
+  });
+  return Object.freeze([...resources]) as readonly string[];
+}
+
+function emitNodeWarning(warning: NodeWarning): void {
+  process.emitWarning(warning.message, { code: warning.code });
+}

@@ -1,0 +1,224 @@
+import { ClosedError, LockExpiredError, QuorumError, ResourceLockedError } from "../errors.js";
+import { limits } from "../limits.js";
+import { acquireScript, extendScript, releaseScript } from "../node/lock-scripts.js";
+import type { RedisNode } from "../node/redis-node.js";
+import { createNodes, type NodeInput } from "../node/resolve.js";
+import { NodeGroup } from "../quorum/node-group.js";
+import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
+import { validUntilMs } from "../quorum/validity.js";
+import { Lock, type LockOwner } from "./lock.js";
+import {
+  type AcquireOptions,
+  type RedlockOptions,
+  type ResolvedRedlockOptions,
+  requireResources,
+  requireTtl,
+  resolveAcquireOptions,
+  resolveRedlockOptions,
+} from "./options.js";
+
+const isOne = (reply: unknown) => reply === 1;
+const isNonNegative = (reply: unknown) => typeof reply === "number" && reply >= 0;
+
+/**
+ * Redlock (seed 1) over N independent Redis masters: a lock is granted when
+ * a majority set the key within the validity window, measured on the
+ * monotonic clock from the start of the round.
+ */
+export class Redlock implements LockOwner {
+  readonly options: ResolvedRedlockOptions;
+  private readonly group: NodeGroup;
+  private closed = false;
+
+  constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
+    this.options = resolveRedlockOptions(options);
+    this.group = new NodeGroup(createNodes(nodes), {
+      checkTimeoutMs: this.options.checkTimeoutMs,
+      onWarning: this.options.onWarning,
+    });
+  }
+
+  get clock() {
+    return this.options.clock;
+  }
+
+  get nodeCount(): number {
+    return this.group.nodes.length;
+  }
+
+  /** Majority size: floor(N / 2) + 1. */
+  get quorum(): number {
+    return this.group.quorum;
+  }
+
+  /**
+   * Takes all `resources` for `ttlMs`, retrying up to the retry budget,
+   * `waitMs` and the signal. Rejects with `ResourceLockedError` when another
+   * holder has it, `QuorumError` when too few nodes answered, the signal's
+   * reason when aborted, `InvalidArgumentError` before anything is sent.
+   */
+  async acquire(
+    resources: readonly string[],
+    ttlMs: number,
+    options: AcquireOptions = {},
+  ): Promise<Lock> {
+    this.assertOpen();
+    const names = requireResources(resources);
+    const ttl = requireTtl(ttlMs, this.options.maxTtlMs);
+    const { signal, waitMs, retry } = resolveAcquireOptions(options, this.options.retry);
+    const { clock, random } = this.options;
+    signal?.throwIfAborted();
+    const keys = names.map((name) => this.options.keyPrefix + name);
+    const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
+    await this.group.ready();
+
+    for (let attempt = 1; ; attempt++) {
+      const value = Buffer.from(random.bytes(limits.lockValueBytes)).toString("hex");
+      const startMs = clock.now();
+      const round = await this.group.round(
+        (node) => this.runAcquire(node, keys, value, ttl, signal),
+        { isYes: isOne, stopEarly: true, signal },
+      );
+      const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
+      const majority = round.yesCount >= this.group.quorum;
+      const valid = validUntil > clock.now();
+      if (majority && valid && !this.group.refused) {
+        return new Lock(this, names, keys, value, validUntil, round.yesCount);
+      }
+      // Seed 1, step 5: undo on every node, also those that seemed to fail
+      // (a timed-out SET may have executed). Never cancelled by the signal.
+      await this.releaseKeys(keys, value);
+      if (round.aborted) throw signal?.reason;
+      if (this.group.refused) throw this.group.refused;
+      const failure = majority
+        ? new LockExpiredError(
+            "acquire",
+            names,
+            `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
+              `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
+          )
+        : this.acquireFailure(names, round, attempt);
+      if (attempt > retry.retries) throw failure;
+      const jitter = retry.jitterMs === 0 ? 0 : random.integer(-retry.jitterMs, retry.jitterMs);
+      const delayMs = retry.delayMs + jitter;
+      if (clock.now() + delayMs >= deadlineMs) throw failure;
+      await clock.sleep(delayMs, signal);
+    }
+  }
+
+  /** Closes the connections redquorum opened (a caller's own clients stay open). Locks are not released. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.group.close();
+  }
+
+  /** Alias of `close()`, for node-redlock users. */
+  quit(): Promise<void> {
+    return this.close();
+  }
+
+  /** @internal */
+  async extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
+    this.assertOpen();
+    const ttl = requireTtl(ttlMs, this.options.maxTtlMs);
+    signal?.throwIfAborted();
+    const { clock } = this.options;
+    if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
+    const startMs = clock.now();
+    const round = await this.group.round(
+      (node) =>
+        node.evalScript(extendScript, lock.keys, [lock.value, String(ttl)], {
+          timeoutMs: this.options.nodeTimeoutMs,
+          signal,
+        }),
+      { isYes: isOne, stopEarly: true, signal },
+    );
+    if (round.aborted) throw signal?.reason;
+    const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
+    if (round.yesCount >= this.group.quorum && validUntil > clock.now()) return validUntil;
+    if (round.noCount > this.group.nodes.length - this.group.quorum) {
+      throw new LockExpiredError(
+        "extend",
+        lock.resources,
+        `cannot extend: the lock is no longer held on a majority (${round.noCount} of ` +
+          `${this.group.nodes.length} nodes no longer have our value)`,
+      );
+    }
+    throw new QuorumError(
+      "extend",
+      this.group.quorum,
+      this.group.nodes.length,
+      round.yesCount,
+      nodeErrorsOf(round),
+    );
+  }
+
+  /** @internal */
+  async releaseLock(lock: Lock): Promise<void> {
+    const expired = lock.remainingMs() <= 0;
+    const round = await this.releaseKeys(lock.keys, lock.value);
+    if (expired) throw new LockExpiredError("release", lock.resources);
+    if (round.yesCount < this.group.quorum) {
+      throw new QuorumError(
+        "release",
+        this.group.quorum,
+        this.group.nodes.length,
+        round.yesCount,
+        nodeErrorsOf(round),
+      );
+    }
+  }
+
+  private runAcquire(
+    node: RedisNode,
+    keys: readonly string[],
+    value: string,
+    ttl: number,
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
+    return node.evalScript(acquireScript, keys, [value, String(ttl)], {
+      timeoutMs: this.options.nodeTimeoutMs,
+      signal,
+    });
+  }
+
+  /** Release script on every node; waits for all (each bounded by the node timeout). */
+  private releaseKeys(keys: readonly string[], value: string): Promise<RoundResult<unknown>> {
+    if (this.closed) {
+      return Promise.reject(new ClosedError("Redlock"));
+    }
+    return this.group.round(
+      (node) =>
+        node.evalScript(releaseScript, keys, [value], { timeoutMs: this.options.nodeTimeoutMs }),
+      { isYes: isNonNegative, stopEarly: false },
+    );
+  }
+
+  /**
+   * Why an attempt failed: if more nodes failed than a majority can spare,
+   * the cluster is the problem (QuorumError); otherwise enough nodes answered
+   * and someone else holds the resource.
+   */
+  private acquireFailure(
+    resources: readonly string[],
+    round: RoundResult<unknown>,
+    attempt: number,
+  ): Error {
+    const nodeCount = this.group.nodes.length;
+    if (round.errorCount > nodeCount - this.group.quorum || round.noCount === 0) {
+      return new QuorumError(
+        "acquire",
+        this.group.quorum,
+        nodeCount,
+        round.yesCount,
+        nodeErrorsOf(round),
+      );
+    }
+    return new ResourceLockedError(resources, round.noCount, nodeCount, attempt);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError("Redlock");
+  }
+}

@@ -1,0 +1,49 @@
+import type { RedisNode } from "./redis-node.js";
+
+/** What we read from a node on first contact (one `INFO` call). */
+export interface NodeInfo {
+  readonly endpoint: string;
+  readonly runId: string;
+  readonly role: string;
+  readonly redisVersion: string;
+  readonly maxmemoryBytes: number;
+  readonly maxmemoryPolicy: string;
+  readonly aofEnabled: boolean;
+}
+
+/** Parses the `field:value` lines of an INFO reply; section headers and blanks are skipped. */
+export function parseInfo(text: string): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    if (line === "" || line.startsWith("#")) continue;
+    const colon = line.indexOf(":");
+    if (colon <= 0) continue;
+    fields.set(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return fields;
+}
+
+export function nodeInfoFrom(endpoint: string, text: string): NodeInfo {
+  const fields = parseInfo(text);
+  return {
+    endpoint,
+    runId: fields.get("run_id") ?? "",
+    role: fields.get("role") ?? "unknown",
+    redisVersion: fields.get("redis_version") ?? "unknown",
+    maxmemoryBytes: Number(fields.get("maxmemory") ?? 0) || 0,
+    maxmemoryPolicy: fields.get("maxmemory_policy") ?? "unknown",
+    aofEnabled: fields.get("aof_enabled") === "1",
+  };
+}
+
+export async function inspectNode(node: RedisNode, timeoutMs: number): Promise<NodeInfo> {
+  // Plain INFO holds the server, replication, memory and persistence sections
+  // we need, and works where CONFIG is renamed away.
+  const reply = await node.command(["INFO"], { timeoutMs });
+  return nodeInfoFrom(node.endpoint, String(reply));
+}
+
+/** Eviction policies that may drop a key with a TTL, i.e. a held lock. */
+export function evictsKeysWithTtl(info: NodeInfo): boolean {
+  return info.maxmemoryBytes > 0 && info.maxmemoryPolicy !== "noeviction";
+}

@@ -1,0 +1,48 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { InvalidArgumentError, NodeConfigurationError } from "../errors.js";
+import { createNodes, endpointOfUrl } from "./resolve.js";
+
+describe("endpointOfUrl", () => {
+  it("names a node host:port, lower-cased, without credentials", () => {
+    assert.equal(endpointOfUrl("redis://user:secret@LocalHost:7001", 0), "localhost:7001");
+    assert.equal(endpointOfUrl("redis://10.0.0.1", 0), "10.0.0.1:6379");
+    assert.equal(endpointOfUrl("rediss://h:7000/0", 0), "h:7000");
+    assert.equal(endpointOfUrl("redis://h:7000/3", 0), "h:7000/3");
+  });
+
+  it("refuses what is not a redis URL", () => {
+    assert.throws(() => endpointOfUrl("127.0.0.1:7001", 2), InvalidArgumentError);
+    assert.throws(() => endpointOfUrl("http://h:1", 0), /use redis:\/\/ or rediss:\/\//);
+    assert.throws(() => endpointOfUrl("not a url", 0), /nodes\[0\]/);
+  });
+});
+
+describe("createNodes", () => {
+  it("refuses no nodes", () => {
+    assert.throws(() => createNodes([]), InvalidArgumentError);
+    assert.throws(() => createNodes(undefined as never), InvalidArgumentError);
+  });
+
+  it("refuses the same endpoint twice, however it is spelt", () => {
+    assert.throws(
+      () =>
+        createNodes([
+          "redis://127.0.0.1:7001",
+          "redis://127.0.0.1:7002",
+          "redis://:pw@127.0.0.1:7001/0",
+        ]),
+      (error: unknown) =>
+        error instanceof NodeConfigurationError && /nodes\[0\] and nodes\[2\]/.test(error.message),
+    );
+  });
+
+  it("refuses something that is neither URL nor client", () => {
+    assert.throws(() => createNodes([42 as never]), /nodes\[0\]/);
+  });
+
+  it("refuses more nodes than the limit", () => {
+    const urls = Array.from({ length: 16 }, (_, i) => `redis://127.0.0.1:${7000 + i}`);
+    assert.throws(() => createNodes(urls), /at most 15/);
+  });
+});

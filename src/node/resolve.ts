@@ -1,0 +1,98 @@
+import { InvalidArgumentError, NodeConfigurationError } from "../errors.js";
+import { limits } from "../limits.js";
+import { type IoredisLike, IoredisTransport, isIoredisLike } from "./ioredis-transport.js";
+import { isNodeRedisLike, type NodeRedisLike, NodeRedisTransport } from "./node-redis-transport.js";
+import { RedisNode } from "./redis-node.js";
+import { isNodeTransport, type NodeTransport } from "./transport.js";
+
+/**
+ * A node as the caller gives it: a `redis://` / `rediss://` URL (redquorum
+ * opens and closes an ioredis connection), the caller's own ioredis or
+ * node-redis client (left open on close), or any `NodeTransport`.
+ */
+export type NodeInput = string | IoredisLike | NodeRedisLike | NodeTransport;
+
+export function createNodes(inputs: readonly NodeInput[]): RedisNode[] {
+  if (!Array.isArray(inputs) || inputs.length === 0) {
+    throw new InvalidArgumentError(
+      "nodes",
+      "expected a non-empty array of redis:// URLs or Redis clients",
+    );
+  }
+  if (inputs.length > limits.nodeCountMax) {
+    throw new InvalidArgumentError(
+      "nodes",
+      `${inputs.length} nodes given, at most ${limits.nodeCountMax} are allowed`,
+    );
+  }
+  const seen = new Map<unknown, number>();
+  const plans = inputs.map((input, index) => {
+    const plan = planNode(input, index);
+    const first = seen.get(plan.identity);
+    if (first !== undefined) {
+      throw new NodeConfigurationError(
+        [plan.endpoint],
+        `nodes[${first}] and nodes[${index}] are the same endpoint (${plan.endpoint}): ` +
+          "each node must be a different Redis server",
+      );
+    }
+    seen.set(plan.identity, index);
+    return plan;
+  });
+  // Only now, with every input valid, are clients created (lazily connecting).
+  return plans.map((plan) => new RedisNode(plan.create()));
+}
+
+interface NodePlan {
+  identity: unknown;
+  endpoint: string;
+  create: () => NodeTransport;
+}
+
+function planNode(input: NodeInput, index: number): NodePlan {
+  if (typeof input === "string") {
+    const endpoint = endpointOfUrl(input, index);
+    return {
+      identity: endpoint,
+      endpoint,
+      create: () => IoredisTransport.fromUrl(input, endpoint),
+    };
+  }
+  if (isNodeTransport(input)) {
+    return { identity: input, endpoint: input.endpoint, create: () => input };
+  }
+  if (isIoredisLike(input)) {
+    const transport = IoredisTransport.fromClient(input);
+    return { identity: input, endpoint: transport.endpoint, create: () => transport };
+  }
+  if (isNodeRedisLike(input)) {
+    const transport = new NodeRedisTransport(input);
+    return { identity: input, endpoint: transport.endpoint, create: () => transport };
+  }
+  throw new InvalidArgumentError(
+    `nodes[${index}]`,
+    "expected a redis:// URL, an ioredis client, a node-redis client or a NodeTransport",
+  );
+}
+
+/** host:port[/db] of a redis URL: the node's name in errors (credentials left out). */
+export function endpointOfUrl(url: string, index: number): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new InvalidArgumentError(`nodes[${index}]`, `${JSON.stringify(url)} is not a URL`);
+  }
+  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
+    throw new InvalidArgumentError(
+      `nodes[${index}]`,
+      `${JSON.stringify(parsed.protocol)} is not supported: use redis:// or rediss://`,
+    );
+  }
+  if (!parsed.hostname) {
+    throw new InvalidArgumentError(`nodes[${index}]`, "the URL has no host");
+  }
+  const db = parsed.pathname.replace(/^\//, "");
+  const host = parsed.hostname.toLowerCase();
+  return `${host}:${parsed.port || "6379"}${db && db !== "0" ? `/${db}` : ""}`;
+}

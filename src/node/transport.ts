@@ -1,0 +1,27 @@
+/**
+ * What redquorum needs from one Redis master: send a command, get the reply.
+ * Everything else (timeouts, abort, EVALSHA fallback, error wrapping) is done
+ * once in `RedisNode` on top of this, so adapters stay a few lines each and
+ * a test or simulator can supply its own transport.
+ */
+export interface NodeTransport {
+  /** How the node is named in errors and status: host:port, never credentials. */
+  readonly endpoint: string;
+  /**
+   * Sends one command. `timeoutMs` bounds only the wait for a connection to
+   * become usable; the caller bounds the whole call.
+   */
+  send(args: readonly string[], timeoutMs: number): Promise<unknown>;
+  /** Ends the connection if this transport owns it; a caller's own client is left open. */
+  close(): Promise<void>;
+}
+
+export function isNodeTransport(value: unknown): value is NodeTransport {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as NodeTransport).send === "function" &&
+    typeof (value as NodeTransport).endpoint === "string" &&
+    typeof (value as NodeTransport).close === "function"
+  );
+}

@@ -1,0 +1,135 @@
+import { NodeConfigurationError, NodeError } from "../errors.js";
+import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
+import type { RedisNode } from "../node/redis-node.js";
+import { quorumOf, type RoundOptions, type RoundResult, runRound } from "./round.js";
+
+export interface NodeWarning {
+  readonly code: "REDQUORUM_EVICTION";
+  readonly endpoint: string;
+  readonly message: string;
+}
+
+export interface NodeGroupOptions {
+  checkTimeoutMs: number;
+  onWarning: (warning: NodeWarning) => void;
+}
+
+/**
+ * The N independent masters behind a Redlock or NextId: the majority size,
+ * the guard rails checked on first contact with each node (no replica, no
+ * server counted twice), and the one round every operation runs.
+ */
+export class NodeGroup {
+  readonly nodes: readonly RedisNode[];
+  readonly quorum: number;
+  private readonly options: NodeGroupOptions;
+  private readonly infos: Array<NodeInfo | undefined>;
+  private readonly pendingChecks: Array<Promise<void> | undefined>;
+  private readonly runIds = new Map<string, string>();
+  private refusal: NodeConfigurationError | undefined;
+  private firstContact: Promise<void> | undefined;
+  private uncheckedCount: number;
+
+  constructor(nodes: readonly RedisNode[], options: NodeGroupOptions) {
+    this.nodes = nodes;
+    this.quorum = quorumOf(nodes.length);
+    this.options = options;
+    this.infos = new Array(nodes.length).fill(undefined);
+    this.pendingChecks = new Array(nodes.length).fill(undefined);
+    this.uncheckedCount = nodes.length;
+  }
+
+  /**
+   * Before the first operation: inspect every node at once and wait for all
+   * (bounded by `checkTimeoutMs`), so that two addresses of one server are
+   * refused before any key is written. Nodes that did not answer are checked
+   * later, before their first vote counts.
+   */
+  async ready(): Promise<void> {
+    if (this.refusal) throw this.refusal;
+    if (this.uncheckedCount === 0) return;
+    this.firstContact ??= Promise.allSettled(this.nodes.map((_, i) => this.check(i))).then(
+      () => {},
+    );
+    await this.firstContact;
+    if (this.refusal) throw this.refusal;
+  }
+
+  /** The refusal found by a late check, if any (operations then stop). */
+  get refused(): NodeConfigurationError | undefined {
+    return this.refusal;
+  }
+
+  round<T>(
+    call: (node: RedisNode, index: number) => Promise<T>,
+    options: Omit<RoundOptions<T>, "quorum">,
+  ): Promise<RoundResult<T>> {
+    return runRound(
+      this.nodes,
+      (node, index) =>
+        this.infos[index] ? call(node, index) : this.check(index).then(() => call(node, index)),
+      { ...options, quorum: this.quorum },
+    );
+  }
+
+  info(index: number): NodeInfo | undefined {
+    return this.infos[index];
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.nodes.map((node) => node.close()));
+  }
+
+  private check(index: number): Promise<void> {
+    if (this.infos[index]) return Promise.resolve();
+    const pending =
+      this.pendingChecks[index] ??
+      inspectNode(this.nodes[index]!, this.options.checkTimeoutMs)
+        .then((info) => this.admit(index, info))
+        .finally(() => {
+          this.pendingChecks[index] = undefined;
+        });
+    this.pendingChecks[index] = pending;
+    return pending;
+  }
+
+  private admit(index: number, info: NodeInfo): void {
+    const node = this.nodes[index]!;
+    if (info.role !== "master") {
+      this.refuse(
+        new NodeConfigurationError(
+          [node.endpoint],
+          `${node.endpoint} is a ${info.role}, not a master: Redlock needs independent masters ` +
+            "(a replica lags its master, so a lock could be granted twice after a failover)",
+        ),
+      );
+    }
+    const other = this.runIds.get(info.runId);
+    if (other !== undefined && other !== node.endpoint) {
+      this.refuse(
+        new NodeConfigurationError(
+          [other, node.endpoint],
+          `${other} and ${node.endpoint} are the same Redis server (run_id ${info.runId}): ` +
+            "counting one server twice would fake a majority",
+        ),
+      );
+    }
+    this.runIds.set(info.runId, node.endpoint);
+    if (evictsKeysWithTtl(info)) {
+      this.options.onWarning({
+        code: "REDQUORUM_EVICTION",
+        endpoint: node.endpoint,
+        message:
+          `${node.endpoint} has maxmemory ${info.maxmemoryBytes} with policy ` +
+          `${info.maxmemoryPolicy}: it may evict held lock keys; use maxmemory-policy noeviction`,
+      });
+    }
+    this.infos[index] = info;
+    this.uncheckedCount--;
+  }
+
+  private refuse(error: NodeConfigurationError): never {
+    this.refusal ??= error;
+    throw new NodeError(error.endpoints.at(-1) ?? "", error);
+  }
+}

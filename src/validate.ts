@@ -1,0 +1,78 @@
+import { InvalidArgumentError } from "./errors.js";
+
+/** Checks shared by every public entry point; each names the argument and what is allowed. */
+
+export function requireInteger(name: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(
+      name,
+      `expected an integer in [${min}, ${max}], got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+export function requireNumber(name: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < min || value > max) {
+    throw new InvalidArgumentError(
+      name,
+      `expected a finite number in [${min}, ${max}], got ${describe(value)}`,
+    );
+  }
+  return value;
+}
+
+export function requireSignal(name: string, value: unknown): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) {
+    throw new InvalidArgumentError(name, `expected an AbortSignal, got ${describe(value)}`);
+  }
+  return value;
+}
+
+export function requireFunction<T>(name: string, value: unknown): T {
+  if (typeof value !== "function") {
+    throw new InvalidArgumentError(name, `expected a function, got ${describe(value)}`);
+  }
+  return value as T;
+}
+
+/**
+ * Refuses option names we do not know, with a hint for names other Redlock
+ * libraries use, so a misspelt or foreign option never silently does nothing.
+ */
+export function rejectUnknownOptions(
+  name: string,
+  options: object,
+  known: readonly string[],
+  hints: Readonly<Record<string, string>> = {},
+): void {
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const hint = hints[key];
+    throw new InvalidArgumentError(
+      `${name}.${key}`,
+      hint ? `not an option here; ${hint}` : `unknown option (known: ${known.join(", ")})`,
+    );
+  }
+}
+
+export function requireOptionsObject(name: string, value: unknown): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidArgumentError(name, `expected an options object, got ${describe(value)}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+export function describe(value: unknown): string {
+  if (typeof value === "string") {
+    return value.length > 40 ? `a string of length ${value.length}` : JSON.stringify(value);
+  }
+  if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") {
+    return String(value);
+  }
+  if (value === null) return "null";
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  return typeof value === "object" ? "an object" : typeof value;
+}

@@ -1,0 +1,62 @@
+import { after } from "node:test";
+import { Redis } from "ioredis";
+import { LocalCluster, type LocalClusterOptions } from "../../src/index.js";
+
+/**
+ * Starts a cluster of real redis-server processes for one test file and
+ * registers its teardown (and that of every inspection client) with
+ * `after`, so the file ends by itself.
+ */
+export async function startCluster(options: LocalClusterOptions = {}): Promise<TestCluster> {
+  const cluster = await LocalCluster.start({ persistence: "none", ...options });
+  const test = new TestCluster(cluster);
+  after(() => test.stop());
+  return test;
+}
+
+export class TestCluster {
+  readonly cluster: LocalCluster;
+  private readonly clients = new Map<number, Redis>();
+
+  constructor(cluster: LocalCluster) {
+    this.cluster = cluster;
+  }
+
+  get urls(): string[] {
+    return this.cluster.urls;
+  }
+
+  /** A plain ioredis connection to node `index`, for setting up and inspecting state. */
+  client(index: number): Redis {
+    let client = this.clients.get(index);
+    if (!client || client.status === "end") {
+      client = new Redis(this.cluster.urls[index]!, {
+        maxRetriesPerRequest: 1,
+        retryStrategy: () => 100,
+      });
+      client.on("error", () => {});
+      this.clients.set(index, client);
+    }
+    return client;
+  }
+
+  /** Runs one command on every running node. */
+  async onAll<T>(run: (client: Redis, index: number) => Promise<T>): Promise<T[]> {
+    return Promise.all(this.cluster.nodes.map((node) => run(this.client(node.index), node.index)));
+  }
+
+  /** Every key on every node, by node. */
+  async keysByNode(): Promise<string[][]> {
+    return this.onAll(async (client) => (await client.keys("*")).sort());
+  }
+
+  async flushAll(): Promise<void> {
+    await this.onAll((client) => client.flushall());
+  }
+
+  async stop(): Promise<void> {
+    for (const client of this.clients.values()) client.disconnect();
+    this.clients.clear();
+    await this.cluster.stop();
+  }
+}
