@@ -83,11 +83,11 @@ export class Redlock implements LockOwner {
       const majority = round.yesCount >= this.group.quorum;
       const valid = validUntil > clock.now();
       if (majority && valid && !this.group.refused) {
-        return new Lock(this, names, keys, value, validUntil, round.yesCount);
+        return new Lock(this, names, keys, value, validUntil, round.yesCount, round.settled);
       }
       // Seed 1, step 5: undo on every node, also those that seemed to fail
       // (a timed-out SET may have executed). Never cancelled by the signal.
-      await this.releaseKeys(keys, value);
+      await this.releaseKeys(keys, value, round.settled);
       if (round.aborted) throw signal?.reason;
       if (this.group.refused) throw this.group.refused;
       const failure = majority
@@ -132,8 +132,9 @@ export class Redlock implements LockOwner {
           timeoutMs: this.options.nodeTimeoutMs,
           signal,
         }),
-      { isYes: isOne, stopEarly: true, signal },
+      { isYes: isOne, stopEarly: true, signal, after: lock.lastCalls },
     );
+    lock.lastCalls = round.settled;
     if (round.aborted) throw signal?.reason;
     const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
     if (round.yesCount >= this.group.quorum && validUntil > clock.now()) return validUntil;
@@ -157,7 +158,7 @@ export class Redlock implements LockOwner {
   /** @internal */
   async releaseLock(lock: Lock): Promise<void> {
     const expired = lock.remainingMs() <= 0;
-    const round = await this.releaseKeys(lock.keys, lock.value);
+    const round = await this.releaseKeys(lock.keys, lock.value, lock.lastCalls);
     if (expired) throw new LockExpiredError("release", lock.resources);
     if (round.yesCount < this.group.quorum) {
       throw new QuorumError(
@@ -183,15 +184,23 @@ export class Redlock implements LockOwner {
     });
   }
 
-  /** Release script on every node; waits for all (each bounded by the node timeout). */
-  private releaseKeys(keys: readonly string[], value: string): Promise<RoundResult<unknown>> {
+  /**
+   * Release script on every node; waits for all (each bounded by the node
+   * timeout). On each node it is sent only once the previous call for this
+   * value there has settled, so it can never overtake that call.
+   */
+  private releaseKeys(
+    keys: readonly string[],
+    value: string,
+    after: ReadonlyArray<Promise<void>>,
+  ): Promise<RoundResult<unknown>> {
     if (this.closed) {
       return Promise.reject(new ClosedError("Redlock"));
     }
     return this.group.round(
       (node) =>
         node.evalScript(releaseScript, keys, [value], { timeoutMs: this.options.nodeTimeoutMs }),
-      { isYes: isNonNegative, stopEarly: false },
+      { isYes: isNonNegative, stopEarly: false, after },
     );
   }
 

@@ -37,12 +37,15 @@ export class RedisNode {
   ): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
     return this.bounded(
-      () =>
+      (isSettled) =>
         this.transport
           .send(["EVALSHA", script.sha1, ...tail], options.timeoutMs)
           .catch((error: unknown) => {
-            // NOSCRIPT means the script did not run, so sending it again is safe.
-            if (!isNoScriptError(error)) throw error;
+            // NOSCRIPT means the script did not run, so sending it again is
+            // safe - unless the caller already gave up on this call: then a
+            // late EVAL could land after the caller's cleanup (a release sent
+            // meanwhile) and leave a key behind.
+            if (!isNoScriptError(error) || isSettled()) throw error;
             return this.transport.send(["EVAL", script.source, ...tail], options.timeoutMs);
           }),
       options,
@@ -53,7 +56,10 @@ export class RedisNode {
     return this.transport.close();
   }
 
-  private bounded<T>(work: () => Promise<T>, { timeoutMs, signal }: CallOptions): Promise<T> {
+  private bounded<T>(
+    work: (isSettled: () => boolean) => Promise<T>,
+    { timeoutMs, signal }: CallOptions,
+  ): Promise<T> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<T>((resolve, reject) => {
       let settled = false;
@@ -75,7 +81,7 @@ export class RedisNode {
       signal?.addEventListener("abort", onAbort, { once: true });
       let pending: Promise<T>;
       try {
-        pending = work();
+        pending = work(() => settled);
       } catch (error) {
         pending = Promise.reject(error);
       }

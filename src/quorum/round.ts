@@ -12,8 +12,14 @@ export interface RoundResult<T> {
   readonly yesCount: number;
   readonly noCount: number;
   readonly errorCount: number;
-  /** The round's abort reason, when the caller's signal ended it. */
+  /** Whether the caller's signal ended the round. */
   readonly aborted: boolean;
+  /**
+   * Per node, a promise that resolves (never rejects) once that node's call
+   * has settled, also after an early end. A later operation on the same keys
+   * waits for it so it is never sent to a node before this one.
+   */
+  readonly settled: ReadonlyArray<Promise<void>>;
 }
 
 export type RoundState = "won" | "lost" | "open";
@@ -47,7 +53,11 @@ export interface RoundOptions<T> {
    */
   stopEarly: boolean;
   signal?: AbortSignal | undefined;
+  /** Per node, what must settle before the call is made (see `RoundResult.settled`). */
+  after?: ReadonlyArray<Promise<void>> | undefined;
 }
+
+const ignore = () => {};
 
 /**
  * The one fan-out that locks, IDs and fences share: `call` on every node at
@@ -58,7 +68,8 @@ export function runRound<T>(
   call: (node: RedisNode, index: number) => Promise<T>,
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
-  const { quorum, isYes, stopEarly, signal } = options;
+  const { quorum, isYes, stopEarly, signal, after } = options;
+  const settled: Array<Promise<void>> = [];
   const outcomes: Array<Outcome<T> | undefined> = new Array(nodes.length).fill(undefined);
   let yesCount = 0;
   let noCount = 0;
@@ -72,7 +83,7 @@ export function runRound<T>(
       if (finished) return;
       finished = true;
       signal?.removeEventListener("abort", onAbort);
-      resolve({ outcomes: [...outcomes], yesCount, noCount, errorCount, aborted });
+      resolve({ outcomes: [...outcomes], yesCount, noCount, errorCount, aborted, settled });
     };
     const onAbort = () => {
       aborted = true;
@@ -86,12 +97,10 @@ export function runRound<T>(
     signal?.addEventListener("abort", onAbort, { once: true });
 
     nodes.forEach((node, index) => {
-      let pending: Promise<T>;
-      try {
-        pending = call(node, index);
-      } catch (error) {
-        pending = Promise.reject(error);
-      }
+      const start = () => call(node, index);
+      const previous = after?.[index];
+      const pending = previous ? previous.then(start) : invoke(start);
+      settled[index] = pending.then(ignore, ignore);
       pending.then(
         (value) => {
           if (finished) return;
@@ -132,6 +141,14 @@ export function runRound<T>(
       }
     }
   });
+}
+
+function invoke<T>(start: () => Promise<T>): Promise<T> {
+  try {
+    return start();
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }
 
 /** The per-node errors of a round, in node order. */

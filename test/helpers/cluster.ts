@@ -1,17 +1,13 @@
-import { after } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, type LocalClusterOptions } from "../../src/index.js";
 
 /**
- * Starts a cluster of real redis-server processes for one test file and
- * registers its teardown (and that of every inspection client) with
- * `after`, so the file ends by itself.
+ * Starts a cluster of real redis-server processes for one test suite. The
+ * suite's `after` hook must call `stop()`, which also closes every
+ * inspection client, so the file ends by itself.
  */
 export async function startCluster(options: LocalClusterOptions = {}): Promise<TestCluster> {
-  const cluster = await LocalCluster.start({ persistence: "none", ...options });
-  const test = new TestCluster(cluster);
-  after(() => test.stop());
-  return test;
+  return new TestCluster(await LocalCluster.start({ persistence: "none", ...options }));
 }
 
 export class TestCluster {

@@ -1,0 +1,241 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { createClient } from "redis";
+import { LockExpiredError, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 } };
+
+describe("Redlock on 5 real redis-server nodes", () => {
+  let cluster: TestCluster;
+  let redlock: Redlock;
+  let other: Redlock;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+    redlock = new Redlock(cluster.urls, fast);
+    other = new Redlock(cluster.urls, fast);
+  });
+  after(async () => {
+    await redlock.close();
+    await other.close();
+    await cluster.stop();
+  });
+  beforeEach(() => cluster.flushAll());
+
+  it("acquires on every node with the resource name as key and a 20-byte random value", async () => {
+    const lock = await redlock.acquire(["orders:42"], 5_000);
+    assert.match(lock.value, /^[0-9a-f]{40}$/);
+    const values = await cluster.onAll((c) => c.get("orders:42"));
+    // The round ends at a majority; the other SETs were sent and land shortly after.
+    await waitFor(async () =>
+      (await cluster.onAll((c) => c.get("orders:42"))).every((v) => v === lock.value),
+    );
+    assert.ok(values.filter((v) => v === lock.value).length >= 3);
+    const ttls = await cluster.onAll((c) => c.pttl("orders:42"));
+    for (const ttl of ttls) assert.ok(ttl > 4_000 && ttl <= 5_000, `pttl ${ttl}`);
+    await lock.release();
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("remainingMs is ttl minus elapsed minus drift, counting down", async () => {
+    const before = performance.now();
+    const lock = await redlock.acquire(["r"], 10_000);
+    const remaining = lock.remainingMs();
+    const drift = 10_000 * 0.01 + 2;
+    assert.ok(remaining <= 10_000 - drift, `remaining ${remaining}`);
+    assert.ok(
+      remaining > 10_000 - drift - (performance.now() - before) - 1,
+      `remaining ${remaining}`,
+    );
+    await new Promise((r) => setTimeout(r, 30));
+    assert.ok(lock.remainingMs() <= remaining - 29);
+    await lock.release();
+  });
+
+  it("excludes a second holder until release", async () => {
+    const lock = await redlock.acquire(["r"], 5_000);
+    await assert.rejects(other.acquire(["r"], 5_000), ResourceLockedError);
+    await lock.release();
+    const second = await other.acquire(["r"], 5_000);
+    await second.release();
+  });
+
+  it("takes all resources of a multi-resource lock or none", async () => {
+    await cluster.onAll((c) => c.set("b", "someone-else", "PX", 5_000));
+    await assert.rejects(redlock.acquire(["a", "b", "c"], 5_000), ResourceLockedError);
+    const keys = await cluster.keysByNode();
+    assert.deepEqual(keys, [["b"], ["b"], ["b"], ["b"], ["b"]]);
+    await cluster.onAll((c) => c.del("b"));
+    const lock = await redlock.acquire(["a", "b", "c"], 5_000);
+    await waitFor(async () => (await cluster.keysByNode()).every((k) => k.length === 3));
+    await lock.release();
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("a key set by hand with SET NX PX on a majority blocks acquire", async () => {
+    for (const i of [0, 2, 4]) await cluster.client(i).set("r", "manual", "PX", 5_000, "NX");
+    await assert.rejects(redlock.acquire(["r"], 5_000), (error: unknown) => {
+      assert.ok(error instanceof ResourceLockedError);
+      assert.equal(error.heldNodeCount >= 3, true);
+      assert.equal(error.attempts, 3);
+      return true;
+    });
+    // and leaves none of our keys behind: only the three manual ones.
+    const values = await cluster.onAll((c) => c.get("r"));
+    assert.deepEqual(values, ["manual", null, "manual", null, "manual"]);
+  });
+
+  it("after a failed attempt no key of ours is left on any node", async () => {
+    // Held elsewhere on 2 nodes: each attempt wins 3 but... make it lose: held on 3.
+    for (const i of [1, 3]) await cluster.client(i).set("r", "elsewhere", "PX", 5_000);
+    for (const i of [0]) await cluster.client(i).set("r", "elsewhere-too", "PX", 5_000);
+    await assert.rejects(redlock.acquire(["r"], 5_000), ResourceLockedError);
+    const values = await cluster.onAll((c) => c.get("r"));
+    assert.deepEqual(values, ["elsewhere-too", "elsewhere", null, "elsewhere", null]);
+  });
+
+  it("release never deletes another holder's key", async () => {
+    const lock = await redlock.acquire(["r"], 200);
+    await new Promise((r) => setTimeout(r, 250));
+    const next = await other.acquire(["r"], 5_000);
+    await assert.rejects(lock.release(), LockExpiredError);
+    const values = await cluster.onAll((c) => c.get("r"));
+    assert.ok(values.filter((v) => v === next.value).length >= 3);
+    assert.ok(!values.includes(lock.value));
+    await next.release();
+  });
+
+  it("extend prolongs our keys, and never another holder's", async () => {
+    const lock = await redlock.acquire(["r"], 1_000);
+    await lock.extend(8_000);
+    assert.ok(lock.remainingMs() > 7_000);
+    const ttls = await cluster.onAll((c) => c.pttl("r"));
+    assert.ok(ttls.filter((t) => t > 7_000).length >= 3, `ttls ${ttls}`);
+    // Another holder's key: our extend must fail and leave its TTL alone.
+    await cluster.onAll((c) => c.set("r", "thief", "PX", 3_000));
+    await assert.rejects(lock.extend(8_000), LockExpiredError);
+    const after = await cluster.onAll((c) => c.pttl("r"));
+    for (const ttl of after) assert.ok(ttl <= 3_000, `pttl ${ttl}`);
+  });
+
+  it("extend after expiry fails and leaves no key", async () => {
+    const lock = await redlock.acquire(["r"], 100);
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(lock.remainingMs(), 0);
+    await assert.rejects(lock.extend(5_000), LockExpiredError);
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("extend fails and never re-creates keys that expired on the nodes while validity remains locally", async () => {
+    const lock = await redlock.acquire(["r"], 5_000);
+    await cluster.onAll((c) => c.del("r"));
+    await assert.rejects(lock.extend(5_000), LockExpiredError);
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("release is idempotent", async () => {
+    const lock = await redlock.acquire(["r"], 5_000);
+    const first = lock.release();
+    assert.equal(lock.release(), first);
+    await first;
+    assert.equal(lock.released, true);
+  });
+
+  it("await using releases on scope exit", async () => {
+    {
+      await using lock = await redlock.acquire(["scoped"], 5_000);
+      assert.ok(lock.remainingMs() > 0);
+      assert.ok((await cluster.onAll((c) => c.exists("scoped"))).some((n) => n === 1));
+    }
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("keyPrefix is prepended to the key", async () => {
+    const prefixed = new Redlock(cluster.urls, { ...fast, keyPrefix: "locks:" });
+    const lock = await prefixed.acquire(["r"], 5_000);
+    assert.deepEqual(lock.keys, ["locks:r"]);
+    assert.ok((await cluster.onAll((c) => c.get("locks:r"))).includes(lock.value));
+    await lock.release();
+    await prefixed.close();
+  });
+
+  it("recovers from SCRIPT FLUSH on every node between two acquisitions", async () => {
+    const first = await redlock.acquire(["r"], 5_000);
+    await first.release();
+    await cluster.onAll((c) => c.script("FLUSH"));
+    const second = await redlock.acquire(["r"], 5_000);
+    await cluster.onAll((c) => c.script("FLUSH"));
+    await second.extend(5_000);
+    await cluster.onAll((c) => c.script("FLUSH"));
+    await second.release();
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("aborting with a signal rejects with the signal's reason and leaves no key", async () => {
+    for (const i of [0, 1, 2]) await cluster.client(i).set("r", "held", "PX", 5_000);
+    const controller = new AbortController();
+    const reason = new Error("caller gave up");
+    const pending = redlock.acquire(["r"], 5_000, {
+      signal: controller.signal,
+      retry: { retries: 1_000, delayMs: 20, jitterMs: 0 },
+    });
+    setTimeout(() => controller.abort(reason), 100);
+    await assert.rejects(pending, (error) => error === reason);
+    const values = await cluster.onAll((c) => c.get("r"));
+    assert.deepEqual(values, ["held", "held", "held", null, null]);
+  });
+
+  it("waitMs bounds the whole acquire", async () => {
+    for (const i of [0, 1, 2]) await cluster.client(i).set("r", "held", "PX", 5_000);
+    const start = performance.now();
+    await assert.rejects(
+      redlock.acquire(["r"], 5_000, {
+        waitMs: 150,
+        retry: { retries: 1_000, delayMs: 20, jitterMs: 0 },
+      }),
+      ResourceLockedError,
+    );
+    // Bounded: it gave up after ~150 ms instead of running 1000 retries (20 s).
+    assert.ok(performance.now() - start < 2_000);
+  });
+
+  it("works with the caller's own node-redis clients, NOSCRIPT included", async () => {
+    const clients = cluster.urls.map((url) => createClient({ url }));
+    await Promise.all(clients.map((c) => c.connect()));
+    try {
+      const viaNodeRedis = new Redlock(clients, fast);
+      const lock = await viaNodeRedis.acquire(["nr"], 5_000);
+      await assert.rejects(redlock.acquire(["nr"], 5_000), ResourceLockedError);
+      await cluster.onAll((c) => c.script("FLUSH"));
+      await lock.extend(5_000);
+      await lock.release();
+      await viaNodeRedis.close();
+      // Closing the Redlock leaves the caller's clients open.
+      assert.equal(
+        clients.every((c) => c.isOpen),
+        true,
+      );
+    } finally {
+      await Promise.all(clients.map((c) => c.quit()));
+    }
+  });
+
+  it("QuorumError names the failing nodes when a majority refuses with errors", async () => {
+    // WRONGTYPE on 3 nodes: the key is a list there.
+    for (const i of [0, 1, 2]) await cluster.client(i).rpush("r", "x");
+    const lock = redlock.acquire(["r"], 5_000);
+    await assert.rejects(lock, (error: unknown) => {
+      assert.ok(error instanceof QuorumError || error instanceof ResourceLockedError);
+      return true;
+    });
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 2_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
