@@ -1,0 +1,223 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import {
+  InvalidArgumentError,
+  NodeConfigurationError,
+  type NodeWarning,
+  Redlock,
+  type RedquorumError,
+} from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+type ErrorClass = new (...args: never[]) => RedquorumError;
+
+describe("bad input gets a typed error and leaves no key", () => {
+  let cluster: TestCluster;
+  let redlock: Redlock;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+    redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+  });
+  after(async () => {
+    await redlock.close();
+    await cluster.stop();
+  });
+
+  const acquireCases: Array<[string, () => Promise<unknown>, ErrorClass, RegExp]> = [
+    ["ttl 0", () => redlock.acquire(["r"], 0), InvalidArgumentError, /ttlMs.*\[1, 300000\].*got 0/],
+    ["ttl -1", () => redlock.acquire(["r"], -1), InvalidArgumentError, /ttlMs/],
+    ["ttl 1.5", () => redlock.acquire(["r"], 1.5), InvalidArgumentError, /integer.*got 1.5/],
+    ["ttl NaN", () => redlock.acquire(["r"], Number.NaN), InvalidArgumentError, /got NaN/],
+    ["ttl 2^31", () => redlock.acquire(["r"], 2 ** 31), InvalidArgumentError, /got 2147483648/],
+    ["ttl above maxTtlMs", () => redlock.acquire(["r"], 300_001), InvalidArgumentError, /300000/],
+    [
+      "ttl as a string",
+      () => redlock.acquire(["r"], "100" as never),
+      InvalidArgumentError,
+      /ttlMs/,
+    ],
+    [
+      'resource ""',
+      () => redlock.acquire([""], 1_000),
+      InvalidArgumentError,
+      /resources\[0\].*non-empty string/,
+    ],
+    [
+      "resource a number",
+      () => redlock.acquire([42 as never], 1_000),
+      InvalidArgumentError,
+      /got 42/,
+    ],
+    [
+      "resource of 10 MB",
+      () => redlock.acquire(["x".repeat(10 * 1024 * 1024)], 1_000),
+      InvalidArgumentError,
+      /at most 1024 bytes/,
+    ],
+    ["resources empty", () => redlock.acquire([], 1_000), InvalidArgumentError, /non-empty array/],
+    [
+      "resources not an array",
+      () => redlock.acquire("r" as never, 1_000),
+      InvalidArgumentError,
+      /non-empty array/,
+    ],
+    [
+      "resource listed twice",
+      () => redlock.acquire(["a", "a"], 1_000),
+      InvalidArgumentError,
+      /listed twice/,
+    ],
+    [
+      "too many resources",
+      () =>
+        redlock.acquire(
+          Array.from({ length: 65 }, (_, i) => `r${i}`),
+          1_000,
+        ),
+      InvalidArgumentError,
+      /at most 64/,
+    ],
+    [
+      "an unknown option",
+      () => redlock.acquire(["r"], 1_000, { retryCount: 3 } as never),
+      InvalidArgumentError,
+      /retry: \{ retries \}/,
+    ],
+    [
+      "a negative waitMs",
+      () => redlock.acquire(["r"], 1_000, { waitMs: -5 }),
+      InvalidArgumentError,
+      /waitMs/,
+    ],
+    [
+      "a signal that is not an AbortSignal",
+      () => redlock.acquire(["r"], 1_000, { signal: {} as never }),
+      InvalidArgumentError,
+      /AbortSignal/,
+    ],
+  ];
+
+  for (const [name, run, errorClass, message] of acquireCases) {
+    it(`acquire with ${name}`, async () => {
+      await assert.rejects(run(), (error: unknown) => {
+        assert.ok(error instanceof errorClass, `${String(error)} is not a ${errorClass.name}`);
+        assert.match((error as Error).message, message);
+        return true;
+      });
+      assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+    });
+  }
+
+  it("extend with a bad ttl", async () => {
+    const lock = await redlock.acquire(["r"], 5_000);
+    await assert.rejects(lock.extend(0), InvalidArgumentError);
+    await assert.rejects(lock.extend(Number.POSITIVE_INFINITY), InvalidArgumentError);
+    await lock.release();
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  const constructorCases: Array<[string, () => unknown, ErrorClass, RegExp]> = [
+    ["no nodes", () => new Redlock([]), InvalidArgumentError, /non-empty array/],
+    [
+      "the same node twice",
+      () => new Redlock([cluster.urls[0]!, cluster.urls[1]!, cluster.urls[0]!]),
+      NodeConfigurationError,
+      /same endpoint/,
+    ],
+    ["a bad URL", () => new Redlock(["127.0.0.1:1"]), InvalidArgumentError, /nodes\[0\]/],
+    [
+      "a bad driftFactor",
+      () => new Redlock(cluster.urls, { driftFactor: 2 }),
+      InvalidArgumentError,
+      /driftFactor/,
+    ],
+    [
+      "a foreign option",
+      () => new Redlock(cluster.urls, { retryDelay: 5 } as never),
+      InvalidArgumentError,
+      /delayMs/,
+    ],
+    [
+      "jitter above delay",
+      () => new Redlock(cluster.urls, { retry: { delayMs: 5, jitterMs: 10 } }),
+      InvalidArgumentError,
+      /jitterMs/,
+    ],
+  ];
+
+  for (const [name, run, errorClass, message] of constructorCases) {
+    it(`new Redlock with ${name}`, () => {
+      assert.throws(run, (error: unknown) => {
+        assert.ok(error instanceof errorClass, `${String(error)} is not a ${errorClass.name}`);
+        assert.match((error as Error).message, message);
+        return true;
+      });
+    });
+  }
+
+  it("one server under two addresses (127.0.0.1 and localhost) is refused before any key is written", async () => {
+    const port = new URL(cluster.urls[0]!).port;
+    const aliased = new Redlock([...cluster.urls, `redis://localhost:${port}`], {
+      retry: { retries: 0 },
+    });
+    try {
+      await assert.rejects(aliased.acquire(["r"], 1_000), (error: unknown) => {
+        assert.ok(error instanceof NodeConfigurationError, String(error));
+        assert.match(error.message, /same Redis server \(run_id/);
+        assert.deepEqual(
+          [...error.endpoints].sort(),
+          [`127.0.0.1:${port}`, `localhost:${port}`].sort(),
+        );
+        return true;
+      });
+      // Refused for good, not just once.
+      await assert.rejects(aliased.acquire(["r"], 1_000), NodeConfigurationError);
+    } finally {
+      await aliased.close();
+    }
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("a replica is refused", async () => {
+    const primaryPort = new URL(cluster.urls[3]!).port;
+    await cluster.client(4).replicaof("127.0.0.1", primaryPort);
+    const withReplica = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      await assert.rejects(withReplica.acquire(["r"], 1_000), (error: unknown) => {
+        assert.ok(error instanceof NodeConfigurationError, String(error));
+        assert.match(error.message, /is a slave, not a master/);
+        return true;
+      });
+    } finally {
+      await withReplica.close();
+      await cluster.client(4).replicaof("NO", "ONE");
+    }
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("an eviction policy that can drop keys with a TTL is warned about", async () => {
+    await cluster.client(1).config("SET", "maxmemory", "100mb");
+    await cluster.client(1).config("SET", "maxmemory-policy", "volatile-lru");
+    const warnings: NodeWarning[] = [];
+    const warned = new Redlock(cluster.urls, { onWarning: (w) => warnings.push(w) });
+    try {
+      const lock = await warned.acquire(["r"], 1_000);
+      await lock.release();
+      assert.equal(warnings.length, 1);
+      assert.equal(warnings[0]!.code, "REDQUORUM_EVICTION");
+      assert.equal(warnings[0]!.endpoint, cluster.urls[1]!.replace("redis://", ""));
+      assert.match(warnings[0]!.message, /volatile-lru/);
+    } finally {
+      await warned.close();
+      await cluster.client(1).config("SET", "maxmemory", "0");
+      await cluster.client(1).config("SET", "maxmemory-policy", "noeviction");
+    }
+  });
+
+  it("a closed Redlock refuses to acquire", async () => {
+    const closed = new Redlock(cluster.urls);
+    await closed.close();
+    await assert.rejects(closed.acquire(["r"], 1_000), { code: "ERR_CLOSED" });
+  });
+});

@@ -1,0 +1,178 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { QuorumError, Redlock } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 } } as const;
+
+/** Every subset of {0..n-1}, as arrays of indexes. */
+function subsets(n: number): number[][] {
+  const all: number[][] = [];
+  for (let mask = 0; mask < 1 << n; mask++) {
+    all.push([...Array(n).keys()].filter((i) => mask & (1 << i)));
+  }
+  return all;
+}
+
+describe("node failures (5 nodes, Q = 3)", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+  });
+  after(() => cluster.stop());
+  beforeEach(async () => {
+    // Every node back up and empty before each case.
+    for (const node of cluster.cluster.nodes) {
+      if (node.state === "paused") cluster.cluster.resume(node.index);
+      if (node.state === "stopped") await cluster.cluster.restart(node.index, { keepData: false });
+    }
+    await cluster.flushAll();
+  });
+
+  it("with 2 nodes killed, acquire, extend and release still work", async () => {
+    const redlock = new Redlock(cluster.urls, fast);
+    try {
+      await cluster.cluster.kill(3);
+      await cluster.cluster.kill(4);
+      const lock = await redlock.acquire(["r"], 5_000);
+      assert.equal(lock.grantedNodeCount, 3);
+      await lock.extend(5_000);
+      assert.ok(lock.remainingMs() > 4_000);
+      await lock.release();
+      const values = await Promise.all([0, 1, 2].map((i) => cluster.client(i).get("r")));
+      assert.deepEqual(values, [null, null, null]);
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("with 3 nodes killed, acquire fails with a QuorumError naming the three, within the retry budget", async () => {
+    const redlock = new Redlock(cluster.urls, fast);
+    try {
+      for (const i of [0, 2, 4]) await cluster.cluster.kill(i);
+      const start = performance.now();
+      await assert.rejects(redlock.acquire(["r"], 5_000), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        assert.equal(error.code, "ERR_QUORUM");
+        assert.equal(error.quorum, 3);
+        const named = error.nodeErrors.map((e) => e.endpoint).sort();
+        const killed = [0, 2, 4].map((i) => cluster.urls[i]!.replace("redis://", "")).sort();
+        assert.deepEqual(named, killed);
+        return true;
+      });
+      // 3 attempts with ~10 ms waits: far below one TTL, nowhere near a hang.
+      assert.ok(performance.now() - start < 2_500, `took ${performance.now() - start} ms`);
+      // No lock left on the survivors.
+      const values = await Promise.all([1, 3].map((i) => cluster.client(i).get("r")));
+      assert.deepEqual(values, [null, null]);
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a node killed while a lock is held: extend and release still work on the rest", async () => {
+    const redlock = new Redlock(cluster.urls, fast);
+    try {
+      const lock = await redlock.acquire(["r"], 5_000);
+      await cluster.cluster.kill(1);
+      await lock.extend(5_000);
+      await lock.release();
+      const values = await Promise.all([0, 2, 3, 4].map((i) => cluster.client(i).get("r")));
+      assert.deepEqual(values, [null, null, null, null]);
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a paused node (SIGSTOP) costs about the node timeout, not the TTL", async () => {
+    const redlock = new Redlock(cluster.urls, { ...fast, nodeTimeoutMs: 50 });
+    try {
+      // First contact (connections, INFO checks) while every node answers.
+      await (await redlock.acquire(["warm"], 1_000)).release();
+      cluster.cluster.pause(2);
+      const start = performance.now();
+      const lock = await redlock.acquire(["r"], 10_000);
+      const acquireMs = performance.now() - start;
+      await lock.release();
+      const cycleMs = performance.now() - start;
+      // The acquire needs only the 3 fastest; the release waits out the
+      // paused node's timeout. Both stay far below the 10 s TTL.
+      assert.ok(acquireMs < 1_000, `acquire took ${acquireMs} ms`);
+      assert.ok(cycleMs < 1_000, `acquire + release took ${cycleMs} ms`);
+      assert.ok(lock.remainingMs() === 0 || lock.released);
+    } finally {
+      cluster.cluster.resume(2);
+      await redlock.close();
+    }
+  });
+
+  it("a node killed and restarted is used again after it comes back", async () => {
+    const redlock = new Redlock(cluster.urls, fast);
+    try {
+      await (await redlock.acquire(["r"], 1_000)).release();
+      await cluster.cluster.kill(0);
+      await cluster.cluster.kill(1);
+      await (await redlock.acquire(["r"], 1_000)).release();
+      await cluster.cluster.restart(0);
+      await cluster.cluster.restart(1);
+      await cluster.cluster.kill(2);
+      await cluster.cluster.kill(3);
+      // Now only 0, 1 (restarted) and 4 are up: a lock needs both restarted nodes.
+      const deadline = performance.now() + 5_000;
+      let lock: Awaited<ReturnType<Redlock["acquire"]>> | undefined;
+      while (!lock) {
+        try {
+          lock = await redlock.acquire(["r"], 1_000);
+        } catch (error) {
+          if (!(error instanceof QuorumError) || performance.now() > deadline) throw error;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      assert.equal(lock.grantedNodeCount, 3);
+      await lock.release();
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  for (const failed of subsets(5)) {
+    const expectLock = failed.length <= 2;
+    it(`nodes {${failed.join(",")}} paused: ${expectLock ? "acquires" : "QuorumError"}`, async () => {
+      const redlock = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 50 });
+      try {
+        await (await redlock.acquire(["warm"], 1_000)).release();
+        for (const i of failed) cluster.cluster.pause(i);
+        const attempt = redlock.acquire(["r"], 2_000);
+        if (expectLock) {
+          const lock = await attempt;
+          assert.ok(lock.grantedNodeCount >= 3);
+          await lock.release();
+        } else {
+          await assert.rejects(attempt, (error: unknown) => {
+            assert.ok(error instanceof QuorumError, String(error));
+            assert.ok(error.successCount < 3);
+            assert.ok(error.nodeErrors.length >= 3, `${error.nodeErrors.length} node errors`);
+            return true;
+          });
+        }
+      } finally {
+        for (const i of failed) cluster.cluster.resume(i);
+        await redlock.close();
+      }
+      // Whatever happened, once the paused nodes ran their queued commands
+      // (acquire then release, in order) no key of the attempt is left.
+      await waitForNoKey(cluster, "r");
+    });
+  }
+});
+
+async function waitForNoKey(cluster: TestCluster, key: string): Promise<void> {
+  const deadline = performance.now() + 2_000;
+  for (;;) {
+    const values = await cluster.onAll((c) => c.exists(key));
+    if (values.every((n) => n === 0)) return;
+    if (performance.now() > deadline) assert.fail(`key ${key} left on nodes: ${values}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

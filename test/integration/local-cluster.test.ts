@@ -1,0 +1,132 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import { LocalCluster } from "../../src/index.js";
+
+/** Running, not dead or a zombie waiting to be reaped by init. */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function withClient<T>(url: string, run: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on("error", () => {});
+  try {
+    return await run(client);
+  } finally {
+    client.disconnect();
+  }
+}
+
+describe("LocalCluster", () => {
+  let cluster: LocalCluster;
+
+  before(async () => {
+    cluster = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always" });
+  });
+  after(() => cluster.stop());
+
+  it("starts independent nodes on distinct loopback ports, never 6379, each with its own data directory", async () => {
+    const ports = cluster.nodes.map((n) => n.port);
+    assert.equal(new Set(ports).size, 3);
+    assert.ok(!ports.includes(6379));
+    assert.equal(new Set(cluster.nodes.map((n) => n.dataDir)).size, 3);
+    const runIds = await Promise.all(
+      cluster.urls.map((url) =>
+        withClient(url, async (c) => /run_id:(\w+)/.exec(await c.info("server"))![1]),
+      ),
+    );
+    assert.equal(new Set(runIds).size, 3);
+    const fsync = await withClient(cluster.urls[0]!, (c) => c.config("GET", "appendfsync"));
+    assert.deepEqual(fsync, ["appendfsync", "always"]);
+  });
+
+  it("restart keeps the data (AOF); restart empty loses it", async () => {
+    await withClient(cluster.urls[0]!, (c) => c.set("kept", "1"));
+    await cluster.restart(0);
+    assert.equal(await withClient(cluster.urls[0]!, (c) => c.get("kept")), "1");
+    await cluster.restart(0, { keepData: false });
+    assert.equal(await withClient(cluster.urls[0]!, (c) => c.get("kept")), null);
+  });
+
+  it("kill -9 stops the process; restart brings it back on the same port", async () => {
+    const { pid, port } = cluster.node(1);
+    await cluster.kill(1);
+    assert.equal(alive(pid!), false);
+    assert.equal(cluster.node(1).state, "stopped");
+    await cluster.restart(1);
+    assert.equal(cluster.node(1).port, port);
+    assert.equal(await withClient(cluster.urls[1]!, (c) => c.ping()), "PONG");
+  });
+
+  it("pause stops answering; resume answers again", async () => {
+    cluster.pause(2);
+    const client = new Redis(cluster.urls[2]!, { commandTimeout: 200, maxRetriesPerRequest: 0 });
+    client.on("error", () => {});
+    try {
+      await assert.rejects(client.ping(), /timed out/);
+      cluster.resume(2);
+      assert.equal(await client.ping(), "PONG");
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it("stop removes every process and directory", async () => {
+    const extra = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
+    const pids = extra.nodes.map((n) => n.pid!);
+    await extra.stop();
+    assert.deepEqual(pids.map(alive), [false, false]);
+    assert.equal(existsSync(extra.baseDir), false);
+  });
+
+  it("a process that exits without stop() leaves no redis-server or directory behind", () => {
+    const script = `
+      import { LocalCluster } from "./src/index.ts";
+      const c = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
+      console.log(JSON.stringify({ dir: c.baseDir, pids: c.nodes.map((n) => n.pid) }));
+      process.exit(0);
+    `;
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script],
+      {
+        encoding: "utf8",
+        timeout: 30_000,
+      },
+    );
+    assert.equal(run.status, 0, run.stderr);
+    const { dir, pids } = JSON.parse(run.stdout.trim()) as { dir: string; pids: number[] };
+    assert.equal(existsSync(dir), false);
+    assert.deepEqual(pids.map(alive), [false, false]);
+  });
+
+  it("a process interrupted with SIGTERM leaves nothing behind either", () => {
+    const script = `
+      import { LocalCluster } from "./src/index.ts";
+      const c = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
+      console.log(JSON.stringify({ dir: c.baseDir, pids: c.nodes.map((n) => n.pid) }));
+      process.kill(process.pid, "SIGTERM");
+      setTimeout(() => {}, 10_000);
+    `;
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script],
+      {
+        encoding: "utf8",
+        timeout: 30_000,
+      },
+    );
+    assert.equal(run.signal, "SIGTERM", run.stderr);
+    const { dir, pids } = JSON.parse(run.stdout.trim()) as { dir: string; pids: number[] };
+    assert.equal(existsSync(dir), false);
+    assert.deepEqual(pids.map(alive), [false, false]);
+  });
+});
