@@ -26,8 +26,28 @@ export interface RandomSource {
   integer(min: number, max: number): number;
 }
 
+/**
+ * One `randomBytes` call costs a few microseconds whatever its size, so bytes
+ * are drawn 4 KiB at a time and handed out once each (the same trick as
+ * Node's `randomUUID` cache); every value still comes from the CSPRNG.
+ */
+const poolBytes = 4096;
+let pool = randomBytes(0);
+let poolOffset = 0;
+
+function pooledRandomBytes(count: number): Uint8Array {
+  if (count > poolBytes) return randomBytes(count);
+  if (poolOffset + count > pool.length) {
+    pool = randomBytes(poolBytes);
+    poolOffset = 0;
+  }
+  const bytes = pool.subarray(poolOffset, poolOffset + count);
+  poolOffset += count;
+  return bytes;
+}
+
 export const cryptoRandom: RandomSource = {
-  bytes: (count) => randomBytes(count),
+  bytes: pooledRandomBytes,
   integer: (min, max) => (max <= min ? min : randomInt(min, max + 1)),
 };
 

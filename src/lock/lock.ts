@@ -22,11 +22,6 @@ export class Lock implements AsyncDisposable {
   readonly value: string;
   /** Nodes that granted the lock when it was acquired (the round may end before all answer). */
   readonly grantedNodeCount: number;
-  /**
-   * @internal Per node, settles when this lock's latest call there has: the
-   * next call on a node waits for it, so calls for one lock stay in order.
-   */
-  lastCalls: ReadonlyArray<Promise<void>>;
   private readonly owner: LockOwner;
   private validUntil: number;
   private releasing: Promise<void> | undefined;
@@ -39,9 +34,7 @@ export class Lock implements AsyncDisposable {
     value: string,
     validUntilMs: number,
     grantedNodeCount: number,
-    lastCalls: ReadonlyArray<Promise<void>>,
   ) {
-    this.lastCalls = lastCalls;
     this.owner = owner;
     this.resources = resources;
     this.keys = keys;

@@ -17,6 +17,10 @@ import {
   resolveRedlockOptions,
 } from "./options.js";
 
+function toHex(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
+}
+
 const isOne = (reply: unknown) => reply === 1;
 const isNonNegative = (reply: unknown) => typeof reply === "number" && reply >= 0;
 
@@ -73,7 +77,7 @@ export class Redlock implements LockOwner {
     await this.group.ready();
 
     for (let attempt = 1; ; attempt++) {
-      const value = Buffer.from(random.bytes(limits.lockValueBytes)).toString("hex");
+      const value = toHex(random.bytes(limits.lockValueBytes));
       const startMs = clock.now();
       const round = await this.group.round(
         (node) => this.runAcquire(node, keys, value, ttl, signal),
@@ -83,11 +87,11 @@ export class Redlock implements LockOwner {
       const majority = round.yesCount >= this.group.quorum;
       const valid = validUntil > clock.now();
       if (majority && valid && !this.group.refused) {
-        return new Lock(this, names, keys, value, validUntil, round.yesCount, round.settled);
+        return new Lock(this, names, keys, value, validUntil, round.yesCount);
       }
       // Seed 1, step 5: undo on every node, also those that seemed to fail
       // (a timed-out SET may have executed). Never cancelled by the signal.
-      await this.releaseKeys(keys, value, round.settled);
+      await this.releaseKeys(keys, value, false);
       if (round.aborted) throw signal?.reason;
       if (this.group.refused) throw this.group.refused;
       const failure = majority
@@ -132,9 +136,8 @@ export class Redlock implements LockOwner {
           timeoutMs: this.options.nodeTimeoutMs,
           signal,
         }),
-      { isYes: isOne, stopEarly: true, signal, after: lock.lastCalls },
+      { isYes: isOne, stopEarly: true, signal },
     );
-    lock.lastCalls = round.settled;
     if (round.aborted) throw signal?.reason;
     const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
     if (round.yesCount >= this.group.quorum && validUntil > clock.now()) return validUntil;
@@ -158,7 +161,7 @@ export class Redlock implements LockOwner {
   /** @internal */
   async releaseLock(lock: Lock): Promise<void> {
     const expired = lock.remainingMs() <= 0;
-    const round = await this.releaseKeys(lock.keys, lock.value, lock.lastCalls);
+    const round = await this.releaseKeys(lock.keys, lock.value, true);
     if (expired) throw new LockExpiredError("release", lock.resources);
     if (round.yesCount < this.group.quorum) {
       throw new QuorumError(
@@ -185,14 +188,18 @@ export class Redlock implements LockOwner {
   }
 
   /**
-   * Release script on every node; waits for all (each bounded by the node
-   * timeout). On each node it is sent only once the previous call for this
-   * value there has settled, so it can never overtake that call.
+   * Release script on every node, sent at once (each node runs it after the
+   * lock's earlier calls: one connection per node keeps their order, and
+   * `RedisNode` never lets a NOSCRIPT retry overtake a later command). With
+   * `stopEarly` it resolves once a majority answered (the rest complete in
+   * the background, and `close()` waits for them); a failed acquire attempt
+   * waits for every node instead, so no key of the attempt is left when the
+   * next attempt or the error comes.
    */
   private releaseKeys(
     keys: readonly string[],
     value: string,
-    after: ReadonlyArray<Promise<void>>,
+    stopEarly: boolean,
   ): Promise<RoundResult<unknown>> {
     if (this.closed) {
       return Promise.reject(new ClosedError("Redlock"));
@@ -200,7 +207,7 @@ export class Redlock implements LockOwner {
     return this.group.round(
       (node) =>
         node.evalScript(releaseScript, keys, [value], { timeoutMs: this.options.nodeTimeoutMs }),
-      { isYes: isNonNegative, stopEarly: false, after },
+      { isYes: isNonNegative, stopEarly },
     );
   }
 

@@ -15,6 +15,8 @@ export interface CallOptions {
  */
 export class RedisNode {
   readonly transport: NodeTransport;
+  /** Commands sent so far: tells whether anything was sent after a given command. */
+  private sentCount = 0;
 
   constructor(transport: NodeTransport) {
     this.transport = transport;
@@ -25,7 +27,7 @@ export class RedisNode {
   }
 
   command(args: readonly string[], options: CallOptions): Promise<unknown> {
-    return this.bounded(() => this.transport.send(args, options.timeoutMs), options);
+    return this.bounded(() => this.send(args, options.timeoutMs), options);
   }
 
   /** Runs a script by SHA1; if the node lost its script cache (restart, SCRIPT FLUSH), loads it with EVAL. */
@@ -36,24 +38,33 @@ export class RedisNode {
     options: CallOptions,
   ): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
-    return this.bounded(
-      (isSettled) =>
-        this.transport
-          .send(["EVALSHA", script.sha1, ...tail], options.timeoutMs)
-          .catch((error: unknown) => {
-            // NOSCRIPT means the script did not run, so sending it again is
-            // safe - unless the caller already gave up on this call: then a
-            // late EVAL could land after the caller's cleanup (a release sent
-            // meanwhile) and leave a key behind.
-            if (!isNoScriptError(error) || isSettled()) throw error;
-            return this.transport.send(["EVAL", script.source, ...tail], options.timeoutMs);
-          }),
-      options,
-    );
+    return this.bounded((isSettled) => {
+      const sequence = this.sentCount + 1;
+      return this.send(["EVALSHA", script.sha1, ...tail], options.timeoutMs).catch(
+        (error: unknown) => {
+          if (!isNoScriptError(error)) throw error;
+          // NOSCRIPT: the script did not run, so running it now is safe only
+          // if nothing was sent to this node after it and the caller still
+          // waits. Otherwise a late EVAL would overtake a later command (say,
+          // the release of this very lock) and leave a key behind; the call
+          // fails instead (a lost vote) and the script is loaded for the next.
+          if (isSettled() || this.sentCount !== sequence) {
+            this.send(["SCRIPT", "LOAD", script.source], options.timeoutMs).catch(() => {});
+            throw error;
+          }
+          return this.send(["EVAL", script.source, ...tail], options.timeoutMs);
+        },
+      );
+    }, options);
   }
 
   close(): Promise<void> {
     return this.transport.close();
+  }
+
+  private send(args: readonly string[], timeoutMs: number): Promise<unknown> {
+    this.sentCount++;
+    return this.transport.send(args, timeoutMs);
   }
 
   private bounded<T>(

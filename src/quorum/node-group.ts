@@ -1,7 +1,7 @@
 import { NodeConfigurationError, NodeError } from "../errors.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
 import type { RedisNode } from "../node/redis-node.js";
-import { quorumOf, type RoundOptions, type RoundResult, runRound } from "./round.js";
+import { quorumOf, type RoundOptions, type RoundResult, runRound, settledRound } from "./round.js";
 
 export interface NodeWarning {
   readonly code: "REDQUORUM_EVICTION";
@@ -29,6 +29,8 @@ export class NodeGroup {
   private refusal: NodeConfigurationError | undefined;
   private firstContact: Promise<void> | undefined;
   private uncheckedCount: number;
+  /** Calls still running after their round ended early; `close()` lets them finish. */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(nodes: readonly RedisNode[], options: NodeGroupOptions) {
     this.nodes = nodes;
@@ -60,23 +62,34 @@ export class NodeGroup {
     return this.refusal;
   }
 
-  round<T>(
+  async round<T>(
     call: (node: RedisNode, index: number) => Promise<T>,
-    options: Omit<RoundOptions<T>, "quorum">,
+    options: RoundOptions<T>,
   ): Promise<RoundResult<T>> {
-    return runRound(
+    const result = await runRound(
       this.nodes,
-      (node, index) =>
-        this.infos[index] ? call(node, index) : this.check(index).then(() => call(node, index)),
-      { ...options, quorum: this.quorum },
+      this.quorum,
+      this.uncheckedCount === 0
+        ? call
+        : (node, index) =>
+            this.infos[index] ? call(node, index) : this.check(index).then(() => call(node, index)),
+      options,
     );
+    const { done } = result;
+    if (done !== settledRound) {
+      this.inFlight.add(done);
+      done.then(() => this.inFlight.delete(done));
+    }
+    return result;
   }
 
   info(index: number): NodeInfo | undefined {
     return this.infos[index];
   }
 
+  /** Lets calls still in flight finish (each is bounded by its timeout), then closes the nodes. */
   async close(): Promise<void> {
+    await Promise.all(this.inFlight);
     await Promise.allSettled(this.nodes.map((node) => node.close()));
   }
 

@@ -14,12 +14,8 @@ export interface RoundResult<T> {
   readonly errorCount: number;
   /** Whether the caller's signal ended the round. */
   readonly aborted: boolean;
-  /**
-   * Per node, a promise that resolves (never rejects) once that node's call
-   * has settled, also after an early end. A later operation on the same keys
-   * waits for it so it is never sent to a node before this one.
-   */
-  readonly settled: ReadonlyArray<Promise<void>>;
+  /** Resolves (never rejects) once every node's call has settled, also after an early end. */
+  readonly done: Promise<void>;
 }
 
 export type RoundState = "won" | "lost" | "open";
@@ -44,7 +40,6 @@ export function quorumOf(nodeCount: number): number {
 }
 
 export interface RoundOptions<T> {
-  quorum: number;
   /** Whether a node's reply counts as a vote for the operation. */
   isYes: (value: T) => boolean;
   /**
@@ -53,11 +48,7 @@ export interface RoundOptions<T> {
    */
   stopEarly: boolean;
   signal?: AbortSignal | undefined;
-  /** Per node, what must settle before the call is made (see `RoundResult.settled`). */
-  after?: ReadonlyArray<Promise<void>> | undefined;
 }
-
-const ignore = () => {};
 
 /**
  * The one fan-out that locks, IDs and fences share: `call` on every node at
@@ -65,83 +56,85 @@ const ignore = () => {};
  */
 export function runRound<T>(
   nodes: readonly RedisNode[],
+  quorum: number,
   call: (node: RedisNode, index: number) => Promise<T>,
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
-  const { quorum, isYes, stopEarly, signal, after } = options;
-  const settled: Array<Promise<void>> = [];
-  const outcomes: Array<Outcome<T> | undefined> = new Array(nodes.length).fill(undefined);
+  const { isYes, stopEarly, signal } = options;
+  const nodeCount = nodes.length;
+  const outcomes: Array<Outcome<T> | undefined> = new Array(nodeCount).fill(undefined);
   let yesCount = 0;
   let noCount = 0;
   let errorCount = 0;
-  let answered = 0;
+  let unsettled = nodeCount;
   let aborted = false;
+  let finished = false;
+  // Created only when the round ends before every call settled.
+  let onAllSettled: (() => void) | undefined;
 
   return new Promise((resolve) => {
-    let finished = false;
     const finish = () => {
       if (finished) return;
       finished = true;
       signal?.removeEventListener("abort", onAbort);
-      resolve({ outcomes: [...outcomes], yesCount, noCount, errorCount, aborted, settled });
+      const done =
+        unsettled === 0
+          ? settledRound
+          : new Promise<void>((resolveDone) => {
+              onAllSettled = resolveDone;
+            });
+      resolve({ outcomes, yesCount, noCount, errorCount, aborted, done });
     };
     const onAbort = () => {
       aborted = true;
       finish();
     };
+    const record = (index: number, outcome: Outcome<T>) => {
+      unsettled--;
+      if (finished) {
+        if (unsettled === 0) onAllSettled?.();
+        return;
+      }
+      outcomes[index] = outcome;
+      if (outcome.kind === "yes") yesCount++;
+      else if (outcome.kind === "no") noCount++;
+      else errorCount++;
+      if (
+        unsettled === 0 ||
+        (stopEarly && roundState(yesCount, noCount + errorCount, nodeCount, quorum) !== "open")
+      ) {
+        finish();
+      }
+    };
     if (signal?.aborted) {
       aborted = true;
+      unsettled = 0;
       finish();
       return;
     }
     signal?.addEventListener("abort", onAbort, { once: true });
 
-    nodes.forEach((node, index) => {
-      const start = () => call(node, index);
-      const previous = after?.[index];
-      const pending = previous ? previous.then(start) : invoke(start);
-      settled[index] = pending.then(ignore, ignore);
-      pending.then(
-        (value) => {
-          if (finished) return;
-          if (isYes(value)) {
-            yesCount++;
-            outcomes[index] = { kind: "yes", value };
-          } else {
-            noCount++;
-            outcomes[index] = { kind: "no", value };
-          }
-          settleOne();
-        },
+    for (let index = 0; index < nodeCount; index++) {
+      const node = nodes[index]!;
+      invoke(() => call(node, index)).then(
+        (value) => record(index, { kind: isYes(value) ? "yes" : "no", value }),
         (error: unknown) => {
-          if (finished) return;
-          if (signal?.aborted) {
+          if (signal?.aborted && !finished) {
             aborted = true;
             finish();
-            return;
           }
-          errorCount++;
-          outcomes[index] = {
+          record(index, {
             kind: "error",
             error: error instanceof NodeError ? error : new NodeError(node.endpoint, error),
-          };
-          settleOne();
+          });
         },
       );
-    });
-
-    function settleOne() {
-      answered++;
-      if (answered === nodes.length) return finish();
-      if (
-        stopEarly &&
-        roundState(yesCount, noCount + errorCount, nodes.length, quorum) !== "open"
-      ) {
-        finish();
-      }
     }
   });
 }
+
+/** The `done` of a round whose calls had all settled when it ended. */
+export const settledRound: Promise<void> = Promise.resolve();
 
 function invoke<T>(start: () => Promise<T>): Promise<T> {
   try {

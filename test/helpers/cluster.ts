@@ -46,6 +46,22 @@ export class TestCluster {
     return this.onAll(async (client) => (await client.keys("*")).sort());
   }
 
+  /**
+   * Waits until no node holds any key. A release resolves once a majority
+   * deleted; the other nodes' deletes are already sent and land just after.
+   */
+  async waitForNoKeys(timeoutMs = 2_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const keys = await this.keysByNode();
+      if (keys.every((k) => k.length === 0)) return;
+      if (performance.now() > deadline) {
+        throw new Error(`keys left after ${timeoutMs} ms: ${JSON.stringify(keys)}`);
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
   async flushAll(): Promise<void> {
     await this.onAll((client) => client.flushall());
   }
