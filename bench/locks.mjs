@@ -1,6 +1,6 @@
 // Lock benchmark: acquire + release cycles of redquorum beside node-redlock
 // v5 on the same 5 local redis-server nodes, in the same run, interleaved
-// (A B A B ...) and repeated, reporting the median with min-max.
+// (A B, B A, ...) and repeated, reporting the median with min-max.
 //
 //   npm run bench                  (builds first)
 //   node bench/locks.mjs --seconds 2 --reps 3
@@ -101,7 +101,10 @@ try {
   for (const workload of workloads) {
     const runs = Object.fromEntries(Object.keys(contenders).map((name) => [name, []]));
     for (let rep = 0; rep < reps; rep++) {
-      for (const [name, setup] of Object.entries(contenders)) {
+      // A B, B A, A B, ...: neither always runs first.
+      const order = Object.entries(contenders);
+      if (rep % 2 === 1) order.reverse();
+      for (const [name, setup] of order) {
         runs[name].push(await runCell(setup, workload.workers, `${rep}:${name.split(" ")[0]}`));
       }
     }

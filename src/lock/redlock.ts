@@ -1,7 +1,6 @@
 import { ClosedError, LockExpiredError, QuorumError, ResourceLockedError } from "../errors.js";
 import { limits } from "../limits.js";
 import { acquireScript, extendScript, releaseScript } from "../node/lock-scripts.js";
-import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
@@ -80,8 +79,8 @@ export class Redlock implements LockOwner {
       const value = toHex(random.bytes(limits.lockValueBytes));
       const startMs = clock.now();
       const round = await this.group.round(
-        (node) => this.runAcquire(node, keys, value, ttl, signal),
-        { isYes: isOne, stopEarly: true, signal },
+        (node) => node.evalScript(acquireScript, keys, [value, String(ttl)]),
+        { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
       );
       const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
       const majority = round.yesCount >= this.group.quorum;
@@ -131,12 +130,8 @@ export class Redlock implements LockOwner {
     if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
     const startMs = clock.now();
     const round = await this.group.round(
-      (node) =>
-        node.evalScript(extendScript, lock.keys, [lock.value, String(ttl)], {
-          timeoutMs: this.options.nodeTimeoutMs,
-          signal,
-        }),
-      { isYes: isOne, stopEarly: true, signal },
+      (node) => node.evalScript(extendScript, lock.keys, [lock.value, String(ttl)]),
+      { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
     );
     if (round.aborted) throw signal?.reason;
     const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
@@ -174,19 +169,6 @@ export class Redlock implements LockOwner {
     }
   }
 
-  private runAcquire(
-    node: RedisNode,
-    keys: readonly string[],
-    value: string,
-    ttl: number,
-    signal: AbortSignal | undefined,
-  ): Promise<unknown> {
-    return node.evalScript(acquireScript, keys, [value, String(ttl)], {
-      timeoutMs: this.options.nodeTimeoutMs,
-      signal,
-    });
-  }
-
   /**
    * Release script on every node, sent at once (each node runs it after the
    * lock's earlier calls: one connection per node keeps their order, and
@@ -204,11 +186,11 @@ export class Redlock implements LockOwner {
     if (this.closed) {
       return Promise.reject(new ClosedError("Redlock"));
     }
-    return this.group.round(
-      (node) =>
-        node.evalScript(releaseScript, keys, [value], { timeoutMs: this.options.nodeTimeoutMs }),
-      { isYes: isNonNegative, stopEarly },
-    );
+    return this.group.round((node) => node.evalScript(releaseScript, keys, [value]), {
+      isYes: isNonNegative,
+      stopEarly,
+      timeoutMs: this.options.nodeTimeoutMs,
+    });
   }
 
   /**

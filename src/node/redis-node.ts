@@ -2,16 +2,19 @@ import { NodeError, NodeTimeoutError } from "../errors.js";
 import { isNoScriptError, type LuaScript } from "./lua-script.js";
 import type { NodeTransport } from "./transport.js";
 
+/** How long a script call may wait for a connection that is still being opened. */
+const connectWaitMs = 1_000;
+
 export interface CallOptions {
-  /** Bound on the whole call, including EVALSHA → EVAL recovery. */
+  /** Bound on the whole call. */
   timeoutMs: number;
   signal?: AbortSignal | undefined;
 }
 
 /**
- * One Redis master as the algorithms see it. Every call is bounded by a
- * timeout and an optional signal, and every failure comes out as a
- * `NodeError` naming this node (an abort comes out as the signal's reason).
+ * One Redis master as the algorithms see it: commands bounded by a timeout
+ * and an optional signal, with failures as `NodeError`s naming this node (an
+ * abort comes out as the signal's reason), and scripts by SHA1.
  */
 export class RedisNode {
   readonly transport: NodeTransport;
@@ -30,47 +33,44 @@ export class RedisNode {
     return this.bounded(() => this.send(args, options.timeoutMs), options);
   }
 
-  /** Runs a script by SHA1; if the node lost its script cache (restart, SCRIPT FLUSH), loads it with EVAL. */
+  /**
+   * Runs a script by SHA1; if the node lost its script cache (restart, SCRIPT
+   * FLUSH), loads it with EVAL. Not bounded here: the round that sends it
+   * bounds all its calls with one timer (see `runRound`).
+   */
   evalScript(
     script: LuaScript,
     keys: readonly string[],
     args: readonly string[],
-    options: CallOptions,
   ): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
-    return this.bounded((isSettled) => {
-      const sequence = this.sentCount + 1;
-      return this.send(["EVALSHA", script.sha1, ...tail], options.timeoutMs).catch(
-        (error: unknown) => {
-          if (!isNoScriptError(error)) throw error;
-          // NOSCRIPT: the script did not run, so running it now is safe only
-          // if nothing was sent to this node after it and the caller still
-          // waits. Otherwise a late EVAL would overtake a later command (say,
-          // the release of this very lock) and leave a key behind; the call
-          // fails instead (a lost vote) and the script is loaded for the next.
-          if (isSettled() || this.sentCount !== sequence) {
-            this.send(["SCRIPT", "LOAD", script.source], options.timeoutMs).catch(() => {});
-            throw error;
-          }
-          return this.send(["EVAL", script.source, ...tail], options.timeoutMs);
-        },
-      );
-    }, options);
+    const sequence = this.sentCount + 1;
+    return this.send(["EVALSHA", script.sha1, ...tail]).catch((error: unknown) => {
+      if (!isNoScriptError(error)) throw error;
+      // NOSCRIPT: the script did not run, so running it now is safe only if
+      // nothing was sent to this node after it: one connection keeps order,
+      // and a late EVAL must not overtake a later command (say, the release
+      // of this very lock) and leave a key behind. Otherwise the call fails
+      // (a lost vote) and the script is loaded for the calls that follow.
+      if (this.sentCount !== sequence) {
+        this.send(["SCRIPT", "LOAD", script.source]).catch(() => {});
+        throw error;
+      }
+      return this.send(["EVAL", script.source, ...tail]);
+    });
   }
 
   close(): Promise<void> {
     return this.transport.close();
   }
 
-  private send(args: readonly string[], timeoutMs: number): Promise<unknown> {
+  /** `connectTimeoutMs` bounds only waiting for a connection that is being opened. */
+  private send(args: readonly string[], connectTimeoutMs = connectWaitMs): Promise<unknown> {
     this.sentCount++;
-    return this.transport.send(args, timeoutMs);
+    return this.transport.send(args, connectTimeoutMs);
   }
 
-  private bounded<T>(
-    work: (isSettled: () => boolean) => Promise<T>,
-    { timeoutMs, signal }: CallOptions,
-  ): Promise<T> {
+  private bounded<T>(work: () => Promise<T>, { timeoutMs, signal }: CallOptions): Promise<T> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<T>((resolve, reject) => {
       let settled = false;
@@ -92,7 +92,7 @@ export class RedisNode {
       signal?.addEventListener("abort", onAbort, { once: true });
       let pending: Promise<T>;
       try {
-        pending = work(() => settled);
+        pending = work();
       } catch (error) {
         pending = Promise.reject(error);
       }

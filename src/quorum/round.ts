@@ -1,4 +1,4 @@
-import { NodeError } from "../errors.js";
+import { NodeError, NodeTimeoutError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 
 /** What one node answered in a round. `undefined` in a result: not yet answered when the round ended early. */
@@ -48,6 +48,11 @@ export interface RoundOptions<T> {
    */
   stopEarly: boolean;
   signal?: AbortSignal | undefined;
+  /**
+   * Bound on each node's call, in milliseconds: one timer for the round;
+   * when it fires, every node that has not answered counts as timed out.
+   */
+  timeoutMs: number;
 }
 
 /**
@@ -60,9 +65,11 @@ export function runRound<T>(
   call: (node: RedisNode, index: number) => Promise<T>,
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
-  const { isYes, stopEarly, signal } = options;
+  const { isYes, stopEarly, signal, timeoutMs } = options;
   const nodeCount = nodes.length;
   const outcomes: Array<Outcome<T> | undefined> = new Array(nodeCount).fill(undefined);
+  // A call settles once: by its reply, or by the round's timer (a late reply is then ignored).
+  const settledCalls: boolean[] = new Array(nodeCount).fill(false);
   let yesCount = 0;
   let noCount = 0;
   let errorCount = 0;
@@ -71,6 +78,7 @@ export function runRound<T>(
   let finished = false;
   // Created only when the round ends before every call settled.
   let onAllSettled: (() => void) | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
 
   return new Promise((resolve) => {
     const finish = () => {
@@ -90,7 +98,10 @@ export function runRound<T>(
       finish();
     };
     const record = (index: number, outcome: Outcome<T>) => {
+      if (settledCalls[index]) return;
+      settledCalls[index] = true;
       unsettled--;
+      if (unsettled === 0) clearTimeout(timer);
       if (finished) {
         if (unsettled === 0) onAllSettled?.();
         return;
@@ -114,20 +125,25 @@ export function runRound<T>(
     }
     signal?.addEventListener("abort", onAbort, { once: true });
 
+    timer = setTimeout(() => {
+      for (let index = 0; index < nodeCount; index++) {
+        if (settledCalls[index]) continue;
+        record(index, {
+          kind: "error",
+          error: new NodeTimeoutError(nodes[index]!.endpoint, timeoutMs),
+        });
+      }
+    }, timeoutMs);
+
     for (let index = 0; index < nodeCount; index++) {
       const node = nodes[index]!;
       invoke(() => call(node, index)).then(
         (value) => record(index, { kind: isYes(value) ? "yes" : "no", value }),
-        (error: unknown) => {
-          if (signal?.aborted && !finished) {
-            aborted = true;
-            finish();
-          }
+        (error: unknown) =>
           record(index, {
             kind: "error",
             error: error instanceof NodeError ? error : new NodeError(node.endpoint, error),
-          });
-        },
+          }),
       );
     }
   });
