@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
 import { createClient } from "redis";
+import NodeRedlock from "redlock";
 import { LockExpiredError, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
@@ -132,6 +134,31 @@ describe("Redlock on 5 real redis-server nodes", () => {
     await cluster.onAll((c) => c.del("r"));
     await assert.rejects(lock.extend(5_000), LockExpiredError);
     assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("never returns a lock whose validity ran out during the round, and leaves no key", async () => {
+    // ttl 2 ms < drift (2 ms + 1%): validity is never positive.
+    await assert.rejects(redlock.acquire(["short"], 2), (error: unknown) => {
+      assert.ok(error instanceof LockExpiredError, String(error));
+      assert.match(error.message, /validity ran out during the round/);
+      return true;
+    });
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("excludes node-redlock's locks on the same nodes, and they exclude ours", async () => {
+    const clients = cluster.urls.map((url) => new Redis(url));
+    const theirs = new NodeRedlock(clients, { retryCount: 0 });
+    try {
+      const foreign = await theirs.acquire(["shared"], 5_000);
+      await assert.rejects(redlock.acquire(["shared"], 5_000), ResourceLockedError);
+      await foreign.release();
+      const ours = await redlock.acquire(["shared"], 5_000);
+      await assert.rejects(theirs.acquire(["shared"], 5_000));
+      await ours.release();
+    } finally {
+      for (const client of clients) client.disconnect();
+    }
   });
 
   it("release is idempotent", async () => {

@@ -1,0 +1,42 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { describe, it } from "node:test";
+
+// A whole session in a child process that never calls process.exit(): it
+// must end by itself, with no socket or timer left, even after timeouts on
+// a paused node and an aborted acquire.
+const session = `
+  import { LocalCluster, Redlock } from "./src/index.ts";
+  const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
+  const redlock = new Redlock(cluster.urls, { retry: { retries: 2, delayMs: 10, jitterMs: 5 } });
+  const lock = await redlock.acquire(["r"], 5_000);
+  await lock.extend(5_000);
+  cluster.pause(0);
+  await lock.release();
+  const other = await redlock.acquire(["r2"], 5_000);
+  await other.release();
+  await redlock.acquire(["r"], 5_000, { signal: AbortSignal.abort() }).catch(() => {});
+  cluster.resume(0);
+  await redlock.close();
+  await cluster.stop();
+  // beforeExit fires only once the event loop has nothing left to do.
+  process.once("beforeExit", () => console.log(JSON.stringify(process.getActiveResourcesInfo())));
+`;
+
+describe("resource hygiene", () => {
+  it("a session ends by itself with no socket or timer left open", () => {
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", session],
+      {
+        encoding: "utf8",
+        timeout: 60_000,
+      },
+    );
+    assert.equal(run.signal, null, `killed: the process did not end by itself\n${run.stderr}`);
+    assert.equal(run.status, 0, run.stderr);
+    const resources = JSON.parse(run.stdout.trim().split("\n").at(-1)!) as string[];
+    const leaked = resources.filter((r) => r !== "TTYWrap" && r !== "PipeWrap");
+    assert.deepEqual(leaked, []);
+  });
+});
