@@ -12,7 +12,13 @@ export type ErrorCode =
   | "ERR_LOCK_EXPIRED"
   | "ERR_CLOSED"
   | "ERR_REDIS_NOT_FOUND"
-  | "ERR_CLUSTER";
+  | "ERR_CLUSTER"
+  | "ERR_NODE_DURABILITY"
+  | "ERR_CONTENTION"
+  | "ERR_ID_OVERFLOW"
+  | "ERR_NOT_INITIALIZED"
+  | "ERR_ALREADY_INITIALIZED"
+  | "ERR_QUEUE_FULL";
 
 export class RedquorumError extends Error {
   readonly code: ErrorCode;
@@ -44,9 +50,23 @@ export class InvalidArgumentError extends RedquorumError {
 export class NodeConfigurationError extends RedquorumError {
   readonly endpoints: readonly string[];
 
-  constructor(endpoints: readonly string[], message: string) {
-    super("ERR_NODE_CONFIG", message);
+  constructor(endpoints: readonly string[], message: string, code: ErrorCode = "ERR_NODE_CONFIG") {
+    super(code, message);
     this.endpoints = endpoints;
+  }
+}
+
+/**
+ * A node does not persist every write before answering (`appendonly yes` +
+ * `appendfsync always`), or its settings cannot be read: NextId refuses it
+ * unless the caller opts out explicitly.
+ */
+export class DurabilityError extends NodeConfigurationError {
+  readonly setting: string;
+
+  constructor(endpoint: string, setting: string, message: string) {
+    super([endpoint], message, "ERR_NODE_DURABILITY");
+    this.setting = setting;
   }
 }
 
@@ -140,6 +160,74 @@ export class LockExpiredError extends RedquorumError {
     );
     this.operation = operation;
     this.resources = resources;
+  }
+}
+
+/** Rounds kept losing to other writers until the retry budget ran out. */
+export class ContentionError extends RedquorumError {
+  readonly operation: string;
+  readonly attempts: number;
+
+  constructor(operation: string, attempts: number) {
+    super(
+      "ERR_CONTENTION",
+      `${operation} lost ${attempts} round(s) in a row to concurrent writers; ` +
+        "raise retry.retries, or route callers through fewer NextId instances",
+    );
+    this.operation = operation;
+    this.attempts = attempts;
+  }
+}
+
+/** The next IDs would pass the largest ID redquorum hands out (2^63 - 1). */
+export class IdOverflowError extends RedquorumError {
+  readonly lastId: bigint;
+  readonly maxId: bigint;
+
+  constructor(lastId: bigint, requested: number, maxId: bigint) {
+    super(
+      "ERR_ID_OVERFLOW",
+      `cannot hand out ${requested} more ID(s) after ${lastId}: the largest ID is ${maxId}`,
+    );
+    this.lastId = lastId;
+    this.maxId = maxId;
+  }
+}
+
+/** The ID counter was never initialised on a majority of nodes. */
+export class NotInitializedError extends RedquorumError {
+  readonly key: string;
+
+  constructor(key: string, missingNodeCount: number, nodeCount: number) {
+    super(
+      "ERR_NOT_INITIALIZED",
+      `the ID counter ${JSON.stringify(key)} is missing on ${missingNodeCount} of ${nodeCount} nodes: ` +
+        "call init() once on a new cluster",
+    );
+    this.key = key;
+  }
+}
+
+/** `init()` found a counter that already handed out IDs. */
+export class AlreadyInitializedError extends RedquorumError {
+  readonly key: string;
+  readonly endpoints: readonly string[];
+
+  constructor(key: string, endpoints: readonly string[]) {
+    super(
+      "ERR_ALREADY_INITIALIZED",
+      `the ID counter ${JSON.stringify(key)} already holds a value on ${endpoints.join(", ")}: ` +
+        "init() is only for a new cluster (resetting it would repeat IDs)",
+    );
+    this.key = key;
+    this.endpoints = endpoints;
+  }
+}
+
+/** Too many calls are waiting; this one was refused instead of queued. */
+export class QueueFullError extends RedquorumError {
+  constructor(what: string, limit: number) {
+    super("ERR_QUEUE_FULL", `${what}: more than ${limit} calls waiting`);
   }
 }
 

@@ -12,17 +12,31 @@ export {
   type Persistence,
 } from "./cluster/local-cluster.js";
 export {
+  AlreadyInitializedError,
   ClosedError,
+  ContentionError,
+  DurabilityError,
   type ErrorCode,
+  IdOverflowError,
   InvalidArgumentError,
   LockExpiredError,
   NodeConfigurationError,
   NodeError,
   NodeTimeoutError,
+  NotInitializedError,
+  QueueFullError,
   QuorumError,
   RedquorumError,
   ResourceLockedError,
 } from "./errors.js";
+export { maxId } from "./id/decimal.js";
+export { NextId } from "./id/next-id.js";
+export type {
+  IdRetryOptions,
+  IdStrategy,
+  NextIdOptions,
+  RepairEvent,
+} from "./id/options.js";
 export { defaults, limits } from "./limits.js";
 export { Lock } from "./lock/lock.js";
 export type { AcquireOptions, RedlockOptions, RetryOptions } from "./lock/options.js";

@@ -38,6 +38,7 @@ export class Redlock implements LockOwner {
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
       onWarning: this.options.onWarning,
+      scripts: [acquireScript, extendScript, releaseScript],
     });
   }
 

@@ -18,8 +18,11 @@ export interface CallOptions {
  */
 export class RedisNode {
   readonly transport: NodeTransport;
-  /** Commands sent so far: tells whether anything was sent after a given command. */
-  private sentCount = 0;
+  /**
+   * Scripts sent so far: tells whether another script (which may write) was
+   * sent after a given one. Reads such as INFO or SCRIPT LOAD do not count.
+   */
+  private scriptsSent = 0;
 
   constructor(transport: NodeTransport) {
     this.transport = transport;
@@ -44,7 +47,7 @@ export class RedisNode {
     args: readonly string[],
   ): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
-    const sequence = this.sentCount + 1;
+    const sequence = ++this.scriptsSent;
     return this.send(["EVALSHA", script.sha1, ...tail]).catch((error: unknown) => {
       if (!isNoScriptError(error)) throw error;
       // NOSCRIPT: the script did not run, so running it now is safe only if
@@ -52,12 +55,17 @@ export class RedisNode {
       // and a late EVAL must not overtake a later command (say, the release
       // of this very lock) and leave a key behind. Otherwise the call fails
       // (a lost vote) and the script is loaded for the calls that follow.
-      if (this.sentCount !== sequence) {
-        this.send(["SCRIPT", "LOAD", script.source]).catch(() => {});
+      if (this.scriptsSent !== sequence) {
+        this.loadScript(script).catch(() => {});
         throw error;
       }
       return this.send(["EVAL", script.source, ...tail]);
     });
+  }
+
+  /** SCRIPT LOAD: done on first contact so the first EVALSHA finds the script. */
+  loadScript(script: LuaScript, timeoutMs = connectWaitMs): Promise<unknown> {
+    return this.send(["SCRIPT", "LOAD", script.source], timeoutMs);
   }
 
   close(): Promise<void> {
@@ -66,7 +74,6 @@ export class RedisNode {
 
   /** `connectTimeoutMs` bounds only waiting for a connection that is being opened. */
   private send(args: readonly string[], connectTimeoutMs = connectWaitMs): Promise<unknown> {
-    this.sentCount++;
     return this.transport.send(args, connectTimeoutMs);
   }
 

@@ -1,5 +1,6 @@
 import { NodeConfigurationError, NodeError } from "../errors.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
+import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf, type RoundOptions, type RoundResult, runRound, settledRound } from "./round.js";
 
@@ -12,6 +13,13 @@ export interface NodeWarning {
 export interface NodeGroupOptions {
   checkTimeoutMs: number;
   onWarning: (warning: NodeWarning) => void;
+  /**
+   * A further check of each node on first contact (NextId's durability
+   * check); a `NodeConfigurationError` it throws refuses the whole group.
+   */
+  extraCheck?: (node: RedisNode, timeoutMs: number) => Promise<void>;
+  /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
+  scripts?: readonly LuaScript[];
 }
 
 /**
@@ -98,7 +106,26 @@ export class NodeGroup {
     const pending =
       this.pendingChecks[index] ??
       inspectNode(this.nodes[index]!, this.options.checkTimeoutMs)
-        .then((info) => this.admit(index, info))
+        .then(async (info) => {
+          const { extraCheck, scripts = [] } = this.options;
+          const node = this.nodes[index]!;
+          await Promise.all(
+            scripts.map((script) =>
+              node.command(["SCRIPT", "LOAD", script.source], {
+                timeoutMs: this.options.checkTimeoutMs,
+              }),
+            ),
+          );
+          if (extraCheck) {
+            try {
+              await extraCheck(node, this.options.checkTimeoutMs);
+            } catch (error) {
+              if (error instanceof NodeConfigurationError) this.refuse(error);
+              throw error;
+            }
+          }
+          this.admit(index, info);
+        })
         .finally(() => {
           this.pendingChecks[index] = undefined;
         });
@@ -112,7 +139,7 @@ export class NodeGroup {
       this.refuse(
         new NodeConfigurationError(
           [node.endpoint],
-          `${node.endpoint} is a ${info.role}, not a master: Redlock needs independent masters ` +
+          `${node.endpoint} is a ${info.role}, not a master: redquorum needs independent masters ` +
             "(a replica lags its master, so a lock could be granted twice after a failover)",
         ),
       );

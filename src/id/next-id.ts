@@ -1,0 +1,578 @@
+import { assert } from "../assert.js";
+import {
+  AlreadyInitializedError,
+  ClosedError,
+  ContentionError,
+  DurabilityError,
+  IdOverflowError,
+  NodeError,
+  NotInitializedError,
+  QueueFullError,
+  QuorumError,
+  RedquorumError,
+} from "../errors.js";
+import { initScript, proposeScript, readScript, repairScript } from "../node/id-scripts.js";
+import type { RedisNode } from "../node/redis-node.js";
+import { createNodes, type NodeInput } from "../node/resolve.js";
+import { NodeGroup } from "../quorum/node-group.js";
+import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
+import { requireSignal } from "../validate.js";
+import { maxId, maxOf, parseCounter } from "./decimal.js";
+import {
+  idLimits,
+  type NextIdOptions,
+  type ResolvedNextIdOptions,
+  requireBatchCount,
+  resolveNextIdOptions,
+} from "./options.js";
+
+/** A node's answer to a counter script: [status, value?] (see `id-scripts.ts`). */
+type CounterReply = readonly [number, string?];
+
+const accepted = 1;
+const amnesia = 2;
+const missing = 3;
+
+const statusOf = (reply: unknown): number =>
+  Array.isArray(reply) && typeof reply[0] === "number" ? reply[0] : -1;
+const isAccepted = (reply: unknown) => statusOf(reply) === accepted;
+
+interface Waiter {
+  readonly count: number;
+  readonly resolve: (ids: bigint[]) => void;
+  readonly reject: (error: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: (() => void) | undefined;
+  failedRounds: number;
+  done: boolean;
+}
+
+/** What a lost round says about why it was lost. */
+interface RoundFailure {
+  error: RedquorumError;
+}
+
+/**
+ * Strictly increasing, never repeated IDs agreed by a majority of N
+ * independent Redis masters (seed 2), made fast:
+ *
+ * - one round trip per round: the conditional write answers the node's
+ *   value when it refuses and its previous value when it accepts, so the next
+ *   proposal needs no read round;
+ * - a round that wins on a majority S with proposal v owns the IDs
+ *   (max previous on S, v]: two winning rounds share a node, where the later
+ *   one saw the earlier one's v, so their ranges are disjoint and ordered;
+ * - group commit: calls that arrived before a round was sent share its
+ *   range; calls that arrive while it is in flight wait for a later round
+ *   (handing them this round's IDs could break real-time order);
+ * - rounds are pipelined on each node's connection, whose order the node
+ *   keeps; a later round proposes above every earlier proposal.
+ */
+export class NextId {
+  readonly options: ResolvedNextIdOptions;
+  private readonly group: NodeGroup;
+  private readonly keys: readonly [string, string];
+  private readonly queue: Waiter[] = [];
+  /** Highest counter value seen on any node, or accepted by one. */
+  private knownMax = 0n;
+  /** Highest proposal sent (used while rounds are in flight). */
+  private proposedMax = 0n;
+  /** Send order of rounds, and the latest-sent winning round so far (for the order assertion). */
+  private roundsSent = 0;
+  private lastWinner = { sequence: 0, proposal: 0n };
+  private roundsInFlight = 0;
+  private consecutiveLosses = 0;
+  private backoff: Promise<void> | undefined;
+  private readonly repairing = new Set<number>();
+  private readonly repairs = new Set<Promise<void>>();
+  private readonly lifetime = new AbortController();
+  private closed = false;
+  private repairCount = 0;
+
+  constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
+    this.options = resolveNextIdOptions(options);
+    this.keys = [this.options.key, `${this.options.key}:marker`];
+    this.group = new NodeGroup(createNodes(nodes), {
+      checkTimeoutMs: this.options.checkTimeoutMs,
+      onWarning: this.options.onWarning,
+      extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
+      scripts: [proposeScript, readScript, repairScript, initScript],
+    });
+  }
+
+  get nodeCount(): number {
+    return this.group.nodes.length;
+  }
+
+  get quorum(): number {
+    return this.group.quorum;
+  }
+
+  /** How many lost node counters this instance has repaired. */
+  get repairedCount(): number {
+    return this.repairCount;
+  }
+
+  /** One new ID, larger than every ID any caller had received before this call. */
+  async next(options: { signal?: AbortSignal } = {}): Promise<bigint> {
+    const [id] = await this.nextBatch(1, options);
+    return id!;
+  }
+
+  /** `count` new IDs, strictly increasing, all larger than every ID handed out before this call. */
+  async nextBatch(count: number, options: { signal?: AbortSignal } = {}): Promise<bigint[]> {
+    this.assertOpen();
+    const n = requireBatchCount(count);
+    const signal = requireSignal("options.signal", options?.signal);
+    signal?.throwIfAborted();
+    await this.group.ready();
+    if (this.options.strategy === "seed") return this.seedBatch(n, signal);
+    return this.enqueue(n, signal);
+  }
+
+  /**
+   * Initialises the counter on a new cluster: 0 and the marker on every node
+   * (seed 2's `SET current 0`). Needs every node, and is refused when any
+   * node's counter already handed out IDs.
+   */
+  async init(): Promise<void> {
+    this.assertOpen();
+    await this.group.ready();
+    const timeoutMs = this.options.nodeTimeoutMs;
+    const reads = await this.group.round((node) => node.evalScript(readScript, this.keys, []), {
+      isYes: () => true,
+      stopEarly: false,
+      timeoutMs,
+    });
+    this.requireAll("init", reads);
+    const holding = this.group.nodes
+      .filter((_, i) => {
+        const outcome = reads.outcomes[i];
+        return (
+          outcome?.kind === "yes" &&
+          statusOf(outcome.value) === accepted &&
+          parseCounter((outcome.value as CounterReply)[1]) > 0n
+        );
+      })
+      .map((node) => node.endpoint);
+    if (holding.length > 0) throw new AlreadyInitializedError(this.options.key, holding);
+    const writes = await this.group.round((node) => node.evalScript(initScript, this.keys, []), {
+      isYes: isAccepted,
+      stopEarly: false,
+      timeoutMs,
+    });
+    const refused = this.group.nodes.filter((_, i) => writes.outcomes[i]?.kind === "no");
+    if (refused.length > 0) {
+      throw new AlreadyInitializedError(
+        this.options.key,
+        refused.map((node) => node.endpoint),
+      );
+    }
+    this.requireAll("init", writes);
+  }
+
+  /**
+   * Stops: calls still waiting reject with `ClosedError`, rounds in flight
+   * finish (each bounded by the node timeout), repairs stop, connections
+   * redquorum opened are closed.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.lifetime.abort(new ClosedError("NextId"));
+    for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
+    await Promise.allSettled(this.repairs);
+    await this.group.close();
+  }
+
+  // ---- range strategy: group commit -------------------------------------
+
+  private enqueue(count: number, signal: AbortSignal | undefined): Promise<bigint[]> {
+    if (this.queue.length >= idLimits.queueLengthMax) {
+      return Promise.reject(new QueueFullError("NextId", idLimits.queueLengthMax));
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = signal
+        ? () => {
+            const index = this.queue.indexOf(waiter);
+            if (index >= 0) this.queue.splice(index, 1);
+            this.settle(waiter, signal.reason);
+          }
+        : undefined;
+      const waiter: Waiter = {
+        count,
+        resolve,
+        reject,
+        signal,
+        onAbort,
+        failedRounds: 0,
+        done: false,
+      };
+      signal?.addEventListener("abort", onAbort!, { once: true });
+      this.queue.push(waiter);
+      this.pump();
+    });
+  }
+
+  /** Starts rounds for waiting calls while the pipeline has room and no backoff runs. */
+  private pump(): void {
+    while (
+      !this.closed &&
+      this.queue.length > 0 &&
+      this.roundsInFlight < this.options.pipelineDepth &&
+      this.backoff === undefined
+    ) {
+      let ids = 0;
+      let take = 0;
+      while (
+        take < this.queue.length &&
+        (take === 0 || ids + this.queue[take]!.count <= idLimits.roundIdsMax)
+      ) {
+        ids += this.queue[take]!.count;
+        take++;
+      }
+      this.startRound(this.queue.splice(0, take), ids);
+    }
+  }
+
+  private startRound(batch: Waiter[], ids: number): void {
+    // Above our own rounds still in flight (or nodes that accepted them would
+    // refuse this one); with none in flight, what the nodes said is enough.
+    const base = this.roundsInFlight > 0 ? maxOf(this.knownMax, this.proposedMax) : this.knownMax;
+    const proposal = base + BigInt(ids);
+    if (proposal > maxId) {
+      for (const waiter of batch)
+        this.settle(waiter, new IdOverflowError(base, waiter.count, maxId));
+      return;
+    }
+    this.proposedMax = proposal;
+    this.roundsInFlight++;
+    const sequence = ++this.roundsSent;
+    this.propose(proposal)
+      .then(
+        (round) => this.finishRound(batch, proposal, round, sequence),
+        (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error) }),
+      )
+      .finally(() => {
+        this.roundsInFlight--;
+        this.pump();
+      });
+  }
+
+  private propose(proposal: bigint): Promise<RoundResult<unknown>> {
+    const args = [proposal.toString(), this.options.unsafeSkipMarkerCheck ? "1" : "0"];
+    return this.group.round((node) => node.evalScript(proposeScript, this.keys, args), {
+      isYes: isAccepted,
+      stopEarly: true,
+      timeoutMs: this.options.nodeTimeoutMs,
+    });
+  }
+
+  private finishRound(
+    batch: Waiter[],
+    proposal: bigint,
+    round: RoundResult<unknown>,
+    sequence: number,
+  ): void {
+    const previousMax = this.learn(round, proposal);
+    if (round.yesCount < this.group.quorum) {
+      this.loseRound(batch, this.failureOf("next", round));
+      return;
+    }
+    this.consecutiveLosses = 0;
+    // The round owns (previousMax, proposal]. Calls are served in arrival
+    // order while they fit whole; the rest wait for the next round.
+    assert(previousMax < proposal, "a winning round's range must not be empty");
+    // Paired with the range argument: two winning rounds of this instance
+    // share a node, where the later-sent one ran after the earlier one, so
+    // its range starts above the earlier proposal.
+    if (sequence > this.lastWinner.sequence) {
+      assert(previousMax >= this.lastWinner.proposal, "ranges of winning rounds must not overlap");
+      this.lastWinner = { sequence, proposal };
+    } else {
+      assert(
+        proposal <= this.lastWinner.proposal,
+        "an earlier-sent round must end below a later one",
+      );
+    }
+    let nextId = previousMax + 1n;
+    const unserved: Waiter[] = [];
+    for (const waiter of batch) {
+      if (waiter.done) continue; // aborted while in flight: its IDs become a hole
+      const last = nextId + BigInt(waiter.count) - 1n;
+      if (unserved.length > 0 || last > proposal) {
+        unserved.push(waiter);
+        continue;
+      }
+      const out = new Array<bigint>(waiter.count);
+      for (let i = 0; i < waiter.count; i++) out[i] = nextId + BigInt(i);
+      nextId = last + 1n;
+      this.settle(waiter, undefined, out);
+    }
+    this.queue.unshift(...unserved);
+  }
+
+  /**
+   * Folds a round's answers into what this instance knows, schedules
+   * repairs for nodes that lost their counter, and returns the largest
+   * previous value among the nodes that accepted.
+   */
+  private learn(round: RoundResult<unknown>, proposal: bigint | undefined): bigint {
+    let previousMax = 0n;
+    round.outcomes.forEach((outcome, index) => {
+      if (!outcome || outcome.kind === "error") return;
+      const status = statusOf(outcome.value);
+      if (status === amnesia || status === missing) {
+        this.scheduleRepair(index);
+        return;
+      }
+      const value = parseCounter((outcome.value as CounterReply)[1]);
+      this.knownMax = maxOf(this.knownMax, value);
+      if (outcome.kind === "yes") {
+        previousMax = maxOf(previousMax, value);
+        if (proposal !== undefined) this.knownMax = maxOf(this.knownMax, proposal);
+      }
+    });
+    return previousMax;
+  }
+
+  private loseRound(batch: Waiter[], failure: RoundFailure): void {
+    this.consecutiveLosses++;
+    const retry: Waiter[] = [];
+    for (const waiter of batch) {
+      if (waiter.done) continue;
+      waiter.failedRounds++;
+      if (waiter.failedRounds > this.options.retry.retries) this.settle(waiter, failure.error);
+      else retry.push(waiter);
+    }
+    this.queue.unshift(...retry);
+    if (this.backoff === undefined && !this.closed) {
+      this.backoff = this.options.clock
+        .sleep(this.backoffMs(this.consecutiveLosses), this.lifetime.signal)
+        .catch(() => {})
+        .finally(() => {
+          this.backoff = undefined;
+          this.pump();
+        });
+    }
+  }
+
+  /** Exponential backoff with full jitter: a random wait up to min(max, delay * 2^(losses-1)). */
+  private backoffMs(losses: number): number {
+    const { delayMs, delayMsMax } = this.options.retry;
+    const bound = Math.min(delayMsMax, delayMs * 2 ** Math.min(losses - 1, 20));
+    return this.options.random.integer(0, Math.max(0, Math.floor(bound)));
+  }
+
+  /**
+   * Why a round did not reach a majority: the counter missing on too many
+   * nodes (never initialised, or lost), too few nodes answering, or (with
+   * enough answers) other writers proposing higher values.
+   */
+  private failureOf(operation: string, round: RoundResult<unknown>): RoundFailure {
+    const nodeCount = this.group.nodes.length;
+    const spare = nodeCount - this.group.quorum;
+    let lost = 0;
+    const errors = nodeErrorsOf(round);
+    round.outcomes.forEach((outcome, index) => {
+      if (outcome?.kind !== "no") return;
+      const status = statusOf(outcome.value);
+      if (status === amnesia || status === missing) {
+        lost++;
+        errors.push(
+          new NodeError(
+            this.group.nodes[index]!.endpoint,
+            new Error(
+              status === amnesia
+                ? "lost its data (marker gone); excluded until repaired"
+                : "counter missing; excluded until repaired",
+            ),
+          ),
+        );
+      }
+    });
+    if (lost > spare) return { error: new NotInitializedError(this.options.key, lost, nodeCount) };
+    if (round.errorCount + lost > spare) {
+      return {
+        error: new QuorumError(operation, this.group.quorum, nodeCount, round.yesCount, errors),
+      };
+    }
+    return { error: new ContentionError(operation, this.consecutiveLosses + 1) };
+  }
+
+  private settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {
+    if (waiter.done) return;
+    waiter.done = true;
+    if (waiter.onAbort) waiter.signal?.removeEventListener("abort", waiter.onAbort);
+    if (ids) waiter.resolve(ids);
+    else waiter.reject(error);
+  }
+
+  // ---- seed strategy: read a majority, max + 1, write --------------------
+
+  private async seedBatch(count: number, signal: AbortSignal | undefined): Promise<bigint[]> {
+    const ids: bigint[] = [];
+    for (let i = 0; i < count; i++) ids.push(await this.seedOne(signal));
+    return ids;
+  }
+
+  private async seedOne(signal: AbortSignal | undefined): Promise<bigint> {
+    const timeoutMs = this.options.nodeTimeoutMs;
+    for (let losses = 1; ; losses++) {
+      this.assertOpen();
+      const read = await this.group.round((node) => node.evalScript(readScript, this.keys, []), {
+        isYes: isAccepted,
+        stopEarly: true,
+        signal,
+        timeoutMs,
+      });
+      if (read.aborted) throw signal?.reason;
+      this.learn(read, undefined);
+      let failure: RoundFailure;
+      if (read.yesCount >= this.group.quorum) {
+        let readMax = 0n;
+        for (const outcome of read.outcomes) {
+          if (outcome?.kind === "yes")
+            readMax = maxOf(readMax, parseCounter((outcome.value as CounterReply)[1]));
+        }
+        const proposal = readMax + 1n;
+        if (proposal > maxId) throw new IdOverflowError(readMax, 1, maxId);
+        const write = await this.propose(proposal);
+        this.learn(write, proposal);
+        if (write.yesCount >= this.group.quorum) return proposal;
+        failure = this.failureOf("next", write);
+      } else {
+        failure = this.failureOf("next", read);
+      }
+      if (losses > this.options.retry.retries) throw failure.error;
+      await this.options.clock.sleep(this.backoffMs(losses), signal);
+    }
+  }
+
+  // ---- repair -------------------------------------------------------------
+
+  /**
+   * A node answered that its counter is gone. It is excluded (its answers do
+   * not count) until repaired: after `repairDelayMs`, when no round that
+   * might still count its old vote is running, its counter is raised to the
+   * maximum read from a majority of the other nodes. That majority
+   * intersects every winning round's majority, so the repaired value is at
+   * least every ID handed out.
+   */
+  private scheduleRepair(index: number): void {
+    if (this.repairing.has(index) || this.closed) return;
+    this.repairing.add(index);
+    const repair = this.repair(index)
+      .catch(() => {}) // a later round that meets the node again schedules another try
+      .finally(() => {
+        this.repairing.delete(index);
+        this.repairs.delete(repair);
+      });
+    this.repairs.add(repair);
+  }
+
+  private async repair(index: number): Promise<void> {
+    const { clock, nodeTimeoutMs, repairDelayMs } = this.options;
+    const signal = this.lifetime.signal;
+    await clock.sleep(repairDelayMs, signal);
+    const lostNode = this.group.nodes[index]!;
+    const read = await this.group.round(
+      (node, i) =>
+        i === index
+          ? Promise.reject(new Error("being repaired"))
+          : node.evalScript(readScript, this.keys, []),
+      { isYes: isAccepted, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
+    );
+    if (read.yesCount < this.group.quorum) return;
+    let value = 0n;
+    for (const outcome of read.outcomes) {
+      if (outcome?.kind === "yes")
+        value = maxOf(value, parseCounter((outcome.value as CounterReply)[1]));
+    }
+    await this.group
+      .round(
+        (node, i) =>
+          i === index
+            ? node.evalScript(repairScript, this.keys, [value.toString()])
+            : Promise.resolve(0),
+        { isYes: (reply) => reply === 1, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
+      )
+      .then((round) => {
+        if (round.outcomes[index]?.kind !== "yes") throw new Error("repair not acknowledged");
+      });
+    this.knownMax = maxOf(this.knownMax, value);
+    this.repairCount++;
+    this.options.onRepair({ endpoint: lostNode.endpoint, value });
+  }
+
+  private requireAll(operation: string, round: RoundResult<unknown>): void {
+    const errors = nodeErrorsOf(round);
+    if (errors.length > 0) {
+      throw new QuorumError(
+        operation,
+        this.group.nodes.length,
+        this.group.nodes.length,
+        this.group.nodes.length - errors.length,
+        errors,
+      );
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ClosedError("NextId");
+  }
+}
+
+function asRedquorumError(error: unknown): RedquorumError {
+  return error instanceof RedquorumError
+    ? error
+    : new RedquorumError("ERR_NODE", String(error), { cause: error });
+}
+
+/**
+ * NextId needs every acknowledged write on disk before the answer (seed 2):
+ * `appendonly yes` and `appendfsync always`, read with CONFIG GET.
+ */
+async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void> {
+  const setting = async (name: string): Promise<string> => {
+    let reply: unknown;
+    try {
+      reply = await node.command(["CONFIG", "GET", name], { timeoutMs });
+    } catch (error) {
+      const message =
+        error instanceof Error
+          ? error.cause instanceof Error
+            ? error.cause.message
+            : error.message
+          : "";
+      if (/unknown command|NOPERM|not allowed/i.test(message)) {
+        throw new DurabilityError(
+          node.endpoint,
+          "CONFIG",
+          `${node.endpoint} does not allow CONFIG GET (${message.trim()}), so its persistence cannot be checked: ` +
+            "if it runs with appendonly yes and appendfsync always, pass unsafeAllowNonDurableNodes: true",
+        );
+      }
+      throw error;
+    }
+    return Array.isArray(reply) ? String(reply[1] ?? "") : "";
+  };
+  const appendonly = await setting("appendonly");
+  if (appendonly !== "yes") {
+    throw new DurabilityError(
+      node.endpoint,
+      "appendonly",
+      `${node.endpoint} has appendonly ${appendonly || "(unknown)"}: NextId needs appendonly yes and ` +
+        "appendfsync always, or a restarted node can forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
+    );
+  }
+  const appendfsync = await setting("appendfsync");
+  if (appendfsync !== "always") {
+    throw new DurabilityError(
+      node.endpoint,
+      "appendfsync",
+      `${node.endpoint} has appendfsync ${appendfsync || "(unknown)"}: NextId needs appendfsync always, or a power ` +
+        "loss can make it forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
+    );
+  }
+}

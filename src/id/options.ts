@@ -1,0 +1,243 @@
+import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import { InvalidArgumentError } from "../errors.js";
+import { defaults, limits } from "../limits.js";
+import type { NodeWarning } from "../quorum/node-group.js";
+import {
+  describe,
+  rejectUnknownOptions,
+  requireFunction,
+  requireInteger,
+  requireOptionsObject,
+} from "../validate.js";
+
+/**
+ * `range`: one conditional write per round, concurrent calls share a round
+ * (group commit), rounds pipelined. `seed`: seed 2 as written, a read round
+ * then a write round per ID; kept for comparison.
+ */
+export type IdStrategy = "range" | "seed";
+
+export interface RepairEvent {
+  /** The node whose counter was lost (restart without data, flush, deletion). */
+  readonly endpoint: string;
+  /** The value it was raised to: the maximum read from a healthy majority. */
+  readonly value: bigint;
+}
+
+export interface IdRetryOptions {
+  /** Failed rounds a call may take part in before it fails. Default 30. */
+  retries?: number;
+  /** First backoff after a lost round, in milliseconds; doubles per loss. Default 1. */
+  delayMs?: number;
+  /** Largest backoff, in milliseconds. Each wait is a random amount up to the current bound. Default 100. */
+  delayMsMax?: number;
+}
+
+export interface NextIdOptions {
+  /** The counter's Redis key (its marker is `<key>:marker`). Default "redquorum:id". */
+  key?: string;
+  /** Default "range". */
+  strategy?: IdStrategy;
+  /** Bound on each node's answer in a round, in milliseconds. Default 200 (fsync on every write takes time). */
+  nodeTimeoutMs?: number;
+  /** Bound on the first-contact checks of a node, in milliseconds. Default 2000. */
+  checkTimeoutMs?: number;
+  retry?: IdRetryOptions;
+  /** Rounds one instance may have in flight at once (`range` only). Default 4. */
+  pipelineDepth?: number;
+  /**
+   * How long to wait after a node is found to have lost its counter before
+   * reading the healthy majority and repairing it, in milliseconds: every
+   * round that might still count the lost node's old vote has ended by then.
+   * Must exceed every client's `nodeTimeoutMs`. Default 1000.
+   */
+  repairDelayMs?: number;
+  /**
+   * Accept nodes without `appendonly yes` + `appendfsync always`. Unsafe: a
+   * node that loses acknowledged writes (power loss) can make IDs repeat.
+   */
+  unsafeAllowNonDurableNodes?: boolean;
+  /**
+   * Test-only: treat a node whose marker is gone as a node at 0 instead of
+   * excluding it. Reproduces the repeated IDs the marker check prevents.
+   */
+  unsafeSkipMarkerCheck?: boolean;
+  /** Called after a node's lost counter was repaired. Default: `process.emitWarning`. */
+  onRepair?: (event: RepairEvent) => void;
+  onWarning?: (warning: NodeWarning) => void;
+  clock?: Clock;
+  random?: RandomSource;
+}
+
+export interface ResolvedIdRetry {
+  readonly retries: number;
+  readonly delayMs: number;
+  readonly delayMsMax: number;
+}
+
+export interface ResolvedNextIdOptions {
+  readonly key: string;
+  readonly strategy: IdStrategy;
+  readonly nodeTimeoutMs: number;
+  readonly checkTimeoutMs: number;
+  readonly retry: ResolvedIdRetry;
+  readonly pipelineDepth: number;
+  readonly repairDelayMs: number;
+  readonly unsafeAllowNonDurableNodes: boolean;
+  readonly unsafeSkipMarkerCheck: boolean;
+  readonly onRepair: (event: RepairEvent) => void;
+  readonly onWarning: (warning: NodeWarning) => void;
+  readonly clock: Clock;
+  readonly random: RandomSource;
+}
+
+export const idDefaults = {
+  key: "redquorum:id",
+  nodeTimeoutMs: 200,
+  retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
+  pipelineDepth: 4,
+  repairDelayMs: 1_000,
+} as const;
+
+export const idLimits = {
+  /** IDs in one `nextBatch` call. */
+  batchCountMax: 10_000,
+  /** Calls waiting in one instance. */
+  queueLengthMax: 100_000,
+  /** IDs one round may claim for the calls it serves. */
+  roundIdsMax: 1_000_000,
+  pipelineDepthMax: 64,
+} as const;
+
+const optionNames = [
+  "key",
+  "strategy",
+  "nodeTimeoutMs",
+  "checkTimeoutMs",
+  "retry",
+  "pipelineDepth",
+  "repairDelayMs",
+  "unsafeAllowNonDurableNodes",
+  "unsafeSkipMarkerCheck",
+  "onRepair",
+  "onWarning",
+  "clock",
+  "random",
+] as const;
+
+export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
+  const options = requireOptionsObject("options", input);
+  rejectUnknownOptions("options", options, optionNames);
+  const key = options.key ?? idDefaults.key;
+  if (
+    typeof key !== "string" ||
+    key.length === 0 ||
+    Buffer.byteLength(key) > limits.resourceBytesMax
+  ) {
+    throw new InvalidArgumentError(
+      "options.key",
+      `expected a non-empty string of at most ${limits.resourceBytesMax} bytes, got ${describe(key)}`,
+    );
+  }
+  const strategy = options.strategy ?? "range";
+  if (strategy !== "range" && strategy !== "seed") {
+    throw new InvalidArgumentError(
+      "options.strategy",
+      `expected "range" or "seed", got ${describe(strategy)}`,
+    );
+  }
+  const nodeTimeoutMs = requireInteger(
+    "options.nodeTimeoutMs",
+    options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
+    1,
+    limits.nodeTimeoutMsMax,
+  );
+  const repairDelayMs = requireInteger(
+    "options.repairDelayMs",
+    options.repairDelayMs ?? idDefaults.repairDelayMs,
+    1,
+    limits.ttlMsMax,
+  );
+  if (repairDelayMs <= nodeTimeoutMs) {
+    throw new InvalidArgumentError(
+      "options.repairDelayMs",
+      `must exceed nodeTimeoutMs (${nodeTimeoutMs}): a repair may only read once every round that could count the lost node's vote has ended`,
+    );
+  }
+  const retry = requireOptionsObject("options.retry", options.retry);
+  rejectUnknownOptions("options.retry", retry, ["retries", "delayMs", "delayMsMax"]);
+  const delayMs = requireInteger(
+    "options.retry.delayMs",
+    retry.delayMs ?? idDefaults.retry.delayMs,
+    0,
+    limits.delayMsMax,
+  );
+  return {
+    key,
+    strategy,
+    nodeTimeoutMs,
+    checkTimeoutMs: requireInteger(
+      "options.checkTimeoutMs",
+      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
+      1,
+      limits.nodeTimeoutMsMax,
+    ),
+    retry: {
+      retries: requireInteger(
+        "options.retry.retries",
+        retry.retries ?? idDefaults.retry.retries,
+        0,
+        limits.retriesMax,
+      ),
+      delayMs,
+      delayMsMax: requireInteger(
+        "options.retry.delayMsMax",
+        retry.delayMsMax ?? Math.max(delayMs, idDefaults.retry.delayMsMax),
+        delayMs,
+        limits.delayMsMax,
+      ),
+    },
+    pipelineDepth: requireInteger(
+      "options.pipelineDepth",
+      options.pipelineDepth ?? idDefaults.pipelineDepth,
+      1,
+      idLimits.pipelineDepthMax,
+    ),
+    repairDelayMs,
+    unsafeAllowNonDurableNodes: requireBoolean(
+      "options.unsafeAllowNonDurableNodes",
+      options.unsafeAllowNonDurableNodes,
+    ),
+    unsafeSkipMarkerCheck: requireBoolean(
+      "options.unsafeSkipMarkerCheck",
+      options.unsafeSkipMarkerCheck,
+    ),
+    onRepair: requireFunction("options.onRepair", options.onRepair ?? emitRepairWarning),
+    onWarning: requireFunction(
+      "options.onWarning",
+      options.onWarning ??
+        ((warning: NodeWarning) => process.emitWarning(warning.message, { code: warning.code })),
+    ),
+    clock: (options.clock as Clock | undefined) ?? systemClock,
+    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+  };
+}
+
+export function requireBatchCount(count: unknown): number {
+  return requireInteger("count", count, 1, idLimits.batchCountMax);
+}
+
+function requireBoolean(name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== "boolean") {
+    throw new InvalidArgumentError(name, `expected true or false, got ${describe(value)}`);
+  }
+  return value;
+}
+
+function emitRepairWarning(event: RepairEvent): void {
+  process.emitWarning(
+    `redquorum repaired the ID counter on ${event.endpoint} (it had lost its data) to ${event.value}`,
+    { code: "REDQUORUM_REPAIR" },
+  );
+}

@@ -1,0 +1,250 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import {
+  AlreadyInitializedError,
+  DurabilityError,
+  IdOverflowError,
+  InvalidArgumentError,
+  LocalCluster,
+  maxId,
+  NextId,
+  NotInitializedError,
+} from "../../src/index.js";
+import { findIdViolations, type IdCall } from "../helpers/checkers.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { describeSeed, prng, testSeed } from "../helpers/seed.js";
+
+/** Runs `instances` NextIds × `callers` each for `calls` calls, mixing next() and nextBatch(). */
+export async function idWorkload(
+  urls: string[],
+  options: { instances: number; callers: number; calls: number; seed: number; key: string },
+): Promise<{ calls: IdCall[]; failures: unknown[] }> {
+  const random = prng(options.seed);
+  const plan = Array.from({ length: options.instances * options.callers * options.calls }, () =>
+    random() < 0.5 ? 1 : 1 + Math.floor(random() * 20),
+  );
+  const calls: IdCall[] = [];
+  const failures: unknown[] = [];
+  const generators = Array.from(
+    { length: options.instances },
+    () => new NextId(urls, { key: options.key }),
+  );
+  try {
+    await Promise.all(
+      generators.flatMap((ids, instance) =>
+        Array.from({ length: options.callers }, async (_, caller) => {
+          const client = `i${instance}c${caller}`;
+          for (let n = 0; n < options.calls; n++) {
+            const count = plan[(instance * options.callers + caller) * options.calls + n]!;
+            const startMs = performance.now();
+            try {
+              const got = count === 1 ? [await ids.next()] : await ids.nextBatch(count);
+              calls.push({ client, startMs, endMs: performance.now(), ids: got });
+            } catch (error) {
+              failures.push(error);
+            }
+          }
+        }),
+      ),
+    );
+  } finally {
+    await Promise.all(generators.map((g) => g.close()));
+  }
+  return { calls, failures };
+}
+
+describe("NextId on 5 nodes with appendfsync always", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5, persistence: "aof-always" });
+  });
+  after(() => cluster.stop());
+
+  it("needs init(): before it, next() fails with NotInitializedError", async () => {
+    const ids = new NextId(cluster.urls, { key: "fresh", retry: { retries: 0 } });
+    try {
+      await assert.rejects(ids.next(), NotInitializedError);
+      await ids.init();
+      assert.equal(await ids.next(), 1n);
+      assert.deepEqual(await ids.nextBatch(3), [2n, 3n, 4n]);
+      // init on a counter that handed out IDs is refused, on every node.
+      await assert.rejects(ids.init(), (error: unknown) => {
+        assert.ok(error instanceof AlreadyInitializedError);
+        assert.equal(error.endpoints.length, 5);
+        return true;
+      });
+      assert.equal(await ids.next(), 5n);
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("8 instances × 4 callers, next() and nextBatch() mixed: no duplicate, real-time order kept", async () => {
+    const init = new NextId(cluster.urls, { key: "mixed" });
+    await init.init();
+    await init.close();
+    const seed = testSeed();
+    const { calls, failures } = await idWorkload(cluster.urls, {
+      instances: 8,
+      callers: 4,
+      calls: 60,
+      seed,
+      key: "mixed",
+    });
+    const context = describeSeed(seed);
+    assert.deepEqual(failures, [], context);
+    assert.equal(calls.length, 8 * 4 * 60);
+    const total = calls.reduce((n, c) => n + c.ids.length, 0);
+    assert.ok(total >= 2_000, `only ${total} IDs`);
+    assert.deepEqual(findIdViolations(calls), [], context);
+  });
+
+  it("the seed strategy (read a majority, max + 1, write) passes the same checker", async () => {
+    const init = new NextId(cluster.urls, { key: "seeded", strategy: "seed" });
+    await init.init();
+    const generators = Array.from(
+      { length: 4 },
+      () => new NextId(cluster.urls, { key: "seeded", strategy: "seed" }),
+    );
+    const calls: IdCall[] = [];
+    try {
+      await Promise.all(
+        generators.map(async (ids, i) => {
+          for (let n = 0; n < 40; n++) {
+            const startMs = performance.now();
+            const got = n % 4 === 0 ? await ids.nextBatch(3) : [await ids.next()];
+            calls.push({ client: `seed${i}`, startMs, endMs: performance.now(), ids: got });
+          }
+        }),
+      );
+    } finally {
+      await Promise.all([init, ...generators].map((g) => g.close()));
+    }
+    assert.deepEqual(findIdViolations(calls), []);
+  });
+
+  it("is exact near 2^53 and stops with IdOverflowError at 2^63 - 1", async () => {
+    const ids = new NextId(cluster.urls, { key: "big" });
+    try {
+      await ids.init();
+      const nearDouble = 2n ** 53n - 2n;
+      await cluster.onAll((c) => c.set("big", nearDouble.toString()));
+      assert.equal(await ids.next(), 2n ** 53n - 1n);
+      assert.deepEqual(await ids.nextBatch(3), [2n ** 53n, 2n ** 53n + 1n, 2n ** 53n + 2n]);
+      await cluster.onAll((c) => c.set("big", (maxId - 3n).toString()));
+      assert.deepEqual(await ids.nextBatch(2), [maxId - 2n, maxId - 1n]);
+      assert.equal(await ids.next(), maxId);
+      await assert.rejects(ids.next(), (error: unknown) => {
+        assert.ok(error instanceof IdOverflowError, String(error));
+        assert.equal(error.maxId, 2n ** 63n - 1n);
+        return true;
+      });
+      // Nothing was written past the limit.
+      assert.deepEqual(await cluster.onAll((c) => c.get("big")), Array(5).fill(maxId.toString()));
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("bad counts get InvalidArgumentError and send no round", async () => {
+    const ids = new NextId(cluster.urls, { key: "bad" });
+    try {
+      await ids.init();
+      await ids.next();
+      await cluster.onAll((c) => c.config("RESETSTAT"));
+      for (const count of [0, -1, 1.5, Number.NaN, 10_001, "3", undefined]) {
+        await assert.rejects(ids.nextBatch(count as number), (error: unknown) => {
+          assert.ok(error instanceof InvalidArgumentError, `${count}: ${String(error)}`);
+          assert.match(error.message, /count.*\[1, 10000\]/);
+          return true;
+        });
+      }
+      const stats = await cluster.onAll((c) => c.info("commandstats"));
+      for (const text of stats) assert.doesNotMatch(text, /cmdstat_evalsha/);
+      assert.deepEqual(await cluster.onAll((c) => c.get("bad")), Array(5).fill("1"));
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("an aborted call rejects with the signal's reason", async () => {
+    const ids = new NextId(cluster.urls, { key: "abort" });
+    try {
+      await ids.init();
+      const reason = new Error("stop");
+      await assert.rejects(ids.next({ signal: AbortSignal.abort(reason) }), (e) => e === reason);
+      assert.equal(await ids.next(), 1n);
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("refuses bad options", () => {
+    assert.throws(
+      () => new NextId(cluster.urls, { strategy: "fast" as never }),
+      InvalidArgumentError,
+    );
+    assert.throws(() => new NextId(cluster.urls, { pipelineDepth: 0 }), InvalidArgumentError);
+    assert.throws(
+      () => new NextId(cluster.urls, { nodeTimeoutMs: 500, repairDelayMs: 100 }),
+      /repairDelayMs: must exceed nodeTimeoutMs/,
+    );
+    assert.throws(() => new NextId(cluster.urls, { key: "" }), InvalidArgumentError);
+  });
+});
+
+describe("NextId refuses nodes that do not fsync every write", () => {
+  it("appendfsync everysec and appendonly no are refused, naming the node and the setting", async () => {
+    for (const [persistence, setting] of [
+      ["aof-everysec", "appendfsync"],
+      ["none", "appendonly"],
+    ] as const) {
+      const cluster = await LocalCluster.start({ nodeCount: 3, persistence });
+      const ids = new NextId(cluster.urls);
+      try {
+        await assert.rejects(ids.init(), (error: unknown) => {
+          assert.ok(error instanceof DurabilityError, String(error));
+          assert.equal(error.code, "ERR_NODE_DURABILITY");
+          assert.equal(error.setting, setting);
+          assert.match(error.message, /127\.0\.0\.1:\d+ has/);
+          assert.match(error.message, /unsafeAllowNonDurableNodes/);
+          return true;
+        });
+        await assert.rejects(ids.next(), DurabilityError);
+        // The explicit opt-out works.
+        const unsafe = new NextId(cluster.urls, { unsafeAllowNonDurableNodes: true });
+        await unsafe.init();
+        assert.equal(await unsafe.next(), 1n);
+        await unsafe.close();
+      } finally {
+        await ids.close();
+        await cluster.stop();
+      }
+    }
+  });
+
+  it("a node with CONFIG disabled is refused unless the caller opts out", async () => {
+    const cluster = await LocalCluster.start({
+      nodeCount: 3,
+      persistence: "aof-always",
+      extraArgs: ["--rename-command", "CONFIG", ""],
+    });
+    const ids = new NextId(cluster.urls);
+    try {
+      await assert.rejects(ids.init(), (error: unknown) => {
+        assert.ok(error instanceof DurabilityError, String(error));
+        assert.equal(error.setting, "CONFIG");
+        assert.match(error.message, /does not allow CONFIG GET/);
+        return true;
+      });
+      const optedOut = new NextId(cluster.urls, { unsafeAllowNonDurableNodes: true });
+      await optedOut.init();
+      assert.equal(await optedOut.next(), 1n);
+      await optedOut.close();
+    } finally {
+      await ids.close();
+      await cluster.stop();
+    }
+  });
+});
