@@ -50,6 +50,12 @@ interface Waiter {
 /** What a lost round says about why it was lost. */
 interface RoundFailure {
   error: RedquorumError;
+  /**
+   * Only refusals: other writers had moved the counter past our proposal.
+   * We now know their values, so the next round goes at once, higher; a
+   * split vote or failing nodes back off instead.
+   */
+  stale: boolean;
 }
 
 /**
@@ -82,6 +88,8 @@ export class NextId {
   private lastWinner = { sequence: 0, proposal: 0n };
   private roundsInFlight = 0;
   private consecutiveLosses = 0;
+  /** Lost rounds in a row that were only refused (stale proposals). */
+  private staleLosses = 0;
   private backoff: Promise<void> | undefined;
   private readonly repairing = new Set<number>();
   private readonly repairs = new Set<Promise<void>>();
@@ -239,7 +247,7 @@ export class NextId {
     // Above our own rounds still in flight (or nodes that accepted them would
     // refuse this one); with none in flight, what the nodes said is enough.
     const base = this.roundsInFlight > 0 ? maxOf(this.knownMax, this.proposedMax) : this.knownMax;
-    const proposal = base + BigInt(ids);
+    const proposal = base + BigInt(ids) + this.leapMargin(ids);
     if (proposal > maxId) {
       for (const waiter of batch)
         this.settle(waiter, new IdOverflowError(base, waiter.count, maxId));
@@ -251,7 +259,7 @@ export class NextId {
     this.propose(proposal)
       .then(
         (round) => this.finishRound(batch, proposal, round, sequence),
-        (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error) }),
+        (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
       )
       .finally(() => {
         this.roundsInFlight--;
@@ -263,7 +271,9 @@ export class NextId {
     const args = [proposal.toString(), this.options.unsafeSkipMarkerCheck ? "1" : "0"];
     return this.group.round((node) => node.evalScript(proposeScript, this.keys, args), {
       isYes: isAccepted,
-      stopEarly: true,
+      // A lost round waits for every answer: each refusal carries a node's
+      // value, and knowing all of them makes the next proposal win.
+      stopEarly: "won",
       timeoutMs: this.options.nodeTimeoutMs,
     });
   }
@@ -280,6 +290,7 @@ export class NextId {
       return;
     }
     this.consecutiveLosses = 0;
+    this.staleLosses = 0;
     // The round owns (previousMax, proposal]. Calls are served in arrival
     // order while they fit whole; the rest wait for the next round.
     assert(previousMax < proposal, "a winning round's range must not be empty");
@@ -346,6 +357,8 @@ export class NextId {
       else retry.push(waiter);
     }
     this.queue.unshift(...retry);
+    this.staleLosses = failure.stale ? this.staleLosses + 1 : 0;
+    if (failure.stale) return;
     if (this.backoff === undefined && !this.closed) {
       this.backoff = this.options.clock
         .sleep(this.backoffMs(this.consecutiveLosses), this.lifetime.signal)
@@ -355,6 +368,21 @@ export class NextId {
           this.pump();
         });
     }
+  }
+
+  /**
+   * After stale rounds, propose further above the known maximum: the others
+   * keep moving it while our next proposal travels, and a proposal that is
+   * stale on arrival loses again (a starving instance). The margin grows with
+   * each loss in a row and is random, so competitors do not leap in step;
+   * the skipped IDs are holes, which the ID contract allows.
+   */
+  private leapMargin(ids: number): bigint {
+    // The first retry after a refusal proposes just above what the nodes
+    // said; only a second stale loss in a row shows others moving meanwhile.
+    if (this.staleLosses < 2) return 0n;
+    const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, 20));
+    return BigInt(this.options.random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
   }
 
   /** Exponential backoff with full jitter: a random wait up to min(max, delay * 2^(losses-1)). */
@@ -391,13 +419,19 @@ export class NextId {
         );
       }
     });
-    if (lost > spare) return { error: new NotInitializedError(this.options.key, lost, nodeCount) };
+    if (lost > spare) {
+      return { error: new NotInitializedError(this.options.key, lost, nodeCount), stale: false };
+    }
     if (round.errorCount + lost > spare) {
       return {
         error: new QuorumError(operation, this.group.quorum, nodeCount, round.yesCount, errors),
+        stale: false,
       };
     }
-    return { error: new ContentionError(operation, this.consecutiveLosses + 1) };
+    return {
+      error: new ContentionError(operation, this.consecutiveLosses + 1),
+      stale: round.yesCount === 0,
+    };
   }
 
   private settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {

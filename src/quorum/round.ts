@@ -43,10 +43,13 @@ export interface RoundOptions<T> {
   /** Whether a node's reply counts as a vote for the operation. */
   isYes: (value: T) => boolean;
   /**
-   * End the round as soon as it is decided. The calls still in flight run to
-   * completion in the background; their replies are dropped.
+   * End the round as soon as it is decided (`true`), only once it is won
+   * (`"won"`: a lost round waits for every answer, to learn from all of
+   * them), or only when every node answered or timed out (`false`). Calls
+   * still in flight run to completion in the background; their replies are
+   * dropped.
    */
-  stopEarly: boolean;
+  stopEarly: boolean | "won";
   signal?: AbortSignal | undefined;
   /**
    * Bound on each node's call, in milliseconds: one timer for the round;
@@ -110,12 +113,12 @@ export function runRound<T>(
       if (outcome.kind === "yes") yesCount++;
       else if (outcome.kind === "no") noCount++;
       else errorCount++;
-      if (
-        unsettled === 0 ||
-        (stopEarly && roundState(yesCount, noCount + errorCount, nodeCount, quorum) !== "open")
-      ) {
-        finish();
+      if (unsettled === 0 || !stopEarly) {
+        if (unsettled === 0) finish();
+        return;
       }
+      const state = roundState(yesCount, noCount + errorCount, nodeCount, quorum);
+      if (state === "won" || (state === "lost" && stopEarly === true)) finish();
     };
     if (signal?.aborted) {
       aborted = true;

@@ -1,0 +1,236 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { NextId, QuorumError, type RepairEvent } from "../../src/index.js";
+import { findIdViolations, type IdCall } from "../helpers/checkers.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { describeSeed, prng, testSeed } from "../helpers/seed.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("NextId under node faults (5 nodes, appendfsync always)", () => {
+  let cluster: TestCluster;
+  let keyCounter = 0;
+  let key: string;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5, persistence: "aof-always" });
+  });
+  after(() => cluster.stop());
+  beforeEach(async () => {
+    for (const node of cluster.cluster.nodes) {
+      if (node.state === "paused") cluster.cluster.resume(node.index);
+      if (node.state === "stopped") await cluster.cluster.restart(node.index);
+    }
+    key = `faults:${++keyCounter}`;
+    const init = new NextId(cluster.urls, { key });
+    await init.init();
+    await init.close();
+  });
+
+  /** Callers that keep asking for IDs until `stop()`; records every call. */
+  function runCallers(instances: number, callersEach: number, seed: number, options = {}) {
+    const random = prng(seed);
+    const calls: IdCall[] = [];
+    const failures: unknown[] = [];
+    let running = true;
+    const generators = Array.from(
+      { length: instances },
+      () => new NextId(cluster.urls, { key, ...options }),
+    );
+    const done = Promise.all(
+      generators.flatMap((ids, i) =>
+        Array.from({ length: callersEach }, async (_, c) => {
+          while (running) {
+            const count = random() < 0.6 ? 1 : 1 + Math.floor(random() * 10);
+            const startMs = performance.now();
+            try {
+              const got = count === 1 ? [await ids.next()] : await ids.nextBatch(count);
+              calls.push({ client: `i${i}c${c}`, startMs, endMs: performance.now(), ids: got });
+            } catch (error) {
+              failures.push(error);
+            }
+          }
+        }),
+      ),
+    );
+    return {
+      calls,
+      failures,
+      generators,
+      async stop() {
+        running = false;
+        await done;
+        await Promise.all(generators.map((g) => g.close()));
+      },
+    };
+  }
+
+  it("minority nodes kill -9'd and restarted from their AOF: every call succeeds, the checker finds nothing", async () => {
+    const seed = testSeed();
+    const random = prng(seed ^ 0x5eed);
+    const run = runCallers(8, 2, seed);
+    try {
+      for (let step = 0; step < 6; step++) {
+        // One or two distinct nodes down at a time, never a majority.
+        const victims = [...new Set([Math.floor(random() * 5), Math.floor(random() * 5)])];
+        for (const v of victims) await cluster.cluster.kill(v);
+        await sleep(150);
+        for (const v of victims) await cluster.cluster.restart(v);
+        await sleep(100);
+      }
+    } finally {
+      await run.stop();
+    }
+    const context = describeSeed(seed);
+    assert.deepEqual(
+      run.failures.map(String),
+      [],
+      `calls failed while a majority was up; ${context}`,
+    );
+    assert.ok(run.calls.length > 100, `only ${run.calls.length} calls; ${context}`);
+    assert.deepEqual(findIdViolations(run.calls), [], context);
+  });
+
+  it("with 3 of 5 nodes down, calls fail with QuorumError and return no ID", async () => {
+    const ids = new NextId(cluster.urls, { key, retry: { retries: 3 } });
+    try {
+      const before = await ids.next();
+      for (const i of [1, 2, 3]) await cluster.cluster.kill(i);
+      await assert.rejects(ids.next(), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        assert.equal(error.nodeErrors.length, 3);
+        return true;
+      });
+      await assert.rejects(ids.nextBatch(5), QuorumError);
+      for (const i of [1, 2, 3]) await cluster.cluster.restart(i);
+      const afterRestart = await ids.next();
+      assert.ok(afterRestart > before);
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("a node restarted empty is detected, excluded and repaired; the checker finds nothing", async () => {
+    const repairs: RepairEvent[] = [];
+    const seed = testSeed();
+    const run = runCallers(4, 2, seed, {
+      nodeTimeoutMs: 100,
+      repairDelayMs: 300,
+      onRepair: (event: RepairEvent) => repairs.push(event),
+    });
+    try {
+      await sleep(200);
+      await cluster.cluster.restart(2, { keepData: false });
+      // Detected on the next round, repaired after repairDelayMs.
+      const deadline = performance.now() + 10_000;
+      while (repairs.length === 0 && performance.now() < deadline) await sleep(20);
+      await sleep(200);
+    } finally {
+      await run.stop();
+    }
+    const context = describeSeed(seed);
+    assert.ok(repairs.length >= 1, `no repair reported; ${context}`);
+    assert.equal(repairs[0]!.endpoint, cluster.urls[2]!.replace("redis://", ""));
+    assert.deepEqual(run.failures.map(String), [], context);
+    assert.deepEqual(findIdViolations(run.calls), [], context);
+    // The repaired node holds a counter and its marker again, and the value
+    // it was raised to is at least every ID handed out before the repair.
+    const [value, marker] = await Promise.all([
+      cluster.client(2).get(key),
+      cluster.client(2).get(`${key}:marker`),
+    ]);
+    assert.equal(marker, "1");
+    assert.ok(BigInt(value!) >= repairs[0]!.value);
+  });
+
+  /**
+   * The scripted run of FAULTS.md I5: IDs are handed out while nodes 3 and 4
+   * are down, so only nodes 0–2 know the high value; node 2 then restarts
+   * empty and nodes 0 and 1 go down. A round on {2, 3, 4} can now win with a
+   * stale value — unless node 2's missing marker excludes it.
+   */
+  async function scriptedLoss(options: { unsafeSkipMarkerCheck: boolean }): Promise<{
+    calls: IdCall[];
+    lateError: unknown;
+  }> {
+    const calls: IdCall[] = [];
+    const record = async (client: string, ids: NextId, count: number) => {
+      const startMs = performance.now();
+      const got = await ids.nextBatch(count);
+      calls.push({ client, startMs, endMs: performance.now(), ids: got });
+    };
+    const first = new NextId(cluster.urls, { key, ...options, retry: { retries: 3 } });
+    await cluster.cluster.kill(3);
+    await cluster.cluster.kill(4);
+    for (let i = 0; i < 5; i++) await record("first", first, 20);
+    await first.close();
+    await cluster.cluster.restart(3);
+    await cluster.cluster.restart(4);
+    await cluster.cluster.restart(2, { keepData: false });
+    await cluster.cluster.kill(0);
+    await cluster.cluster.kill(1);
+    const second = new NextId(cluster.urls, {
+      key,
+      ...options,
+      retry: { retries: 3 },
+      nodeTimeoutMs: 100,
+      repairDelayMs: 200,
+      onRepair: () => {},
+    });
+    let lateError: unknown;
+    try {
+      await record("second", second, 1);
+    } catch (error) {
+      lateError = error;
+    } finally {
+      await second.close();
+    }
+    return { calls, lateError };
+  }
+
+  it("negative control: with the marker check off, the scripted loss repeats IDs and the checker flags it", async () => {
+    const { calls, lateError } = await scriptedLoss({ unsafeSkipMarkerCheck: true });
+    assert.equal(lateError, undefined);
+    const violations = findIdViolations(calls);
+    assert.ok(
+      violations.some((v) => v.kind === "duplicate"),
+      JSON.stringify(violations),
+    );
+    assert.ok(
+      violations.some((v) => v.kind === "order"),
+      JSON.stringify(violations),
+    );
+  });
+
+  it("with the marker check on, the same scripted loss refuses instead, and recovers when the majority is back", async () => {
+    const { calls, lateError } = await scriptedLoss({ unsafeSkipMarkerCheck: false });
+    assert.ok(lateError instanceof QuorumError, String(lateError));
+    assert.match(lateError.message, /lost its data/);
+    assert.deepEqual(findIdViolations(calls), []);
+    // Nodes 0 and 1 come back: node 2 is repaired from the healthy majority
+    // and IDs continue above everything handed out.
+    await cluster.cluster.restart(0);
+    await cluster.cluster.restart(1);
+    const repairs: RepairEvent[] = [];
+    const third = new NextId(cluster.urls, {
+      key,
+      nodeTimeoutMs: 100,
+      repairDelayMs: 200,
+      onRepair: (e) => repairs.push(e),
+    });
+    try {
+      const startMs = performance.now();
+      const id = await third.next();
+      calls.push({ client: "third", startMs, endMs: performance.now(), ids: [id] });
+      assert.deepEqual(findIdViolations(calls), []);
+      const deadline = performance.now() + 5_000;
+      while (repairs.length === 0 && performance.now() < deadline) await sleep(20);
+      assert.equal(repairs.length, 1);
+      // Raised to the healthy majority's maximum: at least the 100 IDs handed out.
+      assert.ok(repairs[0]!.value >= 100n, String(repairs[0]!.value));
+      assert.ok(id > 100n);
+    } finally {
+      await third.close();
+    }
+  });
+});
