@@ -10,6 +10,7 @@ export type ErrorCode =
   | "ERR_RESOURCE_LOCKED"
   | "ERR_QUORUM"
   | "ERR_LOCK_EXPIRED"
+  | "ERR_LOCK_LOST"
   | "ERR_CLOSED"
   | "ERR_REDIS_NOT_FOUND"
   | "ERR_CLUSTER"
@@ -228,6 +229,24 @@ export class AlreadyInitializedError extends RedquorumError {
 export class QueueFullError extends RedquorumError {
   constructor(what: string, limit: number) {
     super("ERR_QUEUE_FULL", `${what}: more than ${limit} calls waiting`);
+  }
+}
+
+/**
+ * A lock held by `Redlock.using` could not be kept: an extension failed
+ * (majority lost, keys gone) and its validity was about to run out. The
+ * routine's signal aborts with this before the validity ends.
+ */
+export class LockLostError extends RedquorumError {
+  readonly resources: readonly string[];
+
+  constructor(resources: readonly string[], cause: unknown) {
+    super(
+      "ERR_LOCK_LOST",
+      `lost the lock on ${formatResources(resources)}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+    this.resources = resources;
   }
 }
 

@@ -20,6 +20,7 @@ export {
   IdOverflowError,
   InvalidArgumentError,
   LockExpiredError,
+  LockLostError,
   NodeConfigurationError,
   NodeError,
   NodeTimeoutError,
@@ -39,7 +40,7 @@ export type {
 } from "./id/options.js";
 export { defaults, limits } from "./limits.js";
 export { Lock } from "./lock/lock.js";
-export type { AcquireOptions, RedlockOptions, RetryOptions } from "./lock/options.js";
+export type { AcquireOptions, RedlockOptions, RetryOptions, UsingOptions } from "./lock/options.js";
 export { Redlock } from "./lock/redlock.js";
 export type { NodeInput } from "./node/resolve.js";
 export type { NodeTransport } from "./node/transport.js";

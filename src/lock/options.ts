@@ -52,6 +52,14 @@ export interface AcquireOptions {
   retry?: RetryOptions;
 }
 
+export interface UsingOptions extends AcquireOptions {
+  /**
+   * Extend once this much validity is left, in milliseconds. Default: half
+   * the TTL. Must leave room above the give-up margin (two node timeouts).
+   */
+  extendThresholdMs?: number;
+}
+
 export interface ResolvedRetry {
   readonly retries: number;
   readonly delayMs: number;

@@ -1,10 +1,18 @@
-import { ClosedError, LockExpiredError, QuorumError, ResourceLockedError } from "../errors.js";
+import {
+  ClosedError,
+  InvalidArgumentError,
+  LockExpiredError,
+  QuorumError,
+  ResourceLockedError,
+} from "../errors.js";
 import { limits } from "../limits.js";
 import { acquireScript, extendScript, releaseScript } from "../node/lock-scripts.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
+import { requireInteger } from "../validate.js";
+import { runKeepingAlive } from "./keep-alive.js";
 import { Lock, type LockOwner } from "./lock.js";
 import {
   type AcquireOptions,
@@ -14,6 +22,7 @@ import {
   requireTtl,
   resolveAcquireOptions,
   resolveRedlockOptions,
+  type UsingOptions,
 } from "./options.js";
 
 function toHex(bytes: Uint8Array): string {
@@ -108,6 +117,43 @@ export class Redlock implements LockOwner {
       if (clock.now() + delayMs >= deadlineMs) throw failure;
       await clock.sleep(delayMs, signal);
     }
+  }
+
+  /**
+   * Acquires `resources`, runs `routine(signal, lock)`, extends the lock
+   * before it runs out while the routine runs, and releases it at the end,
+   * whatever happens; returns the routine's result. If the lock cannot be
+   * kept, `signal` aborts with `LockLostError` before its validity ends (and
+   * `using` rejects with it); errors thrown by the routine come out unchanged.
+   */
+  async using<T>(
+    resources: readonly string[],
+    ttlMs: number,
+    routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
+    options: UsingOptions = {},
+  ): Promise<T> {
+    if (typeof routine !== "function") {
+      throw new InvalidArgumentError("routine", "expected a function (signal, lock) => Promise");
+    }
+    const { extendThresholdMs, ...acquireOptions } = options;
+    const ttl = requireTtl(ttlMs, this.options.maxTtlMs);
+    // Give up with two node timeouts of validity left, so the abort always
+    // comes before the validity ends; extend at half the TTL by default.
+    const marginMs = Math.min(
+      Math.floor(ttl / 4),
+      2 * this.options.nodeTimeoutMs + this.options.driftMs,
+    );
+    const threshold =
+      extendThresholdMs === undefined
+        ? Math.floor(ttl / 2)
+        : requireInteger("options.extendThresholdMs", extendThresholdMs, marginMs + 1, ttl - 1);
+    const lock = await this.acquire(resources, ttl, acquireOptions);
+    return runKeepingAlive(lock, routine, {
+      ttlMs: ttl,
+      extendThresholdMs: Math.max(threshold, marginMs + 1),
+      marginMs,
+      retryDelayMs: Math.max(1, this.options.nodeTimeoutMs),
+    });
   }
 
   /** Closes the connections redquorum opened (a caller's own clients stay open). Locks are not released. */

@@ -17,6 +17,7 @@ const session = `
   await other.release();
   await redlock.acquire(["r"], 5_000, { signal: AbortSignal.abort() }).catch(() => {});
   cluster.resume(0);
+  await redlock.using(["u"], 300, async () => new Promise((r) => setTimeout(r, 700)));
   await redlock.close();
   await cluster.stop();
   // beforeExit fires only once the event loop has nothing left to do.

@@ -1,0 +1,121 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { LockLostError, Redlock, ResourceLockedError } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("redlock.using: auto-extension, loss and release", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+  });
+  after(() => cluster.stop());
+  beforeEach(async () => {
+    for (const node of cluster.cluster.nodes) {
+      if (node.state === "stopped") await cluster.cluster.restart(node.index, { keepData: false });
+    }
+    await cluster.flushAll();
+  });
+
+  it("keeps the lock through a routine that runs 10× the TTL, then releases it", async () => {
+    const holder = new Redlock(cluster.urls);
+    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      let rivalAttempts = 0;
+      let rivalWins = 0;
+      const result = await holder.using(["job"], 300, async (signal, lock) => {
+        const end = performance.now() + 3_000;
+        while (performance.now() < end) {
+          rivalAttempts++;
+          await rival.acquire(["job"], 300).then(
+            async (l) => {
+              rivalWins++;
+              await l.release();
+            },
+            (error) => assert.ok(error instanceof ResourceLockedError, String(error)),
+          );
+          assert.equal(signal.aborted, false);
+          assert.ok(lock.remainingMs() > 0);
+          await sleep(50);
+        }
+        return "done";
+      });
+      assert.equal(result, "done");
+      assert.ok(rivalAttempts > 20);
+      assert.equal(rivalWins, 0, "another client took the lock while the routine ran");
+      await cluster.waitForNoKeys();
+      const after = await rival.acquire(["job"], 300);
+      await after.release();
+    } finally {
+      await holder.close();
+      await rival.close();
+    }
+  });
+
+  it("killing 3 of 5 nodes mid-routine aborts the signal with LockLostError before the validity ends", async () => {
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 50 });
+    try {
+      let killedAt = 0;
+      let abortedAt = 0;
+      let remainingAtAbort = -1;
+      await assert.rejects(
+        holder.using(["job"], 1_000, async (signal, lock) => {
+          await sleep(200);
+          for (const i of [0, 1, 2]) await cluster.cluster.kill(i);
+          killedAt = performance.now();
+          await new Promise<void>((resolve) => {
+            signal.addEventListener("abort", () => resolve(), { once: true });
+          });
+          abortedAt = performance.now();
+          remainingAtAbort = lock.remainingMs();
+          throw signal.reason;
+        }),
+        (error: unknown) => {
+          assert.ok(error instanceof LockLostError, String(error));
+          assert.equal(error.code, "ERR_LOCK_LOST");
+          return true;
+        },
+      );
+      assert.ok(abortedAt - killedAt < 1_000, `aborted ${abortedAt - killedAt} ms after the kill`);
+      assert.ok(remainingAtAbort > 0, "the abort must come before the validity ran out");
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it("an error thrown by the routine comes out unchanged, and the lock is released", async () => {
+    const holder = new Redlock(cluster.urls);
+    try {
+      const failure = new TypeError("routine failed");
+      await assert.rejects(
+        holder.using(["job"], 1_000, async () => {
+          throw failure;
+        }),
+        (error) => error === failure,
+      );
+      await cluster.waitForNoKeys();
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it("refuses a bad threshold and a missing routine", async () => {
+    const holder = new Redlock(cluster.urls);
+    try {
+      await assert.rejects(
+        holder.using(["job"], 1_000, async () => 1, { extendThresholdMs: 1_000 }),
+        {
+          code: "ERR_INVALID_ARGUMENT",
+        },
+      );
+      await assert.rejects(holder.using(["job"], 1_000, undefined as never), {
+        code: "ERR_INVALID_ARGUMENT",
+      });
+      assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+    } finally {
+      await holder.close();
+    }
+  });
+});
