@@ -18,6 +18,7 @@ export {
   DurabilityError,
   type ErrorCode,
   IdOverflowError,
+  InitRefusedError,
   InvalidArgumentError,
   LockExpiredError,
   LockLostError,

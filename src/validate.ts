@@ -22,6 +22,13 @@ export function requireNumber(name: string, value: unknown, min: number, max: nu
   return value;
 }
 
+export function requireBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== "boolean") {
+    throw new InvalidArgumentError(name, `expected true or false, got ${describe(value)}`);
+  }
+  return value;
+}
+
 export function requireSignal(name: string, value: unknown): AbortSignal | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof AbortSignal)) {

@@ -5,6 +5,7 @@ import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
   rejectUnknownOptions,
+  requireBoolean,
   requireFunction,
   requireInteger,
   requireOptionsObject,
@@ -206,11 +207,11 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
     repairDelayMs,
     unsafeAllowNonDurableNodes: requireBoolean(
       "options.unsafeAllowNonDurableNodes",
-      options.unsafeAllowNonDurableNodes,
+      options.unsafeAllowNonDurableNodes ?? false,
     ),
     unsafeSkipMarkerCheck: requireBoolean(
       "options.unsafeSkipMarkerCheck",
-      options.unsafeSkipMarkerCheck,
+      options.unsafeSkipMarkerCheck ?? false,
     ),
     onRepair: requireFunction("options.onRepair", options.onRepair ?? emitRepairWarning),
     onWarning: requireFunction(
@@ -225,14 +226,6 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
 
 export function requireBatchCount(count: unknown): number {
   return requireInteger("count", count, 1, idLimits.batchCountMax);
-}
-
-function requireBoolean(name: string, value: unknown): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== "boolean") {
-    throw new InvalidArgumentError(name, `expected true or false, got ${describe(value)}`);
-  }
-  return value;
 }
 
 function emitRepairWarning(event: RepairEvent): void {

@@ -5,6 +5,7 @@ import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
   rejectUnknownOptions,
+  requireBoolean,
   requireFunction,
   requireInteger,
   requireNumber,
@@ -32,6 +33,13 @@ export interface RedlockOptions {
   checkTimeoutMs?: number;
   /** Longest TTL any lock may ask for, in milliseconds. Default 300000 (5 minutes). */
   maxTtlMs?: number;
+  /**
+   * The restart quarantine: a node that lost its data (restart without
+   * persistence, FLUSHALL) stays out of service for `maxTtlMs`, so it cannot
+   * help a second client take a lock it forgot. Turn it off only for nodes
+   * with `appendonly yes` + `appendfsync always`. Default true.
+   */
+  quarantine?: boolean;
   /** Prepended to every resource name to form the Redis key. Default "" (the key is the resource). */
   keyPrefix?: string;
   retry?: RetryOptions;
@@ -73,6 +81,7 @@ export interface ResolvedRedlockOptions {
   readonly checkTimeoutMs: number;
   readonly maxTtlMs: number;
   readonly keyPrefix: string;
+  readonly quarantine: boolean;
   readonly retry: ResolvedRetry;
   readonly onWarning: (warning: NodeWarning) => void;
   readonly clock: Clock;
@@ -86,6 +95,7 @@ const redlockOptionNames = [
   "checkTimeoutMs",
   "maxTtlMs",
   "keyPrefix",
+  "quarantine",
   "retry",
   "onWarning",
   "clock",
@@ -145,6 +155,7 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     ),
     maxTtlMs,
     keyPrefix,
+    quarantine: requireBoolean("options.quarantine", options.quarantine ?? true),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
     onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
     clock: (options.clock as Clock | undefined) ?? systemClock,

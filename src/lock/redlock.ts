@@ -1,12 +1,23 @@
 import {
   ClosedError,
+  InitRefusedError,
   InvalidArgumentError,
   LockExpiredError,
+  NodeError,
   QuorumError,
   ResourceLockedError,
 } from "../errors.js";
 import { limits } from "../limits.js";
-import { acquireScript, extendScript, releaseScript } from "../node/lock-scripts.js";
+import {
+  acquireScript,
+  extendScript,
+  initNodeScript,
+  markerKey,
+  quarantineKey,
+  releaseScript,
+} from "../node/lock-scripts.js";
+import type { LuaScript } from "../node/lua-script.js";
+import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
@@ -47,7 +58,7 @@ export class Redlock implements LockOwner {
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
       onWarning: this.options.onWarning,
-      scripts: [acquireScript, extendScript, releaseScript],
+      scripts: [acquireScript, extendScript, releaseScript, initNodeScript],
     });
   }
 
@@ -82,6 +93,8 @@ export class Redlock implements LockOwner {
     const { clock, random } = this.options;
     signal?.throwIfAborted();
     const keys = names.map((name) => this.options.keyPrefix + name);
+    const scriptKeys = [markerKey, quarantineKey, ...keys];
+    const quarantineArg = this.quarantineArg;
     const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
     await this.group.ready();
 
@@ -89,7 +102,8 @@ export class Redlock implements LockOwner {
       const value = toHex(random.bytes(limits.lockValueBytes));
       const startMs = clock.now();
       const round = await this.group.round(
-        (node) => node.evalScript(acquireScript, keys, [value, String(ttl)]),
+        (node) =>
+          this.guarded(node, acquireScript, scriptKeys, [value, String(ttl), quarantineArg]),
         { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
       );
       const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
@@ -156,6 +170,37 @@ export class Redlock implements LockOwner {
     });
   }
 
+  /**
+   * Marks every node of a brand-new cluster as initialised, so the first
+   * acquire need not wait out the restart quarantine (a client cannot tell a
+   * new node from one that restarted empty). Needs every node, and is
+   * refused with `InitRefusedError` where a node holds any other key (a lock
+   * might be held). Also lifts a quarantine on such empty nodes.
+   */
+  async init(): Promise<void> {
+    this.assertOpen();
+    await this.group.ready();
+    const round = await this.group.round(
+      (node) => node.evalScript(initNodeScript, [markerKey, quarantineKey], []),
+      { isYes: (reply) => reply === 0, stopEarly: false, timeoutMs: this.options.checkTimeoutMs },
+    );
+    const busy = this.group.nodes.flatMap((node, i) => {
+      const outcome = round.outcomes[i];
+      return outcome?.kind === "no" ? [`${node.endpoint} (${String(outcome.value)} keys)`] : [];
+    });
+    if (busy.length > 0) throw new InitRefusedError(busy);
+    const errors = nodeErrorsOf(round);
+    if (errors.length > 0) {
+      throw new QuorumError(
+        "init",
+        this.group.nodes.length,
+        this.group.nodes.length,
+        round.yesCount,
+        errors,
+      );
+    }
+  }
+
   /** Closes the connections redquorum opened (a caller's own clients stay open). Locks are not released. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -177,7 +222,13 @@ export class Redlock implements LockOwner {
     if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
     const startMs = clock.now();
     const round = await this.group.round(
-      (node) => node.evalScript(extendScript, lock.keys, [lock.value, String(ttl)]),
+      (node) =>
+        this.guarded(
+          node,
+          extendScript,
+          [markerKey, quarantineKey, ...lock.keys],
+          [lock.value, String(ttl), this.quarantineArg],
+        ),
       { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
     );
     if (round.aborted) throw signal?.reason;
@@ -237,6 +288,31 @@ export class Redlock implements LockOwner {
       isYes: isNonNegative,
       stopEarly,
       timeoutMs: this.options.nodeTimeoutMs,
+    });
+  }
+
+  private get quarantineArg(): string {
+    return this.options.quarantine ? String(this.options.maxTtlMs) : "0";
+  }
+
+  /** Runs a lock script; a node in quarantine (-1) is a failed vote that says so. */
+  private guarded(
+    node: RedisNode,
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly string[],
+  ) {
+    return node.evalScript(script, keys, args).then((reply) => {
+      if (reply === -1) {
+        throw new NodeError(
+          node.endpoint,
+          new Error(
+            "quarantined: it restarted without its data (or was flushed) and stays out of service " +
+              `for up to maxTtlMs (${this.options.maxTtlMs} ms)`,
+          ),
+        );
+      }
+      return reply;
     });
   }
 

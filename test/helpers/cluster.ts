@@ -7,8 +7,13 @@ import { LocalCluster, type LocalClusterOptions } from "../../src/index.js";
  * inspection client, so the file ends by itself.
  */
 export async function startCluster(options: LocalClusterOptions = {}): Promise<TestCluster> {
-  return new TestCluster(await LocalCluster.start({ persistence: "none", ...options }));
+  const cluster = new TestCluster(await LocalCluster.start({ persistence: "none", ...options }));
+  await cluster.markAll();
+  return cluster;
 }
+
+/** The node marker of the restart quarantine (what `Redlock.init()` writes). */
+export const markerKey = "redquorum:marker";
 
 export class TestCluster {
   readonly cluster: LocalCluster;
@@ -41,9 +46,24 @@ export class TestCluster {
     return Promise.all(this.cluster.nodes.map((node) => run(this.client(node.index), node.index)));
   }
 
-  /** Every key on every node, by node. */
+  /** Every key on every node, by node, leaving out redquorum's own node marker. */
   async keysByNode(): Promise<string[][]> {
-    return this.onAll(async (client) => (await client.keys("*")).sort());
+    return this.onAll(async (client) =>
+      (await client.keys("*")).filter((key) => key !== markerKey).sort(),
+    );
+  }
+
+  /**
+   * Writes the node marker on every running node, as `Redlock.init()` does
+   * on a new cluster: without it, a node's first lock script would put it in
+   * the restart quarantine.
+   */
+  async markAll(): Promise<void> {
+    await Promise.all(
+      this.cluster.nodes
+        .filter((node) => node.state === "running")
+        .map((node) => this.client(node.index).set(markerKey, "1")),
+    );
   }
 
   /**
@@ -62,8 +82,10 @@ export class TestCluster {
     }
   }
 
+  /** Empties every node, then marks it (a flushed node would otherwise be quarantined). */
   async flushAll(): Promise<void> {
     await this.onAll((client) => client.flushall());
+    await this.markAll();
   }
 
   async stop(): Promise<void> {

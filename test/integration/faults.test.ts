@@ -107,18 +107,29 @@ describe("node failures (5 nodes, Q = 3)", () => {
     }
   });
 
-  it("a node killed and restarted is used again after it comes back", async () => {
-    const redlock = new Redlock(cluster.urls, fast);
+  it("a node restarted empty is quarantined for maxTtlMs, then used again", async () => {
+    const maxTtlMs = 1_000;
+    const redlock = new Redlock(cluster.urls, { ...fast, maxTtlMs });
     try {
       await (await redlock.acquire(["r"], 1_000)).release();
       await cluster.cluster.kill(0);
       await cluster.cluster.kill(1);
       await (await redlock.acquire(["r"], 1_000)).release();
+      // Without persistence they come back empty: they lost their memory.
       await cluster.cluster.restart(0);
       await cluster.cluster.restart(1);
       await cluster.cluster.kill(2);
       await cluster.cluster.kill(3);
-      // Now only 0, 1 (restarted) and 4 are up: a lock needs both restarted nodes.
+      // Now only 0, 1 (restarted) and 4 are up: a lock needs both restarted
+      // nodes, and they stay quarantined for maxTtlMs.
+      const restartedAt = performance.now();
+      await assert.rejects(redlock.acquire(["r"], 1_000), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        // The round ends once it is lost, so it may not wait for both answers.
+        const quarantined = error.nodeErrors.filter((e) => /quarantined/.test(e.message));
+        assert.ok(quarantined.length >= 1, error.message);
+        return true;
+      });
       const deadline = performance.now() + 5_000;
       let lock: Awaited<ReturnType<Redlock["acquire"]>> | undefined;
       while (!lock) {
@@ -129,6 +140,10 @@ describe("node failures (5 nodes, Q = 3)", () => {
           await new Promise((r) => setTimeout(r, 50));
         }
       }
+      assert.ok(
+        performance.now() - restartedAt >= maxTtlMs - 50,
+        "used again before the quarantine ended",
+      );
       assert.equal(lock.grantedNodeCount, 3);
       await lock.release();
     } finally {

@@ -9,6 +9,7 @@ const session = `
   import { LocalCluster, Redlock } from "./src/index.ts";
   const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
   const redlock = new Redlock(cluster.urls, { retry: { retries: 2, delayMs: 10, jitterMs: 5 } });
+  await redlock.init();
   const lock = await redlock.acquire(["r"], 5_000);
   await lock.extend(5_000);
   cluster.pause(0);
