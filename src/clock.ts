@@ -65,3 +65,48 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/**
+ * `promise`, unless `signal` aborts first (rejects with its reason) or
+ * `timeoutMs` passes (rejects with `onTimeout()`); the timer and listener
+ * are removed either way. The promise itself keeps running.
+ */
+export function raceAbort<T>(
+  promise: Promise<T>,
+  signal: AbortSignal | undefined,
+  timeoutMs = Number.POSITIVE_INFINITY,
+  onTimeout: () => unknown = () => new Error(`not done within ${timeoutMs} ms`),
+): Promise<T> {
+  if (!signal && !Number.isFinite(timeoutMs)) return promise;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => {
+      done();
+      reject(signal?.reason);
+    };
+    const timer = Number.isFinite(timeoutMs)
+      ? setTimeout(
+          () => {
+            done();
+            reject(onTimeout());
+          },
+          Math.max(0, timeoutMs),
+        )
+      : undefined;
+    signal?.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        done();
+        resolve(value);
+      },
+      (error: unknown) => {
+        done();
+        reject(error);
+      },
+    );
+  });
+}

@@ -53,6 +53,15 @@ export class Lock implements AsyncDisposable {
     return Math.max(0, this.validUntil - this.owner.clock.now());
   }
 
+  /**
+   * @internal After an extension that may have reached nodes but failed:
+   * keys may now carry the new, possibly shorter TTL, so the validity can
+   * only go down to what that extension would have given.
+   */
+  limitValidity(validUntilMs: number): void {
+    this.validUntil = Math.min(this.validUntil, validUntilMs);
+  }
+
   get released(): boolean {
     return this.releasing !== undefined;
   }

@@ -209,8 +209,19 @@ export function resolveAcquireOptions(input: unknown, base: ResolvedRetry): Reso
   };
 }
 
-export function requireTtl(ttlMs: unknown, maxTtlMs: number): number {
-  return requireInteger("ttlMs", ttlMs, 1, maxTtlMs);
+export function requireTtl(
+  ttlMs: unknown,
+  options: Pick<ResolvedRedlockOptions, "maxTtlMs" | "driftFactor" | "driftMs">,
+): number {
+  const ttl = requireInteger("ttlMs", ttlMs, 1, options.maxTtlMs);
+  // A TTL within the drift allowance can never give a positive validity.
+  if (ttl - (ttl * options.driftFactor + options.driftMs) <= 0) {
+    throw new InvalidArgumentError(
+      "ttlMs",
+      `${ttl} ms leaves no validity after the drift allowance (ttl * ${options.driftFactor} + ${options.driftMs} ms)`,
+    );
+  }
+  return ttl;
 }
 
 export function requireResources(resources: unknown): readonly string[] {

@@ -1,3 +1,4 @@
+import { raceAbort } from "../clock.js";
 import {
   ClosedError,
   InitRefusedError,
@@ -41,7 +42,6 @@ function toHex(bytes: Uint8Array): string {
 }
 
 const isOne = (reply: unknown) => reply === 1;
-const isNonNegative = (reply: unknown) => typeof reply === "number" && reply >= 0;
 
 /**
  * Redlock (seed 1) over N independent Redis masters: a lock is granted when
@@ -52,6 +52,8 @@ export class Redlock implements LockOwner {
   readonly options: ResolvedRedlockOptions;
   private readonly group: NodeGroup;
   private closed = false;
+  /** Operations running now; `close()` waits for them. */
+  private readonly active = new Set<Promise<unknown>>();
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
@@ -81,14 +83,22 @@ export class Redlock implements LockOwner {
    * holder has it, `QuorumError` when too few nodes answered, the signal's
    * reason when aborted, `InvalidArgumentError` before anything is sent.
    */
-  async acquire(
+  acquire(
     resources: readonly string[],
     ttlMs: number,
     options: AcquireOptions = {},
   ): Promise<Lock> {
+    return this.track(this.acquireLock(resources, ttlMs, options));
+  }
+
+  private async acquireLock(
+    resources: readonly string[],
+    ttlMs: number,
+    options: AcquireOptions,
+  ): Promise<Lock> {
     this.assertOpen();
     const names = requireResources(resources);
-    const ttl = requireTtl(ttlMs, this.options.maxTtlMs);
+    const ttl = requireTtl(ttlMs, this.options);
     const { signal, waitMs, retry } = resolveAcquireOptions(options, this.options.retry);
     const { clock, random } = this.options;
     signal?.throwIfAborted();
@@ -96,9 +106,16 @@ export class Redlock implements LockOwner {
     const scriptKeys = [markerKey, quarantineKey, ...keys];
     const quarantineArg = this.quarantineArg;
     const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
-    await this.group.ready();
+    // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
+    await raceAbort(
+      this.group.ready(),
+      signal,
+      deadlineMs - clock.now(),
+      () => new QuorumError("acquire (first contact)", this.group.quorum, this.nodeCount, 0, []),
+    );
 
     for (let attempt = 1; ; attempt++) {
+      this.assertOpen();
       const value = toHex(random.bytes(limits.lockValueBytes));
       const startMs = clock.now();
       const round = await this.group.round(
@@ -109,7 +126,7 @@ export class Redlock implements LockOwner {
       const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
       const majority = round.yesCount >= this.group.quorum;
       const valid = validUntil > clock.now();
-      if (majority && valid && !this.group.refused) {
+      if (majority && valid && !this.group.refused && !this.closed) {
         return new Lock(this, names, keys, value, validUntil, round.yesCount);
       }
       // Seed 1, step 5: undo on every node, also those that seemed to fail
@@ -117,6 +134,7 @@ export class Redlock implements LockOwner {
       await this.releaseKeys(keys, value, false);
       if (round.aborted) throw signal?.reason;
       if (this.group.refused) throw this.group.refused;
+      this.assertOpen();
       const failure = majority
         ? new LockExpiredError(
             "acquire",
@@ -150,7 +168,7 @@ export class Redlock implements LockOwner {
       throw new InvalidArgumentError("routine", "expected a function (signal, lock) => Promise");
     }
     const { extendThresholdMs, ...acquireOptions } = options;
-    const ttl = requireTtl(ttlMs, this.options.maxTtlMs);
+    const ttl = requireTtl(ttlMs, this.options);
     // Give up with two node timeouts of validity left, so the abort always
     // comes before the validity ends; extend at half the TTL by default.
     const marginMs = Math.min(
@@ -201,10 +219,16 @@ export class Redlock implements LockOwner {
     }
   }
 
-  /** Closes the connections redquorum opened (a caller's own clients stay open). Locks are not released. */
+  /**
+   * Closes the connections redquorum opened (a caller's own clients stay
+   * open), after the operations still running have ended: an acquire that
+   * wins meanwhile releases and rejects with `ClosedError`. Held locks are
+   * not released; they expire.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await Promise.allSettled(this.active);
     await this.group.close();
   }
 
@@ -216,24 +240,39 @@ export class Redlock implements LockOwner {
   /** @internal */
   async extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
     this.assertOpen();
-    const ttl = requireTtl(ttlMs, this.options.maxTtlMs);
+    const ttl = requireTtl(ttlMs, this.options);
     signal?.throwIfAborted();
     const { clock } = this.options;
     if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
     const startMs = clock.now();
-    const round = await this.group.round(
-      (node) =>
-        this.guarded(
-          node,
-          extendScript,
-          [markerKey, quarantineKey, ...lock.keys],
-          [lock.value, String(ttl), this.quarantineArg],
-        ),
-      { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
-    );
-    if (round.aborted) throw signal?.reason;
     const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
-    if (round.yesCount >= this.group.quorum && validUntil > clock.now()) return validUntil;
+    const round = await this.track(
+      this.group.round(
+        (node) =>
+          this.guarded(
+            node,
+            extendScript,
+            [markerKey, quarantineKey, ...lock.keys],
+            [lock.value, String(ttl), this.quarantineArg],
+          ),
+        { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
+      ),
+    );
+    if (round.yesCount >= this.group.quorum && validUntil > clock.now() && !round.aborted) {
+      return validUntil;
+    }
+    // Failed, but some nodes may have applied the new TTL: never trust more
+    // than that TTL gives from the start of this call.
+    lock.limitValidity(validUntil);
+    if (round.aborted) throw signal?.reason;
+    if (round.yesCount >= this.group.quorum) {
+      throw new LockExpiredError(
+        "extend",
+        lock.resources,
+        `a majority extended ${JSON.stringify(lock.resources[0])} but the validity ran out during ` +
+          `the round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
+      );
+    }
     if (round.noCount > this.group.nodes.length - this.group.quorum) {
       throw new LockExpiredError(
         "extend",
@@ -253,9 +292,21 @@ export class Redlock implements LockOwner {
 
   /** @internal */
   async releaseLock(lock: Lock): Promise<void> {
+    this.assertOpen();
     const expired = lock.remainingMs() <= 0;
-    const round = await this.releaseKeys(lock.keys, lock.value, true);
+    const round = await this.track(this.releaseKeys(lock.keys, lock.value, true));
     if (expired) throw new LockExpiredError("release", lock.resources);
+    if (
+      round.yesCount < this.group.quorum &&
+      round.noCount > this.group.nodes.length - this.group.quorum
+    ) {
+      throw new LockExpiredError(
+        "release",
+        lock.resources,
+        `released, but the lock was no longer held on a majority (${round.noCount} of ` +
+          `${this.group.nodes.length} nodes no longer had our value): it was lost before release`,
+      );
+    }
     if (round.yesCount < this.group.quorum) {
       throw new QuorumError(
         "release",
@@ -281,11 +332,10 @@ export class Redlock implements LockOwner {
     value: string,
     stopEarly: boolean,
   ): Promise<RoundResult<unknown>> {
-    if (this.closed) {
-      return Promise.reject(new ClosedError("Redlock"));
-    }
+    // A node votes yes when it deleted every key: then the lock was still ours there.
+    const isYes = (reply: unknown) => reply === keys.length;
     return this.group.round((node) => node.evalScript(releaseScript, keys, [value]), {
-      isYes: isNonNegative,
+      isYes,
       stopEarly,
       timeoutMs: this.options.nodeTimeoutMs,
     });
@@ -337,6 +387,13 @@ export class Redlock implements LockOwner {
       );
     }
     return new ResourceLockedError(resources, round.noCount, nodeCount, attempt);
+  }
+
+  private track<T>(operation: Promise<T>): Promise<T> {
+    this.active.add(operation);
+    const forget = () => this.active.delete(operation);
+    operation.then(forget, forget);
+    return operation;
   }
 
   private assertOpen(): void {

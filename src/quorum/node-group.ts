@@ -33,7 +33,8 @@ export class NodeGroup {
   private readonly options: NodeGroupOptions;
   private readonly infos: Array<NodeInfo | undefined>;
   private readonly pendingChecks: Array<Promise<void> | undefined>;
-  private readonly runIds = new Map<string, string>();
+  /** run_id → index of the node that has it. */
+  private readonly runIds = new Map<string, number>();
   private refusal: NodeConfigurationError | undefined;
   private firstContact: Promise<void> | undefined;
   private uncheckedCount: number;
@@ -144,17 +145,20 @@ export class NodeGroup {
         ),
       );
     }
-    const other = this.runIds.get(info.runId);
-    if (other !== undefined && other !== node.endpoint) {
+    // By index, not by endpoint: two clients of one server (say, on two
+    // databases) can carry the same host:port name.
+    const otherIndex = this.runIds.get(info.runId);
+    if (otherIndex !== undefined && otherIndex !== index) {
+      const other = this.nodes[otherIndex]!.endpoint;
       this.refuse(
         new NodeConfigurationError(
           [other, node.endpoint],
-          `${other} and ${node.endpoint} are the same Redis server (run_id ${info.runId}): ` +
+          `nodes[${otherIndex}] (${other}) and nodes[${index}] (${node.endpoint}) are the same Redis server (run_id ${info.runId}): ` +
             "counting one server twice would fake a majority",
         ),
       );
     }
-    this.runIds.set(info.runId, node.endpoint);
+    this.runIds.set(info.runId, index);
     if (evictsKeysWithTtl(info)) {
       this.options.onWarning({
         code: "REDQUORUM_EVICTION",

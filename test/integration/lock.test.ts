@@ -3,7 +3,13 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import NodeRedlock from "redlock";
-import { LockExpiredError, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
+import {
+  LockExpiredError,
+  QuorumError,
+  Redlock,
+  ResourceLockedError,
+  systemClock,
+} from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 } };
@@ -137,12 +143,19 @@ describe("Redlock on 5 real redis-server nodes", () => {
   });
 
   it("never returns a lock whose validity ran out during the round, and leaves no key", async () => {
-    // ttl 2 ms < drift (2 ms + 1%): validity is never positive.
-    await assert.rejects(redlock.acquire(["short"], 2), (error: unknown) => {
+    // A clock that jumps 60 ms at every reading, as if the event loop had
+    // stalled during the round (FAULTS.md L16): a 50 ms lock is never valid.
+    let nowMs = 0;
+    const stalling = new Redlock(cluster.urls, {
+      ...fast,
+      clock: { now: () => (nowMs += 60), sleep: (ms, signal) => systemClock.sleep(ms, signal) },
+    });
+    await assert.rejects(stalling.acquire(["short"], 50), (error: unknown) => {
       assert.ok(error instanceof LockExpiredError, String(error));
       assert.match(error.message, /validity ran out during the round/);
       return true;
     });
+    await stalling.close();
     assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
   });
 
