@@ -204,7 +204,8 @@ export class NotInitializedError extends RedquorumError {
     super(
       "ERR_NOT_INITIALIZED",
       `the ID counter ${JSON.stringify(key)} is missing on ${missingNodeCount} of ${nodeCount} nodes: ` +
-        "call init() once on a new cluster",
+        "on a new cluster call init() once; if these nodes lost their data, bring back nodes that kept it " +
+        "(init() would repeat IDs)",
     );
     this.key = key;
   }

@@ -1,4 +1,5 @@
 import { assert } from "../assert.js";
+import { raceAbort } from "../clock.js";
 import {
   AlreadyInitializedError,
   ClosedError,
@@ -12,6 +13,7 @@ import {
   RedquorumError,
 } from "../errors.js";
 import { initScript, proposeScript, readScript, repairScript } from "../node/id-scripts.js";
+import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { NodeGroup } from "../quorum/node-group.js";
@@ -32,6 +34,35 @@ type CounterReply = readonly [number, string?];
 const accepted = 1;
 const amnesia = 2;
 const missing = 3;
+
+/**
+ * A counter script's reply, checked: anything else (a corrupted value, a key
+ * of the wrong type answered by an old script) is that node's error, not a
+ * crash of the round.
+ */
+function checkedReply(node: RedisNode, reply: unknown): CounterReply {
+  if (!Array.isArray(reply) || typeof reply[0] !== "number") {
+    throw new NodeError(node.endpoint, new Error(`unexpected reply ${JSON.stringify(reply)}`));
+  }
+  const [status, value] = reply as [number, unknown];
+  if (status === accepted || status === 0) {
+    try {
+      parseCounter(value);
+    } catch (error) {
+      throw new NodeError(node.endpoint, error);
+    }
+  }
+  return reply as unknown as CounterReply;
+}
+
+function runCounterScript(
+  node: RedisNode,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly string[],
+): Promise<CounterReply> {
+  return node.evalScript(script, keys, args).then((reply) => checkedReply(node, reply));
+}
 
 const statusOf = (reply: unknown): number =>
   Array.isArray(reply) && typeof reply[0] === "number" ? reply[0] : -1;
@@ -77,7 +108,7 @@ interface RoundFailure {
 export class NextId {
   readonly options: ResolvedNextIdOptions;
   private readonly group: NodeGroup;
-  private readonly keys: readonly [string, string];
+  private readonly keys: readonly [string, string, string];
   private readonly queue: Waiter[] = [];
   /** Highest counter value seen on any node, or accepted by one. */
   private knownMax = 0n;
@@ -94,12 +125,14 @@ export class NextId {
   private readonly repairing = new Set<number>();
   private readonly repairs = new Set<Promise<void>>();
   private readonly lifetime = new AbortController();
+  /** Rounds in flight; `close()` waits for them before closing connections. */
+  private readonly rounds = new Set<Promise<void>>();
   private closed = false;
   private repairCount = 0;
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
     this.options = resolveNextIdOptions(options);
-    this.keys = [this.options.key, `${this.options.key}:marker`];
+    this.keys = [this.options.key, `${this.options.key}:marker`, `${this.options.key}:lost`];
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
       onWarning: this.options.onWarning,
@@ -133,7 +166,8 @@ export class NextId {
     const n = requireBatchCount(count);
     const signal = requireSignal("options.signal", options?.signal);
     signal?.throwIfAborted();
-    await this.group.ready();
+    await raceAbort(this.group.ready(), signal);
+    this.assertOpen();
     if (this.options.strategy === "seed") return this.seedBatch(n, signal);
     return this.enqueue(n, signal);
   }
@@ -147,11 +181,14 @@ export class NextId {
     this.assertOpen();
     await this.group.ready();
     const timeoutMs = this.options.nodeTimeoutMs;
-    const reads = await this.group.round((node) => node.evalScript(readScript, this.keys, []), {
-      isYes: () => true,
-      stopEarly: false,
-      timeoutMs,
-    });
+    const reads = await this.group.round(
+      (node) => runCounterScript(node, readScript, this.keys, []),
+      {
+        isYes: () => true,
+        stopEarly: false,
+        timeoutMs,
+      },
+    );
     this.requireAll("init", reads);
     const holding = this.group.nodes
       .filter((_, i) => {
@@ -189,7 +226,9 @@ export class NextId {
     this.closed = true;
     this.lifetime.abort(new ClosedError("NextId"));
     for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
-    await Promise.allSettled(this.repairs);
+    await Promise.allSettled([...this.rounds, ...this.repairs]);
+    // Calls a round could not serve were put back in the queue meanwhile.
+    for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
     await this.group.close();
   }
 
@@ -256,20 +295,26 @@ export class NextId {
     this.proposedMax = proposal;
     this.roundsInFlight++;
     const sequence = ++this.roundsSent;
-    this.propose(proposal)
+    const round: Promise<void> = this.propose(proposal)
       .then(
-        (round) => this.finishRound(batch, proposal, round, sequence),
+        (result) => this.finishRound(batch, proposal, result, sequence),
         (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
       )
+      // A bug (a failed assertion) must still settle every call of the round.
+      .catch((error: unknown) => {
+        for (const waiter of batch) this.settle(waiter, error);
+      })
       .finally(() => {
         this.roundsInFlight--;
+        this.rounds.delete(round);
         this.pump();
       });
+    this.rounds.add(round);
   }
 
   private propose(proposal: bigint): Promise<RoundResult<unknown>> {
     const args = [proposal.toString(), this.options.unsafeSkipMarkerCheck ? "1" : "0"];
-    return this.group.round((node) => node.evalScript(proposeScript, this.keys, args), {
+    return this.group.round((node) => runCounterScript(node, proposeScript, this.keys, args), {
       isYes: isAccepted,
       // A lost round waits for every answer: each refusal carries a node's
       // value, and knowing all of them makes the next proposal win.
@@ -320,7 +365,16 @@ export class NextId {
       nextId = last + 1n;
       this.settle(waiter, undefined, out);
     }
-    this.queue.unshift(...unserved);
+    this.requeue(unserved);
+  }
+
+  /** Puts calls back at the head of the queue, in order; after close they fail instead. */
+  private requeue(waiters: Waiter[]): void {
+    if (this.closed) {
+      for (const waiter of waiters) this.settle(waiter, new ClosedError("NextId"));
+      return;
+    }
+    this.queue.unshift(...waiters);
   }
 
   /**
@@ -334,7 +388,8 @@ export class NextId {
       if (!outcome || outcome.kind === "error") return;
       const status = statusOf(outcome.value);
       if (status === amnesia || status === missing) {
-        this.scheduleRepair(index);
+        const token = (outcome.value as CounterReply)[1];
+        if (token !== undefined) this.scheduleRepair(index, String(token));
         return;
       }
       const value = parseCounter((outcome.value as CounterReply)[1]);
@@ -356,7 +411,7 @@ export class NextId {
       if (waiter.failedRounds > this.options.retry.retries) this.settle(waiter, failure.error);
       else retry.push(waiter);
     }
-    this.queue.unshift(...retry);
+    this.requeue(retry);
     this.staleLosses = failure.stale ? this.staleLosses + 1 : 0;
     if (failure.stale) return;
     if (this.backoff === undefined && !this.closed) {
@@ -454,12 +509,15 @@ export class NextId {
     const timeoutMs = this.options.nodeTimeoutMs;
     for (let losses = 1; ; losses++) {
       this.assertOpen();
-      const read = await this.group.round((node) => node.evalScript(readScript, this.keys, []), {
-        isYes: isAccepted,
-        stopEarly: true,
-        signal,
-        timeoutMs,
-      });
+      const read = await this.group.round(
+        (node) => runCounterScript(node, readScript, this.keys, []),
+        {
+          isYes: isAccepted,
+          stopEarly: true,
+          signal,
+          timeoutMs,
+        },
+      );
       if (read.aborted) throw signal?.reason;
       this.learn(read, undefined);
       let failure: RoundFailure;
@@ -493,10 +551,10 @@ export class NextId {
    * intersects every winning round's majority, so the repaired value is at
    * least every ID handed out.
    */
-  private scheduleRepair(index: number): void {
+  private scheduleRepair(index: number, token: string): void {
     if (this.repairing.has(index) || this.closed) return;
     this.repairing.add(index);
-    const repair = this.repair(index)
+    const repair = this.repair(index, token)
       .catch(() => {}) // a later round that meets the node again schedules another try
       .finally(() => {
         this.repairing.delete(index);
@@ -505,7 +563,7 @@ export class NextId {
     this.repairs.add(repair);
   }
 
-  private async repair(index: number): Promise<void> {
+  private async repair(index: number, token: string): Promise<void> {
     const { clock, nodeTimeoutMs, repairDelayMs } = this.options;
     const signal = this.lifetime.signal;
     await clock.sleep(repairDelayMs, signal);
@@ -514,7 +572,7 @@ export class NextId {
       (node, i) =>
         i === index
           ? Promise.reject(new Error("being repaired"))
-          : node.evalScript(readScript, this.keys, []),
+          : runCounterScript(node, readScript, this.keys, []),
       { isYes: isAccepted, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
     );
     if (read.yesCount < this.group.quorum) return;
@@ -527,12 +585,14 @@ export class NextId {
       .round(
         (node, i) =>
           i === index
-            ? node.evalScript(repairScript, this.keys, [value.toString()])
+            ? node.evalScript(repairScript, this.keys, [value.toString(), token])
             : Promise.resolve(0),
         { isYes: (reply) => reply === 1, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
       )
       .then((round) => {
-        if (round.outcomes[index]?.kind !== "yes") throw new Error("repair not acknowledged");
+        // "no" (0): someone else repaired this loss first, or the node lost
+        // its data again since (a new token): nothing of ours was applied.
+        if (round.outcomes[index]?.kind !== "yes") throw new Error("repair not applied");
       });
     this.knownMax = maxOf(this.knownMax, value);
     this.repairCount++;

@@ -39,7 +39,7 @@ export interface NextIdOptions {
   key?: string;
   /** Default "range". */
   strategy?: IdStrategy;
-  /** Bound on each node's answer in a round, in milliseconds. Default 200 (fsync on every write takes time). */
+  /** Bound on each node's answer in a round, in milliseconds, at most 1000. Default 200 (fsync on every write takes time). */
   nodeTimeoutMs?: number;
   /** Bound on the first-contact checks of a node, in milliseconds. Default 2000. */
   checkTimeoutMs?: number;
@@ -50,7 +50,7 @@ export interface NextIdOptions {
    * How long to wait after a node is found to have lost its counter before
    * reading the healthy majority and repairing it, in milliseconds: every
    * round that might still count the lost node's old vote has ended by then.
-   * Must exceed every client's `nodeTimeoutMs`. Default 1000.
+   * Must exceed 1000 ms, the cap on every client's `nodeTimeoutMs`. Default 2000.
    */
   repairDelayMs?: number;
   /**
@@ -97,7 +97,7 @@ export const idDefaults = {
   nodeTimeoutMs: 200,
   retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
   pipelineDepth: 4,
-  repairDelayMs: 1_000,
+  repairDelayMs: 2_000,
 } as const;
 
 export const idLimits = {
@@ -108,6 +108,11 @@ export const idLimits = {
   /** IDs one round may claim for the calls it serves. */
   roundIdsMax: 1_000_000,
   pipelineDepthMax: 64,
+  /**
+   * Cap on any NextId's nodeTimeoutMs, so that every client's repair delay
+   * (which must be above it) exceeds every other client's node timeout too.
+   */
+  nodeTimeoutMsMax: 1_000,
 } as const;
 
 const optionNames = [
@@ -151,7 +156,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
     "options.nodeTimeoutMs",
     options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
     1,
-    limits.nodeTimeoutMsMax,
+    idLimits.nodeTimeoutMsMax,
   );
   const repairDelayMs = requireInteger(
     "options.repairDelayMs",
@@ -159,10 +164,11 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
     1,
     limits.ttlMsMax,
   );
-  if (repairDelayMs <= nodeTimeoutMs) {
+  if (repairDelayMs <= idLimits.nodeTimeoutMsMax) {
     throw new InvalidArgumentError(
       "options.repairDelayMs",
-      `must exceed nodeTimeoutMs (${nodeTimeoutMs}): a repair may only read once every round that could count the lost node's vote has ended`,
+      `must exceed ${idLimits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any NextId may use: ` +
+        "a repair may only read once every round that could count the lost node's vote has ended",
     );
   }
   const retry = requireOptionsObject("options.retry", options.retry);

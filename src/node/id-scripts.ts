@@ -3,30 +3,44 @@ import { LuaScript } from "./lua-script.js";
 /**
  * ID counter scripts. KEYS[1] is the counter, KEYS[2] its marker (written
  * by init and by repair, lost together with the counter when a node
- * restarts empty or is flushed). Values are non-negative decimal strings
+ * restarts empty or is flushed), KEYS[3] the loss token: written once when
+ * a proposal finds the counter or marker gone, and required by the repair,
+ * so a repair meant for one loss can never apply to a later one. Values are non-negative decimal strings
  * without leading zeros, compared by length then bytes, so they are exact
  * up to 2^63 - 1 (Lua numbers are doubles and would round above 2^53).
  *
  * Status codes (first element of the reply):
  *   0 refused, {0, current}      the counter is already >= the proposal
  *   1 accepted, {1, previous}    the counter was below and is now the proposal
- *   2 amnesia                    the marker is gone: the node lost its data
- *   3 missing                    marker present, counter missing (deleted, or init never reached it)
+ *   2 amnesia, {2, token}        the marker is gone: the node lost its data
+ *   3 missing, {3, token}        marker present, counter missing (deleted, or init never reached it)
  */
 const compare = `
 local function less(a, b)
   return #a < #b or (#a == #b and a < b)
 end`;
 
+const lossToken = `
+local function lost(status)
+  local token = redis.call('get', KEYS[3])
+  if not token then
+    local now = redis.call('time')
+    token = now[1] .. '.' .. now[2]
+    redis.call('set', KEYS[3], token)
+  end
+  return {status, token}
+end`;
+
 /** ARGV[1] = proposal; ARGV[2] = "1" to skip the marker check (test-only negative control). */
 export const proposeScript = new LuaScript(
   "id-propose",
   `${compare}
+${lossToken}
 local skipMarker = ARGV[2] == '1'
-if not skipMarker and redis.call('exists', KEYS[2]) == 0 then return {2} end
+if not skipMarker and redis.call('exists', KEYS[2]) == 0 then return lost(2) end
 local current = redis.call('get', KEYS[1])
 if not current then
-  if not skipMarker then return {3} end
+  if not skipMarker then return lost(3) end
   current = '0'
 end
 if less(current, ARGV[1]) then
@@ -46,18 +60,22 @@ return {1, current}`,
 );
 
 /**
- * Repair: raises the counter to ARGV[1] (never lowers it) and writes the
- * marker, in one step, so the node votes again with a value at least the
- * healthy majority's maximum.
+ * Repair, ARGV[1] = value, ARGV[2] = loss token: only while the node is
+ * still in the loss that token names (marker or counter gone, same token),
+ * raises the counter to ARGV[1] (never lowers it), writes the marker and
+ * clears the token, in one step: 1. Otherwise changes nothing: 0.
  */
 export const repairScript = new LuaScript(
   "id-repair",
   `${compare}
 local current = redis.call('get', KEYS[1])
+if redis.call('exists', KEYS[2]) == 1 and current then return 0 end
+if redis.call('get', KEYS[3]) ~= ARGV[2] then return 0 end
 if not current or less(current, ARGV[1]) then
   redis.call('set', KEYS[1], ARGV[1])
 end
 redis.call('set', KEYS[2], '1')
+redis.call('del', KEYS[3])
 return 1`,
 );
 
@@ -71,5 +89,6 @@ export const initScript = new LuaScript(
 if current and current ~= '0' then return {0, current} end
 redis.call('set', KEYS[1], '0')
 redis.call('set', KEYS[2], '1')
+redis.call('del', KEYS[3])
 return {1}`,
 );

@@ -69,6 +69,7 @@ export function runRound<T>(
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
   const { isYes, stopEarly, signal, timeoutMs } = options;
+  const startedMs = performance.now();
   const nodeCount = nodes.length;
   const outcomes: Array<Outcome<T> | undefined> = new Array(nodeCount).fill(undefined);
   // A call settles once: by its reply, or by the round's timer (a late reply is then ignored).
@@ -141,7 +142,16 @@ export function runRound<T>(
     for (let index = 0; index < nodeCount; index++) {
       const node = nodes[index]!;
       invoke(() => call(node, index)).then(
-        (value) => record(index, { kind: isYes(value) ? "yes" : "no", value }),
+        (value) =>
+          // A reply handled after the deadline (the event loop was blocked
+          // while it waited) counts as a timeout, as if the timer had won:
+          // callers rely on every counted answer being at most timeoutMs old.
+          performance.now() - startedMs > timeoutMs
+            ? record(index, {
+                kind: "error",
+                error: new NodeTimeoutError(node.endpoint, timeoutMs),
+              })
+            : record(index, { kind: isYes(value) ? "yes" : "no", value }),
         (error: unknown) =>
           record(index, {
             kind: "error",

@@ -115,7 +115,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     const seed = testSeed();
     const run = runCallers(4, 2, seed, {
       nodeTimeoutMs: 100,
-      repairDelayMs: 300,
+      repairDelayMs: 1_100,
       onRepair: (event: RepairEvent) => repairs.push(event),
     });
     try {
@@ -174,7 +174,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       ...options,
       retry: { retries: 3 },
       nodeTimeoutMs: 100,
-      repairDelayMs: 200,
+      repairDelayMs: 1_100,
       onRepair: () => {},
     });
     let lateError: unknown;
@@ -215,7 +215,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     const third = new NextId(cluster.urls, {
       key,
       nodeTimeoutMs: 100,
-      repairDelayMs: 200,
+      repairDelayMs: 1_100,
       onRepair: (e) => repairs.push(e),
     });
     try {

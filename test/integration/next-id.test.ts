@@ -9,7 +9,9 @@ import {
   maxId,
   NextId,
   NotInitializedError,
+  QuorumError,
 } from "../../src/index.js";
+import { repairScript } from "../../src/node/id-scripts.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
@@ -180,6 +182,75 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("a corrupted counter on a minority is that node's error; on a majority calls fail, never hang", async () => {
+    const ids = new NextId(cluster.urls, { key: "corrupt", retry: { retries: 2 } });
+    try {
+      await ids.init();
+      await cluster.client(0).set("corrupt", "not-a-number");
+      assert.equal(await ids.next(), 1n);
+      for (const i of [1, 2]) await cluster.client(i).set("corrupt", "99999999999999999999");
+      await assert.rejects(ids.next(), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        assert.match(error.message, /not a counter value|above 2\^63/);
+        return true;
+      });
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("close() settles every call: in flight, queued, or still on first contact", async () => {
+    const init = new NextId(cluster.urls, { key: "closing" });
+    await init.init();
+    await init.close();
+    const ids = new NextId(cluster.urls, { key: "closing" });
+    const calls = Array.from({ length: 50 }, (_, i) => (i % 2 ? ids.next() : ids.nextBatch(3)));
+    await ids.close();
+    const outcomes = await Promise.allSettled(calls);
+    for (const outcome of outcomes) {
+      if (outcome.status === "rejected")
+        assert.equal((outcome.reason as { code?: string }).code, "ERR_CLOSED");
+    }
+    const handedOut = outcomes.flatMap((o) =>
+      o.status === "fulfilled" ? (Array.isArray(o.value) ? o.value : [o.value]) : [],
+    );
+    assert.equal(new Set(handedOut).size, handedOut.length);
+    await assert.rejects(ids.next(), { code: "ERR_CLOSED" });
+  });
+
+  it("a repair applies only to the loss it was read for (loss token)", async () => {
+    const ids = new NextId(cluster.urls, {
+      key: "token",
+      repairDelayMs: 60_000,
+      onRepair: () => {},
+    });
+    try {
+      await ids.init();
+      await ids.nextBatch(10);
+      // Node 0 loses its data; the next round meets it and leaves a loss token.
+      await cluster.client(0).del("token", "token:marker");
+      await ids.next();
+      const token = await cluster.client(0).get("token:lost");
+      assert.ok(token, "the round must have left a loss token");
+      const repair = (value: string, withToken: string) =>
+        cluster
+          .client(0)
+          .eval(repairScript.source, 3, "token", "token:marker", "token:lost", value, withToken);
+      // A repair read for an earlier loss (another token) changes nothing.
+      assert.equal(await repair("5", "1.2"), 0);
+      assert.equal(await cluster.client(0).get("token"), null);
+      assert.equal(await repair("11", token), 1);
+      assert.equal(await cluster.client(0).get("token"), "11");
+      assert.equal(await cluster.client(0).get("token:marker"), "1");
+      // Applied once: the same repair arriving late does nothing.
+      await cluster.client(0).set("token", "500");
+      assert.equal(await repair("11", token), 0);
+      assert.equal(await cluster.client(0).get("token"), "500");
+    } finally {
+      await ids.close();
+    }
+  });
+
   it("refuses bad options", () => {
     assert.throws(
       () => new NextId(cluster.urls, { strategy: "fast" as never }),
@@ -188,9 +259,10 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     assert.throws(() => new NextId(cluster.urls, { pipelineDepth: 0 }), InvalidArgumentError);
     assert.throws(
       () => new NextId(cluster.urls, { nodeTimeoutMs: 500, repairDelayMs: 100 }),
-      /repairDelayMs: must exceed nodeTimeoutMs/,
+      /repairDelayMs: must exceed 1000 ms/,
     );
     assert.throws(() => new NextId(cluster.urls, { key: "" }), InvalidArgumentError);
+    assert.throws(() => new NextId(cluster.urls, { nodeTimeoutMs: 1_001 }), /nodeTimeoutMs/);
   });
 });
 
