@@ -99,22 +99,28 @@ export class ResourceLockedError extends RedquorumError {
   readonly heldNodeCount: number;
   readonly nodeCount: number;
   readonly attempts: number;
+  /** Nodes that failed in the last attempt besides (quarantined, down, ...). */
+  readonly nodeErrors: readonly NodeError[];
 
   constructor(
     resources: readonly string[],
     heldNodeCount: number,
     nodeCount: number,
     attempts: number,
+    nodeErrors: readonly NodeError[] = [],
   ) {
+    const also = nodeErrors.map((error) => error.message).join("; ");
     super(
       "ERR_RESOURCE_LOCKED",
       `${formatResources(resources)} is locked by another holder ` +
-        `(held on ${heldNodeCount} of ${nodeCount} nodes in the last of ${attempts} attempt(s))`,
+        `(held on ${heldNodeCount} of ${nodeCount} nodes in the last of ${attempts} attempt(s)` +
+        (also ? `; failed: ${also})` : ")"),
     );
     this.resources = resources;
     this.heldNodeCount = heldNodeCount;
     this.nodeCount = nodeCount;
     this.attempts = attempts;
+    this.nodeErrors = nodeErrors;
   }
 }
 

@@ -44,5 +44,6 @@ export { Lock } from "./lock/lock.js";
 export type { AcquireOptions, RedlockOptions, RetryOptions, UsingOptions } from "./lock/options.js";
 export { Redlock } from "./lock/redlock.js";
 export type { NodeInput } from "./node/resolve.js";
+export type { NodeStatus } from "./node/status.js";
 export type { NodeTransport } from "./node/transport.js";
 export type { NodeWarning } from "./quorum/node-group.js";

@@ -20,6 +20,7 @@ import {
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
@@ -186,6 +187,25 @@ export class Redlock implements LockOwner {
       marginMs,
       retryDelayMs: Math.max(1, this.options.nodeTimeoutMs),
     });
+  }
+
+  /**
+   * Each node as it is now: reachable, PING latency, role, run_id,
+   * persistence, eviction policy, marker and quarantine. Never rejects for
+   * a failing node: that node is reported unreachable, with the reason.
+   */
+  status(): Promise<NodeStatus[]> {
+    this.assertOpen();
+    return this.track(
+      Promise.all(
+        this.group.nodes.map((node) =>
+          readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
+            marker: markerKey,
+            quarantine: quarantineKey,
+          }),
+        ),
+      ),
+    );
   }
 
   /**
@@ -386,7 +406,13 @@ export class Redlock implements LockOwner {
         nodeErrorsOf(round),
       );
     }
-    return new ResourceLockedError(resources, round.noCount, nodeCount, attempt);
+    return new ResourceLockedError(
+      resources,
+      round.noCount,
+      nodeCount,
+      attempt,
+      nodeErrorsOf(round),
+    );
   }
 
   private track<T>(operation: Promise<T>): Promise<T> {

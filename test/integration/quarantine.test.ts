@@ -1,0 +1,183 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import {
+  InitRefusedError,
+  LocalCluster,
+  type Lock,
+  QuorumError,
+  Redlock,
+  RedquorumError,
+} from "../../src/index.js";
+import { findOverlaps, type Hold } from "../helpers/checkers.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("restart quarantine (FAULTS.md L4/L5)", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+  });
+  after(() => cluster.stop());
+  beforeEach(async () => {
+    for (const node of cluster.cluster.nodes) {
+      if (node.state === "paused") cluster.cluster.resume(node.index);
+      if (node.state === "stopped") await cluster.cluster.restart(node.index, { keepData: false });
+    }
+    await cluster.flushAll();
+  });
+
+  /** A acquires "r" so that its key is on nodes 0, 1, 2 only. */
+  async function holdOnFirstThree(a: Redlock, ttlMs: number): Promise<{ lock: Lock; hold: Hold }> {
+    cluster.cluster.pause(3);
+    cluster.cluster.pause(4);
+    const lock = await a.acquire(["r"], ttlMs);
+    const hold = { client: "A", startMs: performance.now(), endMs: lock.validUntilMs };
+    cluster.cluster.resume(3);
+    cluster.cluster.resume(4);
+    // The paused nodes run the queued acquire when resumed; undo it there.
+    for (const i of [3, 4]) {
+      while ((await cluster.client(i).get("r")) !== lock.value) await sleep(2);
+      await cluster.client(i).del("r");
+    }
+    const values = await cluster.onAll((c) => c.get("r"));
+    assert.deepEqual(
+      values.map((v) => v === lock.value),
+      [true, true, true, false, false],
+    );
+    return { lock, hold };
+  }
+
+  /** B tries every 50 ms for up to `forMs`; returns its hold, if it got the lock. */
+  async function rivalTries(
+    b: Redlock,
+    forMs: number,
+  ): Promise<{ hold?: Hold; errors: unknown[] }> {
+    const errors: unknown[] = [];
+    const end = performance.now() + forMs;
+    while (performance.now() < end) {
+      try {
+        const lock = await b.acquire(["r"], 1_000);
+        const startMs = performance.now();
+        await lock.release();
+        return { hold: { client: "B", startMs, endMs: performance.now() }, errors };
+      } catch (error) {
+        errors.push(error);
+        await sleep(50);
+      }
+    }
+    return { errors };
+  }
+
+  for (const loss of ["restart without persistence", "FLUSHALL"] as const) {
+    it(`quarantine on, ${loss} of a node A holds: B cannot get the lock until A's TTL has passed`, async () => {
+      const options = { maxTtlMs: 2_000, retry: { retries: 0 } };
+      const a = new Redlock(cluster.urls, options);
+      const b = new Redlock(cluster.urls, options);
+      try {
+        const { hold } = await holdOnFirstThree(a, 1_500);
+        if (loss === "FLUSHALL") await cluster.client(2).flushall();
+        else await cluster.cluster.restart(2, { keepData: false });
+        const rival = await rivalTries(b, 3_000);
+        assert.ok(rival.errors.length > 0);
+        assert.ok(
+          rival.errors.some((e) => e instanceof RedquorumError && /quarantined/.test(e.message)),
+          `node 2 must answer quarantined: ${String(rival.errors[0])}`,
+        );
+        assert.ok(rival.hold, "B gets the lock once A's TTL has passed");
+        assert.deepEqual(findOverlaps([hold, rival.hold]), []);
+        assert.ok(rival.hold.startMs >= hold.endMs);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+  }
+
+  it("negative control: quarantine off, B takes the lock while A still holds it, and the checker flags it", async () => {
+    const options = { quarantine: false, retry: { retries: 0 } };
+    const a = new Redlock(cluster.urls, options);
+    const b = new Redlock(cluster.urls, options);
+    try {
+      const { hold } = await holdOnFirstThree(a, 5_000);
+      await cluster.cluster.restart(2, { keepData: false });
+      const rival = await rivalTries(b, 2_000);
+      assert.ok(rival.hold, "without the quarantine B gets {2, 3, 4}");
+      assert.equal(findOverlaps([hold, rival.hold]).length, 1);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("status() reports each node's marker and quarantine", async () => {
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: 5_000, retry: { retries: 0 } });
+    try {
+      await cluster.client(1).del("redquorum:marker");
+      await redlock.acquire(["s"], 1_000).then(
+        (l) => l.release(),
+        () => {},
+      );
+      const status = await redlock.status();
+      assert.equal(status.length, 5);
+      for (const node of status) {
+        assert.equal(node.reachable, true);
+        assert.equal(node.role, "master");
+        assert.ok((node.latencyMs ?? -1) >= 0);
+        assert.equal(node.marker, true);
+        assert.equal(node.appendonly, "no");
+      }
+      assert.ok(
+        status[1]!.quarantineRemainingMs! > 0 && status[1]!.quarantineRemainingMs! <= 5_000,
+      );
+      assert.equal(status[0]!.quarantineRemainingMs, 0);
+      await cluster.cluster.kill(4);
+      const afterKill = await redlock.status();
+      assert.equal(afterKill[4]!.reachable, false);
+      assert.ok(afterKill[4]!.error);
+    } finally {
+      await redlock.close();
+    }
+  });
+});
+
+describe("Redlock.init()", () => {
+  it("on a fresh cluster the first acquire succeeds at once; without it the nodes are quarantined", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
+    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      await assert.rejects(redlock.acquire(["r"], 1_000), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        assert.match(error.message, /quarantined/);
+        return true;
+      });
+      // init lifts the quarantine of these empty nodes and marks them.
+      await redlock.init();
+      const lock = await redlock.acquire(["r"], 1_000);
+      await lock.release();
+    } finally {
+      await redlock.close();
+      await cluster.stop();
+    }
+  });
+
+  it("is refused where a lock (or any other key) exists", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
+    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      await redlock.init();
+      const lock = await redlock.acquire(["held"], 5_000);
+      await assert.rejects(redlock.init(), (error: unknown) => {
+        assert.ok(error instanceof InitRefusedError, String(error));
+        assert.equal(error.code, "ERR_INIT_REFUSED");
+        assert.ok(error.nodes.length >= 2);
+        return true;
+      });
+      await lock.release();
+    } finally {
+      await redlock.close();
+      await cluster.stop();
+    }
+  });
+});
