@@ -38,11 +38,22 @@ export const limits = {
   ttlMsMax: 2 ** 31 - 1,
   retriesMax: 10_000,
   delayMsMax: 60_000,
-  nodeTimeoutMsMax: 60_000,
+  /**
+   * Any per-node timeout, for locks and IDs alike: repairs of lost counters
+   * wait `repairDelayMs`, which must exceed every client's node timeout.
+   */
+  nodeTimeoutMsMax: 1_000,
+  checkTimeoutMsMax: 60_000,
+  /** Wait before repairing a lost fencing counter: above every node timeout. */
+  fenceRepairDelayMs: 2_000,
   /** 20 random bytes per acquisition, as in seed 1. */
   lockValueBytes: 20,
 } as const;
 
+assert(
+  limits.fenceRepairDelayMs > limits.nodeTimeoutMsMax,
+  "repairs must wait out every node timeout",
+);
 assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");
 assert(defaults.maxTtlMs <= limits.ttlMsMax, "default max TTL must be within the hard limit");
 assert(defaults.retry.jitterMs <= defaults.retry.delayMs, "jitter must not exceed the delay");

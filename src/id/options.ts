@@ -187,7 +187,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       "options.checkTimeoutMs",
       options.checkTimeoutMs ?? defaults.checkTimeoutMs,
       1,
-      limits.nodeTimeoutMsMax,
+      limits.checkTimeoutMsMax,
     ),
     retry: {
       retries: requireInteger(

@@ -22,6 +22,12 @@ export class Lock implements AsyncDisposable {
   readonly value: string;
   /** Nodes that granted the lock when it was acquired (the round may end before all answer). */
   readonly grantedNodeCount: number;
+  /**
+   * Fencing token per resource (with fencing on): strictly increasing across
+   * every grant of that resource, by any client. Pass it to the protected
+   * resource, which rejects a token lower than one it has seen.
+   */
+  readonly fences: ReadonlyMap<string, bigint>;
   private readonly owner: LockOwner;
   private validUntil: number;
   private releasing: Promise<void> | undefined;
@@ -34,13 +40,20 @@ export class Lock implements AsyncDisposable {
     value: string,
     validUntilMs: number,
     grantedNodeCount: number,
+    fences: ReadonlyMap<string, bigint> = new Map(),
   ) {
+    this.fences = fences;
     this.owner = owner;
     this.resources = resources;
     this.keys = keys;
     this.value = value;
     this.validUntil = validUntilMs;
     this.grantedNodeCount = grantedNodeCount;
+  }
+
+  /** The fencing token of the first resource (undefined with fencing off). */
+  get fence(): bigint | undefined {
+    return this.fences.get(this.resources[0]!);
   }
 
   /** End of validity on the owner's monotonic clock (`performance.now()` scale by default). */

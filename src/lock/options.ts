@@ -40,6 +40,13 @@ export interface RedlockOptions {
    * with `appendonly yes` + `appendfsync always`. Default true.
    */
   quarantine?: boolean;
+  /**
+   * Fencing tokens: every grant carries `lock.fence`, strictly increasing
+   * per resource across all clients. Default true; turning it off saves a
+   * counter write per acquire but leaves the protected resource no way to
+   * reject a writer whose lock silently expired (a paused process).
+   */
+  fencing?: boolean;
   /** Prepended to every resource name to form the Redis key. Default "" (the key is the resource). */
   keyPrefix?: string;
   retry?: RetryOptions;
@@ -82,6 +89,7 @@ export interface ResolvedRedlockOptions {
   readonly maxTtlMs: number;
   readonly keyPrefix: string;
   readonly quarantine: boolean;
+  readonly fencing: boolean;
   readonly retry: ResolvedRetry;
   readonly onWarning: (warning: NodeWarning) => void;
   readonly clock: Clock;
@@ -96,6 +104,7 @@ const redlockOptionNames = [
   "maxTtlMs",
   "keyPrefix",
   "quarantine",
+  "fencing",
   "retry",
   "onWarning",
   "clock",
@@ -151,11 +160,12 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
       "options.checkTimeoutMs",
       options.checkTimeoutMs ?? defaults.checkTimeoutMs,
       1,
-      limits.nodeTimeoutMsMax,
+      limits.checkTimeoutMsMax,
     ),
     maxTtlMs,
     keyPrefix,
     quarantine: requireBoolean("options.quarantine", options.quarantine ?? true),
+    fencing: requireBoolean("options.fencing", options.fencing ?? true),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
     onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
     clock: (options.clock as Clock | undefined) ?? systemClock,

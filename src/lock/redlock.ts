@@ -8,10 +8,15 @@ import {
   QuorumError,
   ResourceLockedError,
 } from "../errors.js";
+import { FenceMemory, fenceKeyOf, isGrantReply, tallyFences } from "../fencing/fence-votes.js";
+import { parseCounter } from "../id/decimal.js";
 import { limits } from "../limits.js";
 import {
   acquireScript,
   extendScript,
+  fenceReadScript,
+  fenceRepairScript,
+  fenceScript,
   initNodeScript,
   markerKey,
   quarantineKey,
@@ -55,13 +60,17 @@ export class Redlock implements LockOwner {
   private closed = false;
   /** Operations running now; `close()` waits for them. */
   private readonly active = new Set<Promise<unknown>>();
+  private readonly fenceMemory = new FenceMemory();
+  private readonly fenceRepairs = new Map<string, Promise<void>>();
+  /** Aborted by close(): stops repairs waiting to run. */
+  private readonly lifetime = new AbortController();
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
       onWarning: this.options.onWarning,
-      scripts: [acquireScript, extendScript, releaseScript, initNodeScript],
+      scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });
   }
 
@@ -104,7 +113,10 @@ export class Redlock implements LockOwner {
     const { clock, random } = this.options;
     signal?.throwIfAborted();
     const keys = names.map((name) => this.options.keyPrefix + name);
-    const scriptKeys = [markerKey, quarantineKey, ...keys];
+    const fenceKeys = this.options.fencing
+      ? names.map((name) => fenceKeyOf(this.options.keyPrefix, name))
+      : [];
+    const scriptKeys = [markerKey, quarantineKey, ...keys, ...fenceKeys];
     const quarantineArg = this.quarantineArg;
     const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
     // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
@@ -118,17 +130,41 @@ export class Redlock implements LockOwner {
     for (let attempt = 1; ; attempt++) {
       this.assertOpen();
       const value = toHex(random.bytes(limits.lockValueBytes));
+      const proposals = fenceKeys.map((_, i) => this.fenceMemory.proposal(fenceKeys[i]!));
       const startMs = clock.now();
       const round = await this.group.round(
-        (node) =>
-          this.guarded(node, acquireScript, scriptKeys, [value, String(ttl), quarantineArg]),
-        { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
+        (node, index) =>
+          this.guarded(node, index, acquireScript, scriptKeys, [
+            value,
+            String(ttl),
+            quarantineArg,
+            String(fenceKeys.length),
+            ...proposals.map(String),
+          ]),
+        {
+          isYes: fenceKeys.length > 0 ? isGrantReply : isOne,
+          stopEarly: true,
+          signal,
+          timeoutMs: this.options.nodeTimeoutMs,
+        },
       );
       const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
       const majority = round.yesCount >= this.group.quorum;
+      let fences: Map<string, bigint> | undefined = new Map();
+      if (majority && fenceKeys.length > 0 && !round.aborted) {
+        fences = await this.commitFences(
+          names,
+          fenceKeys,
+          scriptKeys,
+          value,
+          proposals,
+          round,
+          signal,
+        );
+      }
       const valid = validUntil > clock.now();
-      if (majority && valid && !this.group.refused && !this.closed) {
-        return new Lock(this, names, keys, value, validUntil, round.yesCount);
+      if (majority && valid && fences && !this.group.refused && !this.closed) {
+        return new Lock(this, names, keys, value, validUntil, round.yesCount, fences);
       }
       // Seed 1, step 5: undo on every node, also those that seemed to fail
       // (a timed-out SET may have executed). Never cancelled by the signal.
@@ -248,7 +284,8 @@ export class Redlock implements LockOwner {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.allSettled(this.active);
+    this.lifetime.abort(new ClosedError("Redlock"));
+    await Promise.allSettled([...this.active, ...this.fenceRepairs.values()]);
     await this.group.close();
   }
 
@@ -268,9 +305,10 @@ export class Redlock implements LockOwner {
     const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
     const round = await this.track(
       this.group.round(
-        (node) =>
+        (node, index) =>
           this.guarded(
             node,
+            index,
             extendScript,
             [markerKey, quarantineKey, ...lock.keys],
             [lock.value, String(ttl), this.quarantineArg],
@@ -361,18 +399,126 @@ export class Redlock implements LockOwner {
     });
   }
 
+  /**
+   * Tokens for a lock just granted. Usually the acquire round's proposals
+   * were accepted by a majority: no extra round. A resource whose proposal
+   * was stale gets fencing rounds (under our lock, on nodes that still hold
+   * it) proposing above the highest value seen, a few at most; undefined if
+   * none commits, and the attempt counts as failed.
+   */
+  private async commitFences(
+    names: readonly string[],
+    fenceKeys: readonly string[],
+    scriptKeys: readonly string[],
+    value: string,
+    proposals: readonly bigint[],
+    round: RoundResult<unknown>,
+    signal: AbortSignal | undefined,
+  ): Promise<Map<string, bigint> | undefined> {
+    const fences = new Map<string, bigint>();
+    let tally = tallyFences(round, fenceKeys.length);
+    let current = proposals;
+    for (let fenceRound = 0; ; fenceRound++) {
+      const stale: number[] = [];
+      fenceKeys.forEach((key, i) => {
+        this.fenceMemory.learn(key, tally.highest[i]!);
+        if (tally.accepted[i]! >= this.group.quorum) {
+          fences.set(names[i]!, current[i]!);
+          this.fenceMemory.learn(key, current[i]!);
+        } else {
+          stale.push(i);
+        }
+      });
+      if (stale.length === 0) return fences;
+      if (fenceRound >= 3 || signal?.aborted) return undefined;
+      // Every resource is proposed again (one script call per node), above
+      // what the nodes reported; committed ones just get a higher token.
+      current = fenceKeys.map((key) => this.fenceMemory.proposal(key));
+      const next = await this.group.round(
+        (node, index) =>
+          this.guarded(node, index, fenceScript, scriptKeys, [
+            value,
+            "0",
+            this.quarantineArg,
+            String(fenceKeys.length),
+            ...current.map(String),
+          ]),
+        { isYes: isGrantReply, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
+      );
+      tally = tallyFences(next, fenceKeys.length);
+      fences.clear();
+    }
+  }
+
+  /**
+   * A fencing counter is unknown on a node that lost its memory: once no
+   * round that could count that node's old vote can be running, it is set
+   * to the maximum read from a majority of the other nodes, if that same
+   * loss is still current there (the marker value names it).
+   */
+  private scheduleFenceRepair(index: number, fenceKey: string, marker: string): void {
+    const id = `${index}\u0000${fenceKey}`;
+    if (this.closed || this.fenceRepairs.has(id)) return;
+    const repair = (async () => {
+      const signal = this.lifetime.signal;
+      await this.options.clock.sleep(limits.fenceRepairDelayMs, signal);
+      const keys = [markerKey, fenceKey];
+      const read = await this.group.round(
+        (node, i) =>
+          i === index
+            ? Promise.reject(new Error("being repaired"))
+            : node.evalScript(fenceReadScript, keys, []),
+        { isYes: isGrantReply, stopEarly: false, signal, timeoutMs: this.options.nodeTimeoutMs },
+      );
+      if (read.yesCount < this.group.quorum) return;
+      let highest = 0n;
+      for (const outcome of read.outcomes) {
+        if (outcome?.kind !== "yes") continue;
+        const seen = parseCounter((outcome.value as unknown[])[1]);
+        if (seen > highest) highest = seen;
+      }
+      await this.group.round(
+        (node, i) =>
+          i === index
+            ? node.evalScript(fenceRepairScript, keys, [marker, highest.toString()])
+            : Promise.resolve(0),
+        { isYes: isOne, stopEarly: false, signal, timeoutMs: this.options.nodeTimeoutMs },
+      );
+    })()
+      .catch(() => {}) // the next vote that meets the unknown counter schedules another try
+      .finally(() => this.fenceRepairs.delete(id));
+    this.fenceRepairs.set(id, repair);
+  }
+
   private get quarantineArg(): string {
     return this.options.quarantine ? String(this.options.maxTtlMs) : "0";
   }
 
-  /** Runs a lock script; a node in quarantine (-1) is a failed vote that says so. */
+  /**
+   * Runs a lock script. A node in quarantine (-1), or whose fencing counter
+   * is unknown ({-2, i, marker}: it lost its memory), is a failed vote that
+   * says so; the unknown counter gets a repair scheduled.
+   */
   private guarded(
     node: RedisNode,
+    index: number,
     script: LuaScript,
     keys: readonly string[],
     args: readonly string[],
   ) {
     return node.evalScript(script, keys, args).then((reply) => {
+      if (Array.isArray(reply) && reply[0] === -2) {
+        // KEYS: marker, quarantine, lock keys, then as many fencing counters.
+        const lockCount = (keys.length - 2) / 2;
+        const fenceKey = keys[2 + lockCount + Number(reply[1]) - 1]!;
+        this.scheduleFenceRepair(index, fenceKey, String(reply[2]));
+        throw new NodeError(
+          node.endpoint,
+          new Error(
+            `fencing counter ${fenceKey} unknown (the node lost its memory): repair scheduled`,
+          ),
+        );
+      }
       if (reply === -1) {
         throw new NodeError(
           node.endpoint,

@@ -20,26 +20,116 @@ import { LuaScript } from "./lua-script.js";
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
 
+// A marker found missing is rewritten as "lost:<server time>": the node keeps
+// in mind that it lost its memory (so a missing fencing counter there means
+// "unknown", not 0), and the value names this loss for repairs. init writes "1".
 const quarantineCheck = `
 if ARGV[3] ~= '0' and redis.call('exists', KEYS[2]) == 1 then return -1 end
 if redis.call('exists', KEYS[1]) == 0 then
-  redis.call('set', KEYS[1], '1')
+  local now = redis.call('time')
+  redis.call('set', KEYS[1], 'lost:' .. now[1] .. '.' .. now[2])
   if ARGV[3] ~= '0' then
     redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
     return -1
   end
 end`;
 
-/** ARGV[2] = TTL in ms. 1: every key was free and is now ours; 0: a key exists; -1: quarantined. */
+/**
+ * Fencing counters, one per resource: KEYS[3 + locks + i] with the proposal
+ * ARGV[4 + i] (ARGV[4] = how many). Reads every counter first: a missing one
+ * on a node that lost its memory is unknown, and the node does not vote
+ * ({-2, i, marker}); elsewhere a missing counter is 0. Then \`applyFences()\`
+ * raises each counter below its proposal. Reply: {1, current_1, accepted_1,
+ * ...}, where current is the value before (accepted 1) or the value that
+ * refused the proposal (accepted 0).
+ */
+const fences = `
+local function less(a, b)
+  return #a < #b or (#a == #b and a < b)
+end
+local fenceCount = tonumber(ARGV[4])
+local lockCount = #KEYS - 2 - fenceCount
+local fenceReply = {1}
+local function readFences()
+  local marker = redis.call('get', KEYS[1])
+  for i = 1, fenceCount do
+    local current = redis.call('get', KEYS[2 + lockCount + i])
+    if not current then
+      if marker ~= '1' then return {-2, i, marker} end
+      current = '0'
+    end
+    fenceReply[2 * i] = current
+    fenceReply[2 * i + 1] = less(current, ARGV[4 + i]) and 1 or 0
+  end
+  return nil
+end
+local function applyFences()
+  for i = 1, fenceCount do
+    if fenceReply[2 * i + 1] == 1 then redis.call('set', KEYS[2 + lockCount + i], ARGV[4 + i]) end
+  end
+end`;
+
+/**
+ * ARGV[2] = TTL in ms. 1 (or, with fences, {1, ...}): every key was free and
+ * is now ours; 0: a key exists; -1: quarantined; {-2, ...}: a fencing counter
+ * is unknown here. A fencing counter only moves together with our lock key
+ * on the same node — what keeps tokens in grant order.
+ */
 export const acquireScript = new LuaScript(
   "acquire",
   `${quarantineCheck}
-for i = 3, #KEYS do
+${fences}
+for i = 3, 2 + lockCount do
   if redis.call('exists', KEYS[i]) == 1 then return 0 end
 end
-for i = 3, #KEYS do
+local unknown = readFences()
+if unknown then return unknown end
+for i = 3, 2 + lockCount do
   redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
+if fenceCount == 0 then return 1 end
+applyFences()
+return fenceReply`,
+);
+
+/**
+ * The fencing round after an acquire whose proposals were stale: raises the
+ * counters only on nodes where every lock key still holds our value (0
+ * otherwise), so, as in the acquire, a counter moves only under our lock.
+ */
+export const fenceScript = new LuaScript(
+  "fence",
+  `${quarantineCheck}
+${fences}
+for i = 3, 2 + lockCount do
+  if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end
+end
+local unknown = readFences()
+if unknown then return unknown end
+applyFences()
+return fenceReply`,
+);
+
+/** KEYS[1] marker, KEYS[2] a fencing counter: {1, value}, or {-2} when unknown here. */
+export const fenceReadScript = new LuaScript(
+  "fence-read",
+  `local current = redis.call('get', KEYS[2])
+if current then return {1, current} end
+if redis.call('get', KEYS[1]) ~= '1' then return {-2} end
+return {1, '0'}`,
+);
+
+/**
+ * Repairs an unknown fencing counter: KEYS[1] marker, KEYS[2] the counter;
+ * ARGV[1] the marker value the loss was seen with, ARGV[2] the value read
+ * from a majority. Applies only while that same loss is current and the
+ * counter is still missing: 1, else 0.
+ */
+export const fenceRepairScript = new LuaScript(
+  "fence-repair",
+  `if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('exists', KEYS[2]) == 1 then return 0 end
+redis.call('set', KEYS[2], ARGV[2])
 return 1`,
 );
 

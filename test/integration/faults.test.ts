@@ -109,7 +109,9 @@ describe("node failures (5 nodes, Q = 3)", () => {
 
   it("a node restarted empty is quarantined for maxTtlMs, then used again", async () => {
     const maxTtlMs = 1_000;
-    const redlock = new Redlock(cluster.urls, { ...fast, maxTtlMs });
+    // Fencing off: with 2 nodes down and 2 that lost their counters, no
+    // majority could repair the counters (see the fencing tests).
+    const redlock = new Redlock(cluster.urls, { ...fast, maxTtlMs, fencing: false });
     try {
       await (await redlock.acquire(["r"], 1_000)).release();
       await cluster.cluster.kill(0);
