@@ -31,6 +31,7 @@ export {
   RedquorumError,
   ResourceLockedError,
 } from "./errors.js";
+export { type FencedSetResult, fencedSet, fencedSetScript } from "./fencing/fenced-store.js";
 export { maxId } from "./id/decimal.js";
 export { NextId } from "./id/next-id.js";
 export type {

@@ -1,0 +1,61 @@
+import { InvalidArgumentError } from "../errors.js";
+import { LuaScript } from "../node/lua-script.js";
+import { createNodes, type NodeInput } from "../node/resolve.js";
+
+/**
+ * The protected side of fencing: a token is worthless unless the resource
+ * checks it. This script writes a key only if the writer's token is at least
+ * the highest token seen for that key (equal: the same holder writing
+ * again), and remembers the token. KEYS[1] the data key, KEYS[2] where the
+ * highest token is kept; ARGV[1] the value, ARGV[2] the token (decimal).
+ * {1}: written; {0, seen}: refused, a later holder has written.
+ */
+export const fencedSetScript = new LuaScript(
+  "fenced-set",
+  `local seen = redis.call('get', KEYS[2])
+local token = ARGV[2]
+if seen and (#token < #seen or (#token == #seen and token < seen)) then return {0, seen} end
+redis.call('set', KEYS[2], token)
+redis.call('set', KEYS[1], ARGV[1])
+return {1}`,
+);
+
+export interface FencedSetResult {
+  /** Whether the value was written. */
+  readonly written: boolean;
+  /** When refused: the higher token that had already written. */
+  readonly seenToken?: bigint;
+}
+
+/**
+ * `SET key value` on a Redis the caller protects with fencing, only if
+ * `token` is at least every token used on this key before. `client` is the
+ * caller's own ioredis or node-redis client (left open). The highest token
+ * is kept under `fenceKey` (default `<key>:fence`).
+ */
+export async function fencedSet(
+  client: NodeInput,
+  key: string,
+  value: string,
+  token: bigint,
+  options: { fenceKey?: string; timeoutMs?: number } = {},
+): Promise<FencedSetResult> {
+  if (typeof client === "string") {
+    throw new InvalidArgumentError("client", "expected an ioredis or node-redis client, not a URL");
+  }
+  if (typeof token !== "bigint" || token < 0n) {
+    throw new InvalidArgumentError(
+      "token",
+      "expected a fencing token (a non-negative bigint, lock.fence)",
+    );
+  }
+  const [node] = createNodes([client]);
+  const reply = (await node!.evalScript(
+    fencedSetScript,
+    [key, options.fenceKey ?? `${key}:fence`],
+    [value, token.toString()],
+  )) as unknown[];
+  return reply[0] === 1
+    ? { written: true }
+    : { written: false, seenToken: BigInt(String(reply[1])) };
+}
