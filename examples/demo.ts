@@ -45,8 +45,8 @@ async function worker(index: number): Promise<void> {
       holder = index;
       const holdMs = 80 + Math.floor(Math.random() * 120);
       log(
-        `${name} holds ${resource}  (waited ${waited.toFixed(1)} ms, granted by ` +
-          `${lock.grantedNodeCount} nodes, valid ${lock.remainingMs().toFixed(0)} ms, working ${holdMs} ms)`,
+        `${name} holds ${resource}  (fence ${lock.fence}, waited ${waited.toFixed(1)} ms, ` +
+          `valid ${lock.remainingMs().toFixed(0)} ms, working ${holdMs} ms)`,
       );
       await new Promise((r) => setTimeout(r, holdMs));
       holder = undefined;

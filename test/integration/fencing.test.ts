@@ -193,6 +193,19 @@ describe("the GC pause (FAULTS.md L15 / I12): a paused client is fenced off", ()
     assert.equal(value, "written by B");
   });
 
+  it("fencedSet accepts an equal token, refuses a lower one, and refuses bad input", async () => {
+    const store = cluster.client(1);
+    await store.del("k", "k:fence");
+    assert.deepEqual(await fencedSet(store, "k", "a", 5n), { written: true });
+    assert.deepEqual(await fencedSet(store, "k", "b", 5n), { written: true });
+    assert.deepEqual(await fencedSet(store, "k", "c", 4n), { written: false, seenToken: 5n });
+    assert.equal(await store.get("k"), "b");
+    await assert.rejects(fencedSet(cluster.urls[1]!, "k", "d", 6n), {
+      code: "ERR_INVALID_ARGUMENT",
+    });
+    await assert.rejects(fencedSet(store, "k", "d", 6 as never), { code: "ERR_INVALID_ARGUMENT" });
+  });
+
   it("negative control: without the helper, A's late write overwrites B's (the lost update)", async () => {
     const { value, aResult } = await pausedWriter(false);
     assert.match(aResult, /A written remaining=0/);
