@@ -85,6 +85,14 @@ export class TestCluster {
     }
   }
 
+  /** Resumes paused nodes and restarts stopped ones (with or without their data). */
+  async restoreAll(options: { keepData: boolean }): Promise<void> {
+    for (const node of this.cluster.nodes) {
+      if (node.state === "paused") this.cluster.resume(node.index);
+      if (node.state === "stopped") await this.cluster.restart(node.index, options);
+    }
+  }
+
   /** Empties every node, then marks it (a flushed node would otherwise be quarantined). */
   async flushAll(): Promise<void> {
     await this.onAll((client) => client.flushall());

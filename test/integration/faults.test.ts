@@ -23,10 +23,7 @@ describe("node failures (5 nodes, Q = 3)", () => {
   after(() => cluster.stop());
   beforeEach(async () => {
     // Every node back up and empty before each case.
-    for (const node of cluster.cluster.nodes) {
-      if (node.state === "paused") cluster.cluster.resume(node.index);
-      if (node.state === "stopped") await cluster.cluster.restart(node.index, { keepData: false });
-    }
+    await cluster.restoreAll({ keepData: false });
     await cluster.flushAll();
   });
 

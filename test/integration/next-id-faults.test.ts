@@ -17,10 +17,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   });
   after(() => cluster.stop());
   beforeEach(async () => {
-    for (const node of cluster.cluster.nodes) {
-      if (node.state === "paused") cluster.cluster.resume(node.index);
-      if (node.state === "stopped") await cluster.cluster.restart(node.index);
-    }
+    await cluster.restoreAll({ keepData: true });
     key = `faults:${++keyCounter}`;
     const init = new NextId(cluster.urls, { key });
     await init.init();

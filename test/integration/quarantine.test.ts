@@ -21,10 +21,7 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
   });
   after(() => cluster.stop());
   beforeEach(async () => {
-    for (const node of cluster.cluster.nodes) {
-      if (node.state === "paused") cluster.cluster.resume(node.index);
-      if (node.state === "stopped") await cluster.cluster.restart(node.index, { keepData: false });
-    }
+    await cluster.restoreAll({ keepData: false });
     await cluster.flushAll();
   });
 

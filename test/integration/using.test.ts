@@ -13,9 +13,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
   after(() => cluster.stop());
   beforeEach(async () => {
-    for (const node of cluster.cluster.nodes) {
-      if (node.state === "stopped") await cluster.cluster.restart(node.index, { keepData: false });
-    }
+    await cluster.restoreAll({ keepData: false });
     await cluster.flushAll();
   });
 

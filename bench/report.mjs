@@ -1,0 +1,98 @@
+// What both benchmarks share: latency percentiles, medians over repeated
+// cells, the markdown table, and the JSON file of a run.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
+
+export function percentile(sorted, p) {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+export const fmt = (n, digits = 0) =>
+  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/**
+ * Runs `cycle` from `workers` loops for `cellMs`; returns the rate, p50/p99
+ * of each cycle's latency, and how many cycles failed.
+ */
+export async function measureCell(workers, cellMs, cycle) {
+  const latencies = [];
+  let errors = 0;
+  const start = performance.now();
+  const end = start + cellMs;
+  await Promise.all(
+    Array.from({ length: workers }, async (_, worker) => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        try {
+          await cycle(worker);
+          latencies.push(performance.now() - t0);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  const elapsedMs = performance.now() - start;
+  latencies.sort((a, b) => a - b);
+  return {
+    perSecond: (latencies.length / elapsedMs) * 1_000,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    errors,
+  };
+}
+
+/**
+ * Summarises cells per (workload, contender), prints the table with each
+ * contender's ratio to `baseline`, and writes the run's JSON file.
+ */
+export function report({ results, baseline, unit, setup, file, cellMs, reps }) {
+  const summary = results.map((r) => {
+    const rates = r.cells.map((c) => c.perSecond);
+    const base = results.find((o) => o.workload === r.workload && o.contender === baseline);
+    return {
+      workload: r.workload,
+      contender: r.contender,
+      perSecond: median(rates),
+      min: Math.min(...rates),
+      max: Math.max(...rates),
+      p50Ms: median(r.cells.map((c) => c.p50Ms)),
+      p99Ms: median(r.cells.map((c) => c.p99Ms)),
+      errors: r.cells.reduce((n, c) => n + c.errors, 0),
+      vsBaseline: median(rates) / median(base.cells.map((c) => c.perSecond)),
+    };
+  });
+  console.log(
+    `\n| workload | contender | ${unit} (median, min–max) | p50 ms | p99 ms | vs ${baseline} | errors |`,
+  );
+  console.log("|---|---|---|---|---|---|---|");
+  for (const s of summary) {
+    console.log(
+      `| ${s.workload} | ${s.contender} | ${fmt(s.perSecond)} (${fmt(s.min)}–${fmt(s.max)}) | ` +
+        `${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${fmt(s.vsBaseline, 2)}× | ${s.errors} |`,
+    );
+  }
+  const machine = `${cpus().length} cores (${cpus()[0]?.model ?? "unknown"}), Node ${process.version}`;
+  console.log(`\n${setup}, ${reps} interleaved runs of ${cellMs / 1000} s per cell; ${machine}`);
+  mkdirSync("bench/results", { recursive: true });
+  writeFileSync(file, `${JSON.stringify({ machine, cellMs, reps, summary, results }, null, 2)}\n`);
+  console.log(`results: ${file}`);
+}
+
+/** Runs every contender on every workload, A B C then C B A, `reps` times. */
+export async function interleave(workloads, contenders, reps, runCell) {
+  const results = [];
+  for (const workload of workloads) {
+    const runs = new Map(contenders.map((name) => [name, []]));
+    for (let rep = 0; rep < reps; rep++) {
+      const order = rep % 2 === 0 ? contenders : [...contenders].reverse();
+      for (const name of order) runs.get(name).push(await runCell(name, workload, rep));
+    }
+    for (const [contender, cells] of runs)
+      results.push({ workload: workload.name, contender, cells });
+  }
+  return results;
+}
