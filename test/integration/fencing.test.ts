@@ -84,7 +84,7 @@ describe("fencing tokens: strictly increasing in grant order", () => {
 
   it("nodes restarting empty one at a time (quarantine on): still strictly increasing", async () => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
-    const run = contend(cluster.urls, 8, {
+    const run = contend(cluster.urls, 16, {
       maxTtlMs: 2_000,
       retry: { retries: 10_000, delayMs: 3, jitterMs: 3 },
     });
