@@ -44,6 +44,13 @@ export class IoredisTransport implements NodeTransport {
   private readonly client: IoredisLike;
   private readonly owned: boolean;
   private lastError: unknown;
+  private batch:
+    | Array<{
+        args: readonly string[];
+        resolve: (reply: unknown) => void;
+        reject: (error: unknown) => void;
+      }>
+    | undefined;
 
   private constructor(client: IoredisLike, owned: boolean, endpoint: string) {
     this.client = client;
@@ -70,6 +77,7 @@ export class IoredisTransport implements NodeTransport {
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
     const [command, ...rest] = args as [string, ...string[]];
     const status = this.client.status;
+    if (status === "ready" && this.owned) return this.enqueue(args);
     if (status === "ready" || !this.owned) return this.client.call(command, ...rest);
     if (status === "reconnecting" || status === "end" || status === "close") {
       // Fail at once: waiting for a reconnect would only spend the caller's time.
@@ -77,6 +85,50 @@ export class IoredisTransport implements NodeTransport {
       return Promise.reject(new Error(`connection ${status}${cause}`));
     }
     return this.whenReady(timeoutMs).then(() => this.client.call(command, ...rest));
+  }
+
+  /**
+   * Commands sent in the same tick go out together: one write to the socket
+   * (a pipeline) instead of one per command, which is what many concurrent
+   * locks or IDs on one connection cost most. A lone command is sent as is,
+   * one tick later at most. Order on the connection is kept either way.
+   */
+  private enqueue(args: readonly string[]): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      if (this.batch === undefined) {
+        this.batch = [];
+        process.nextTick(() => this.flush());
+      }
+      this.batch.push({ args, resolve, reject });
+    });
+  }
+
+  private flush(): void {
+    const batch = this.batch ?? [];
+    this.batch = undefined;
+    if (batch.length === 1) {
+      const { args, resolve, reject } = batch[0]!;
+      const [command, ...rest] = args as [string, ...string[]];
+      this.client.call(command, ...rest).then(resolve, reject);
+      return;
+    }
+    const pipeline = (this.client as unknown as Redis).pipeline();
+    for (const { args } of batch) {
+      const [command, ...rest] = args as [string, ...string[]];
+      pipeline.call(command, ...rest);
+    }
+    pipeline.exec().then(
+      (results) => {
+        batch.forEach(({ resolve, reject }, i) => {
+          const [error, reply] = results?.[i] ?? [new Error("no reply in pipeline"), undefined];
+          if (error) reject(error);
+          else resolve(reply);
+        });
+      },
+      (error: unknown) => {
+        for (const { reject } of batch) reject(error);
+      },
+    );
   }
 
   private whenReady(timeoutMs: number): Promise<void> {
