@@ -1,15 +1,21 @@
-// Lock benchmark: acquire + release cycles of redquorum (fencing on and
-// off) beside node-redlock v5 on the same 5 local redis-server nodes, in the
-// same run, interleaved (A B C, C B A, ...) and repeated, reporting the
-// median with min-max.
+// Lock benchmark: redquorum (fencing on and off) beside the Node Redlock
+// libraries and the floor (a bare round: SET NX PX to all 5 nodes at once,
+// then compare-and-delete to all 5), on the same 5 local redis-server nodes
+// in the same run, interleaved (A B C…, …C B A) and repeated; median with
+// min-max. redlock-universal is left out: every published version needs
+// Node 22.
 //
 //   npm run bench                  (builds first)
 //   node bench/locks.mjs --seconds 2 --reps 3
+import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
+import { Redlock as RedlockSesame } from "@sesamecare-oss/redlock";
 import { Redis } from "ioredis";
+import { RedlockMutex } from "redis-semaphore";
 import NodeRedlock from "redlock";
+import NodeRedlock4 from "redlock4";
 import { LocalCluster, Redlock } from "../dist/index.js";
-import { interleave, measureCell, report } from "./report.mjs";
+import { fmt, interleave, median, percentile, writeResults } from "./report.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -21,6 +27,9 @@ const { values: args } = parseArgs({
 const cellMs = Number(args.seconds) * 1_000;
 const reps = Number(args.reps);
 const ttlMs = 10_000;
+/** The same retry pacing for every library in the contended cell. */
+const retryDelayMs = 10;
+const retryJitterMs = 5;
 
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
 {
@@ -30,64 +39,279 @@ const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
   await redlock.close();
 }
 
-/** Acquire then release, the same for every library. */
-const cycleOf = (redlock) => async (resource) => {
-  const lock = await redlock.acquire([resource], ttlMs);
-  await lock.release();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const ioredisClients = (options = {}) =>
+  cluster.urls.map((url) => {
+    const client = new Redis(url, options);
+    client.on("error", () => {}); // the paused-node cell makes some fail; that is measured, not printed
+    return client;
+  });
+const disconnect = (clients) => async () => {
+  for (const client of clients) client.disconnect();
 };
 
-const ours = (options) => async () => {
-  const redlock = new Redlock(cluster.urls, { retry: { retries: 0 }, ...options });
-  return { cycle: cycleOf(redlock), close: () => redlock.close() };
-};
-
-/** Each contender: setup returns { cycle(resource), close() }. */
+/**
+ * Each contender: `setup(contended)` returns { acquire(resource), release(handle), close() };
+ * with `contended`, acquire retries (same pacing for all) until it gets the lock.
+ */
 const contenders = {
   redquorum: ours({}),
   "redquorum, fencing off": ours({ fencing: false }),
-  "node-redlock 5.0.0-beta.2": async () => {
-    const clients = cluster.urls.map((url) => new Redis(url));
-    const redlock = new NodeRedlock(clients, { retryCount: 0, driftFactor: 0.01 });
-    redlock.on("error", () => {});
+  "node-redlock 5.0.0-beta.2": redlockLike(NodeRedlock),
+  "@sesamecare-oss/redlock 1.4.0": redlockLike(RedlockSesame),
+  "node-redlock 4.2.0": async (contended) => {
+    const clients = ioredisClients();
+    const redlock = new NodeRedlock4(clients, {
+      retryCount: contended ? 100_000 : 0,
+      retryDelay: retryDelayMs,
+      retryJitter: retryJitterMs,
+    });
+    redlock.on("clientError", () => {});
     return {
-      cycle: cycleOf(redlock),
-      close: async () => {
-        for (const client of clients) client.disconnect();
-      },
+      acquire: (resource) => redlock.lock(resource, ttlMs),
+      release: (lock) => lock.unlock(),
+      close: disconnect(clients),
     };
   },
+  "redis-semaphore 5.8.0 RedlockMutex": async (contended) => {
+    const clients = ioredisClients();
+    const mutexes = new Map();
+    return {
+      acquire: async (resource) => {
+        let mutex = mutexes.get(resource);
+        if (!mutex || contended) {
+          mutex = new RedlockMutex(clients, resource, {
+            lockTimeout: ttlMs,
+            acquireTimeout: contended ? 60_000 : 50,
+            acquireAttemptsLimit: contended ? Number.POSITIVE_INFINITY : 1,
+            retryInterval: retryDelayMs,
+            refreshInterval: 0,
+          });
+          if (!contended) mutexes.set(resource, mutex);
+        }
+        await mutex.acquire();
+        return mutex;
+      },
+      release: (mutex) => mutex.release(),
+      close: disconnect(clients),
+    };
+  },
+  floor: floor(false),
+  "floor, auto-pipelining": floor(true),
 };
 
+function ours(options) {
+  return async (contended) => {
+    const redlock = new Redlock(cluster.urls, {
+      ...options,
+      retry: contended
+        ? { retries: 10_000, delayMs: retryDelayMs, jitterMs: retryJitterMs }
+        : { retries: 0 },
+    });
+    return {
+      acquire: (resource) => redlock.acquire([resource], ttlMs),
+      release: (lock) => lock.release(),
+      close: () => redlock.close(),
+    };
+  };
+}
+
+function redlockLike(Library) {
+  return async (contended) => {
+    const clients = ioredisClients();
+    const redlock = new Library(clients, {
+      retryCount: contended ? 100_000 : 0,
+      retryDelay: retryDelayMs,
+      retryJitter: retryJitterMs,
+      driftFactor: 0.01,
+    });
+    redlock.on("error", () => {});
+    return {
+      acquire: (resource) => redlock.acquire([resource], ttlMs),
+      release: (lock) => lock.release(),
+      close: disconnect(clients),
+    };
+  };
+}
+
+/** The least any correct Redlock does: one SET NX PX round, one compare-and-delete round, majority each. */
+function floor(enableAutoPipelining) {
+  return async (contended) => {
+    const clients = ioredisClients({ enableAutoPipelining });
+    for (const client of clients) {
+      client.defineCommand("compareAndDelete", {
+        numberOfKeys: 1,
+        lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+      });
+    }
+    const quorum = Math.floor(clients.length / 2) + 1;
+    const majority = (calls, isYes) =>
+      new Promise((resolve) => {
+        let yes = 0;
+        let no = 0;
+        for (const call of calls) {
+          call
+            .then(
+              (reply) => (isYes(reply) ? ++yes : ++no),
+              () => ++no,
+            )
+            .then(() => {
+              if (yes === quorum) resolve(true);
+              else if (no === clients.length - quorum + 1) resolve(false);
+            });
+        }
+      });
+    const release = ({ resource, value }) =>
+      majority(
+        clients.map((c) => c.compareAndDelete(resource, value)),
+        () => true,
+      );
+    return {
+      acquire: async (resource) => {
+        for (;;) {
+          const value = randomBytes(20).toString("hex");
+          const won = await majority(
+            clients.map((c) => c.set(resource, value, "PX", ttlMs, "NX")),
+            (reply) => reply === "OK",
+          );
+          if (won) return { resource, value };
+          await release({ resource, value });
+          if (!contended) throw new Error("not acquired");
+          await sleep(retryDelayMs + Math.floor((Math.random() * 2 - 1) * retryJitterMs));
+        }
+      },
+      release,
+      close: disconnect(clients),
+    };
+  };
+}
+
 const workloads = [
-  { name: "uncontended, 1 worker", workers: 1 },
-  { name: "uncontended, 64 workers", workers: 64 },
+  { name: "uncontended, 1 worker", workers: 1, kind: "uncontended" },
+  { name: "uncontended, 64 workers", workers: 64, kind: "uncontended" },
+  { name: "contended, 64 workers on 1 resource", workers: 64, kind: "contended" },
+  { name: "1 node paused, 8 workers", workers: 8, kind: "paused" },
 ];
 
+/** Jain's fairness index: 1 when every worker got the same number of grants. */
+const jain = (xs) => {
+  const sum = xs.reduce((a, b) => a + b, 0);
+  const squares = xs.reduce((a, b) => a + b * b, 0);
+  return squares === 0 ? 0 : (sum * sum) / (xs.length * squares);
+};
+
+/** A call that never comes back (a library without per-node timeouts) ends as an error here. */
+const bounded = (promise, ms) =>
+  Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`no answer in ${ms} ms`)))]);
+
+async function runCell(name, workload, rep) {
+  const contended = workload.kind === "contended";
+  const contender = await contenders[name](contended);
+  const label = `${rep}:${name}:${workload.kind}`;
+  for (let i = 0; i < 20; i++) await contender.release(await contender.acquire(`warm:${label}`));
+  if (workload.kind === "paused") cluster.pause(0);
+  const acquireMs = [];
+  const releaseMs = [];
+  const grants = new Array(workload.workers).fill(0);
+  let errors = 0;
+  const start = performance.now();
+  const end = start + cellMs;
+  try {
+    await Promise.all(
+      grants.map(async (_, worker) => {
+        const resource = contended ? `bench:${label}` : `bench:${label}:${worker}`;
+        while (performance.now() < end) {
+          try {
+            const t0 = performance.now();
+            const handle = await bounded(contender.acquire(resource), contended ? 30_000 : 2_000);
+            const t1 = performance.now();
+            await bounded(contender.release(handle), 2_000);
+            acquireMs.push(t1 - t0);
+            releaseMs.push(performance.now() - t1);
+            grants[worker]++;
+          } catch {
+            errors++;
+          }
+        }
+      }),
+    );
+  } finally {
+    if (workload.kind === "paused") cluster.resume(0);
+  }
+  const elapsedMs = performance.now() - start;
+  await contender.close();
+  acquireMs.sort((a, b) => a - b);
+  releaseMs.sort((a, b) => a - b);
+  return {
+    perSecond: (acquireMs.length / elapsedMs) * 1_000,
+    acquireP50Ms: percentile(acquireMs, 50),
+    acquireP99Ms: percentile(acquireMs, 99),
+    releaseP50Ms: percentile(releaseMs, 50),
+    releaseP99Ms: percentile(releaseMs, 99),
+    grantsMin: Math.min(...grants),
+    grantsMax: Math.max(...grants),
+    jain: jain(grants),
+    errors,
+  };
+}
+
 try {
-  const results = await interleave(
-    workloads,
-    Object.keys(contenders),
-    reps,
-    async (name, workload, rep) => {
-      const label = `${rep}:${name}`;
-      const contender = await contenders[name]();
-      // Warm up: connections, script cache, JIT.
-      for (let i = 0; i < 20; i++) await contender.cycle(`warm:${label}`);
-      const cell = await measureCell(workload.workers, cellMs, (w) =>
-        contender.cycle(`bench:${label}:${w}`),
+  const names = Object.keys(contenders);
+  const results = await interleave(workloads, names, reps, runCell);
+  const rate = (workload, contender) =>
+    median(
+      results
+        .find((r) => r.workload === workload && r.contender === contender)
+        .cells.map((c) => c.perSecond),
+    );
+  const summary = results.map((r) => {
+    const cells = r.cells;
+    const m = (field) => median(cells.map((c) => c[field]));
+    return {
+      workload: r.workload,
+      contender: r.contender,
+      perSecond: m("perSecond"),
+      min: Math.min(...cells.map((c) => c.perSecond)),
+      max: Math.max(...cells.map((c) => c.perSecond)),
+      acquireP50Ms: m("acquireP50Ms"),
+      acquireP99Ms: m("acquireP99Ms"),
+      releaseP50Ms: m("releaseP50Ms"),
+      releaseP99Ms: m("releaseP99Ms"),
+      grantsMin: m("grantsMin"),
+      grantsMax: m("grantsMax"),
+      jain: m("jain"),
+      errors: cells.reduce((n, c) => n + c.errors, 0),
+      vsRedquorum: m("perSecond") / rate(r.workload, "redquorum"),
+      vsFloor: m("perSecond") / rate(r.workload, "floor"),
+    };
+  });
+  for (const workload of workloads) {
+    const rows = summary.filter((s) => s.workload === workload.name);
+    const contended = workload.kind === "contended";
+    console.log(`\n### ${workload.name}\n`);
+    console.log(
+      contended
+        ? "| contender | grants/s (median, min–max) | acquire p50 / p99 ms | grants per worker min–max | Jain | vs redquorum | vs floor | errors |"
+        : "| contender | cycles/s (median, min–max) | acquire p50 / p99 ms | release p50 / p99 ms | vs redquorum | vs floor | errors |",
+    );
+    console.log(contended ? "|---|---|---|---|---|---|---|---|" : "|---|---|---|---|---|---|---|");
+    for (const s of rows) {
+      const head = `| ${s.contender} | ${fmt(s.perSecond)} (${fmt(s.min)}–${fmt(s.max)}) | ${fmt(s.acquireP50Ms, 2)} / ${fmt(s.acquireP99Ms, 2)} |`;
+      const tail = `${fmt(s.vsRedquorum, 2)}× | ${fmt(s.vsFloor, 2)}× | ${s.errors} |`;
+      console.log(
+        contended
+          ? `${head} ${s.grantsMin}–${s.grantsMax} | ${fmt(s.jain, 2)} | ${tail}`
+          : `${head} ${fmt(s.releaseP50Ms, 2)} / ${fmt(s.releaseP99Ms, 2)} | ${tail}`,
       );
-      await contender.close();
-      return cell;
-    },
-  );
-  report({
-    results,
-    baseline: "redquorum",
-    unit: "cycles/s",
-    setup: "5 local redis-server nodes",
+    }
+  }
+  writeResults({
+    setup: "5 local redis-server nodes (no persistence)",
     file: args.json ?? `bench/results/locks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
     cellMs,
     reps,
+    summary,
+    results,
   });
 } finally {
   await cluster.stop();

@@ -75,6 +75,11 @@ export function report({ results, baseline, unit, setup, file, cellMs, reps }) {
         `${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${fmt(s.vsBaseline, 2)}× | ${s.errors} |`,
     );
   }
+  writeResults({ setup, file, cellMs, reps, summary, results });
+}
+
+/** Prints the machine line and writes the run's JSON file. */
+export function writeResults({ setup, file, cellMs, reps, summary, results }) {
   const machine = `${cpus().length} cores (${cpus()[0]?.model ?? "unknown"}), Node ${process.version}`;
   console.log(`\n${setup}, ${reps} interleaved runs of ${cellMs / 1000} s per cell; ${machine}`);
   mkdirSync("bench/results", { recursive: true });
