@@ -1,4 +1,5 @@
-import { InvalidArgumentError } from "../errors.js";
+import { raceAbort } from "../clock.js";
+import { InvalidArgumentError, NodeTimeoutError } from "../errors.js";
 import { LuaScript } from "../node/lua-script.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 
@@ -31,7 +32,8 @@ export interface FencedSetResult {
  * `SET key value` on a Redis the caller protects with fencing, only if
  * `token` is at least every token used on this key before. `client` is the
  * caller's own ioredis or node-redis client (left open). The highest token
- * is kept under `fenceKey` (default `<key>:fence`).
+ * is kept under `fenceKey` (default `<key>:fence`); `timeoutMs` (default
+ * 1000) bounds the call.
  */
 export async function fencedSet(
   client: NodeInput,
@@ -50,10 +52,16 @@ export async function fencedSet(
     );
   }
   const [node] = createNodes([client]);
-  const reply = (await node!.evalScript(
-    fencedSetScript,
-    [key, options.fenceKey ?? `${key}:fence`],
-    [value, token.toString()],
+  const timeoutMs = options.timeoutMs ?? 1_000;
+  const reply = (await raceAbort(
+    node!.evalScript(
+      fencedSetScript,
+      [key, options.fenceKey ?? `${key}:fence`],
+      [value, token.toString()],
+    ),
+    undefined,
+    timeoutMs,
+    () => new NodeTimeoutError(node!.endpoint, timeoutMs),
   )) as unknown[];
   return reply[0] === 1
     ? { written: true }

@@ -33,8 +33,10 @@ export async function runKeepingAlive<T>(
   let extendTimer: ReturnType<typeof setTimeout> | undefined;
   let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
 
+  let extending = false;
   const stop = () => {
     stopped = true;
+    lock.onValidityChange = undefined;
     clearTimeout(extendTimer);
     clearTimeout(deadlineTimer);
   };
@@ -69,19 +71,32 @@ export async function runKeepingAlive<T>(
   };
   const extend = async () => {
     if (stopped) return;
+    extending = true;
     try {
       await lock.extend(ttlMs);
+      extending = false;
       if (stopped) return;
       armDeadline();
       scheduleExtension(lock.remainingMs() - extendThresholdMs);
     } catch (error) {
+      extending = false;
       if (stopped) return;
+      // A failed extension may have lowered the validity: re-arm first.
+      armDeadline();
       // Refused: the keys are gone or no longer ours; no retry can help.
       if (error instanceof LockExpiredError) return lose(error);
       // Nodes failing: try again while there is validity to spare.
       if (lock.remainingMs() - retryDelayMs > marginMs) scheduleExtension(retryDelayMs);
       else lose(error);
     }
+  };
+  // The routine may extend (or a failed extension shorten) the lock itself:
+  // the deadline and the next extension follow the validity it now has.
+  lock.onValidityChange = () => {
+    if (stopped || extending) return;
+    armDeadline();
+    clearTimeout(extendTimer);
+    scheduleExtension(lock.remainingMs() - extendThresholdMs);
   };
 
   armDeadline();

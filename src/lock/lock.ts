@@ -73,7 +73,11 @@ export class Lock implements AsyncDisposable {
    */
   limitValidity(validUntilMs: number): void {
     this.validUntil = Math.min(this.validUntil, validUntilMs);
+    this.onValidityChange?.();
   }
+
+  /** @internal Told whenever the validity changes (the keep-alive of `using` re-arms its timers). */
+  onValidityChange: (() => void) | undefined;
 
   get released(): boolean {
     return this.releasing !== undefined;
@@ -90,6 +94,7 @@ export class Lock implements AsyncDisposable {
     if (this.releasing)
       throw new LockExpiredError("extend", this.resources, "cannot extend a released lock");
     this.validUntil = await this.owner.extendLock(this, ttlMs, options.signal);
+    this.onValidityChange?.();
   }
 
   /**

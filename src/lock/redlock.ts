@@ -169,17 +169,19 @@ export class Redlock implements LockOwner {
       // Seed 1, step 5: undo on every node, also those that seemed to fail
       // (a timed-out SET may have executed). Never cancelled by the signal.
       await this.releaseKeys(keys, value, false);
-      if (round.aborted) throw signal?.reason;
+      if (round.aborted || signal?.aborted) throw signal?.reason;
       if (this.group.refused) throw this.group.refused;
       this.assertOpen();
-      const failure = majority
-        ? new LockExpiredError(
-            "acquire",
-            names,
-            `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
-              `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
-          )
-        : this.acquireFailure(names, round, attempt);
+      const failure = !fences
+        ? new QuorumError("fence", this.group.quorum, this.group.nodes.length, 0, [])
+        : majority
+          ? new LockExpiredError(
+              "acquire",
+              names,
+              `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
+                `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
+            )
+          : this.acquireFailure(names, round, attempt);
       if (attempt > retry.retries) throw failure;
       const jitter = retry.jitterMs === 0 ? 0 : random.integer(-retry.jitterMs, retry.jitterMs);
       const delayMs = retry.delayMs + jitter;
@@ -254,24 +256,28 @@ export class Redlock implements LockOwner {
   async init(): Promise<void> {
     this.assertOpen();
     await this.group.ready();
-    const round = await this.group.round(
-      (node) => node.evalScript(initNodeScript, [markerKey, quarantineKey], []),
-      { isYes: (reply) => reply === 0, stopEarly: false, timeoutMs: this.options.checkTimeoutMs },
-    );
-    const busy = this.group.nodes.flatMap((node, i) => {
-      const outcome = round.outcomes[i];
-      return outcome?.kind === "no" ? [`${node.endpoint} (${String(outcome.value)} keys)`] : [];
-    });
-    if (busy.length > 0) throw new InitRefusedError(busy);
-    const errors = nodeErrorsOf(round);
-    if (errors.length > 0) {
-      throw new QuorumError(
-        "init",
-        this.group.nodes.length,
-        this.group.nodes.length,
-        round.yesCount,
-        errors,
+    // Check every node first, write only if all are empty: a refused init
+    // must not reset a node that lost its memory while others hold locks.
+    for (const mode of ["check", "write"]) {
+      const round = await this.group.round(
+        (node) => node.evalScript(initNodeScript, [markerKey, quarantineKey], [mode]),
+        { isYes: (reply) => reply === 0, stopEarly: false, timeoutMs: this.options.checkTimeoutMs },
       );
+      const busy = this.group.nodes.flatMap((node, i) => {
+        const outcome = round.outcomes[i];
+        return outcome?.kind === "no" ? [`${node.endpoint} (${String(outcome.value)} keys)`] : [];
+      });
+      if (busy.length > 0) throw new InitRefusedError(busy);
+      const errors = nodeErrorsOf(round);
+      if (errors.length > 0) {
+        throw new QuorumError(
+          "init",
+          this.group.nodes.length,
+          this.group.nodes.length,
+          round.yesCount,
+          errors,
+        );
+      }
     }
   }
 
@@ -515,7 +521,8 @@ export class Redlock implements LockOwner {
         throw new NodeError(
           node.endpoint,
           new Error(
-            `fencing counter ${fenceKey} unknown (the node lost its memory): repair scheduled`,
+            `fencing counter ${fenceKey} unknown (the node lost its memory, or the cluster was never ` +
+              "initialised: run init() once on a new cluster): repair from a majority scheduled",
           ),
         );
       }

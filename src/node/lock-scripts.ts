@@ -13,8 +13,9 @@ import { LuaScript } from "./lua-script.js";
  * (restart without persistence, FLUSHALL): it may have forgotten keys of
  * locks that are still held, so it stays out of service (answers -1) until a
  * quarantine of ARGV[3] ms (the cluster's maxTtlMs, longer than any lock)
- * has passed. ARGV[3] = "0" turns the quarantine off (the marker is still
- * kept). Every client sees the same server-side quarantine.
+ * has passed. ARGV[3] = "0" turns the quarantine off for this client (the
+ * marker is still kept, and a quarantine another client started is still
+ * honoured). Every client sees the same server-side quarantine.
  */
 
 export const markerKey = "redquorum:marker";
@@ -24,7 +25,7 @@ export const quarantineKey = "redquorum:quarantine";
 // in mind that it lost its memory (so a missing fencing counter there means
 // "unknown", not 0), and the value names this loss for repairs. init writes "1".
 const quarantineCheck = `
-if ARGV[3] ~= '0' and redis.call('exists', KEYS[2]) == 1 then return -1 end
+if redis.call('exists', KEYS[2]) == 1 then return -1 end
 if redis.call('exists', KEYS[1]) == 0 then
   local now = redis.call('time')
   redis.call('set', KEYS[1], 'lost:' .. now[1] .. '.' .. now[2])
@@ -166,15 +167,18 @@ return 1`,
 /**
  * init on one node: KEYS[1] marker, KEYS[2] quarantine. Refused (returns
  * the number of other keys) when the node holds any key that is not ours:
- * a lock could be held. Otherwise writes the marker, lifts a quarantine and
- * returns 0.
+ * a lock could be held. Otherwise returns 0 and, with ARGV[1] = "write",
+ * writes the marker and lifts a quarantine. init first checks every node,
+ * and writes only when all of them are empty: a refused init changes nothing.
  */
 export const initNodeScript = new LuaScript(
   "init-node",
   `local ours = redis.call('exists', KEYS[1]) + redis.call('exists', KEYS[2])
 local others = redis.call('dbsize') - ours
 if others > 0 then return others end
-redis.call('set', KEYS[1], '1')
-redis.call('del', KEYS[2])
+if ARGV[1] == 'write' then
+  redis.call('set', KEYS[1], '1')
+  redis.call('del', KEYS[2])
+end
 return 0`,
 );

@@ -94,6 +94,22 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
     });
   }
 
+  it("a refused init() changes nothing: the node that restarted empty stays unmarked and out of service", async () => {
+    const options = { maxTtlMs: 5_000, retry: { retries: 0 }, fencing: false };
+    const a = new Redlock(cluster.urls, options);
+    const b = new Redlock(cluster.urls, options);
+    try {
+      await holdOnFirstThree(a, 4_000);
+      await cluster.cluster.restart(2, { keepData: false });
+      await assert.rejects(b.init(), InitRefusedError);
+      assert.equal(await cluster.client(2).get("redquorum:marker"), null);
+      await assert.rejects(b.acquire(["r"], 1_000), RedquorumError);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it("negative control: quarantine off, B takes the lock while A still holds it, and the checker flags it", async () => {
     const options = { quarantine: false, retry: { retries: 0 }, fencing: false };
     const a = new Redlock(cluster.urls, options);
@@ -154,6 +170,23 @@ describe("Redlock.init()", () => {
       // init lifts the quarantine of these empty nodes and marks them.
       await redlock.init();
       const lock = await redlock.acquire(["r"], 1_000);
+      await lock.release();
+    } finally {
+      await redlock.close();
+      await cluster.stop();
+    }
+  });
+
+  it("with fencing, a cluster used without init() says to run init(); init() then makes it work", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: 300, retry: { retries: 0 } });
+    try {
+      await assert.rejects(redlock.acquire(["r"], 200), /quarantined/);
+      await new Promise((r) => setTimeout(r, 400));
+      await assert.rejects(redlock.acquire(["r"], 200), /run init\(\) once on a new cluster/);
+      await redlock.init();
+      const lock = await redlock.acquire(["r"], 200);
+      assert.equal(lock.fence, 1n);
       await lock.release();
     } finally {
       await redlock.close();

@@ -83,6 +83,26 @@ describe("redlock.using: auto-extension, loss and release", () => {
     }
   });
 
+  it("a routine that shortens the lock itself is still kept alive (the timers follow the new validity)", async () => {
+    const holder = new Redlock(cluster.urls);
+    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      await holder.using(["job"], 4_000, async (signal, lock) => {
+        await lock.extend(300);
+        const end = performance.now() + 900;
+        while (performance.now() < end) {
+          assert.ok(lock.remainingMs() > 0, "the lock ran out");
+          assert.equal(signal.aborted, false);
+          await assert.rejects(rival.acquire(["job"], 1_000), ResourceLockedError);
+          await sleep(50);
+        }
+      });
+    } finally {
+      await holder.close();
+      await rival.close();
+    }
+  });
+
   it("an error thrown by the routine comes out unchanged, and the lock is released", async () => {
     const holder = new Redlock(cluster.urls);
     try {
