@@ -502,7 +502,7 @@ export class Redlock implements LockOwner {
 
   /**
    * Runs a lock script. A node in quarantine (-1), or whose fencing counter
-   * is unknown ({-2, i, marker}: it lost its memory), is a failed vote that
+   * is unknown ({-2, counter key, marker}: it lost its memory), is a failed vote that
    * says so; the unknown counter gets a repair scheduled.
    */
   private guarded(
@@ -514,9 +514,7 @@ export class Redlock implements LockOwner {
   ) {
     return node.evalScript(script, keys, args).then((reply) => {
       if (Array.isArray(reply) && reply[0] === -2) {
-        // KEYS: marker, quarantine, lock keys, then as many fencing counters.
-        const lockCount = (keys.length - 2) / 2;
-        const fenceKey = keys[2 + lockCount + Number(reply[1]) - 1]!;
+        const fenceKey = String(reply[1]);
         this.scheduleFenceRepair(index, fenceKey, String(reply[2]));
         throw new NodeError(
           node.endpoint,

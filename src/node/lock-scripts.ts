@@ -39,7 +39,7 @@ end`;
  * Fencing counters, one per resource: KEYS[3 + locks + i] with the proposal
  * ARGV[4 + i] (ARGV[4] = how many). Reads every counter first: a missing one
  * on a node that lost its memory is unknown, and the node does not vote
- * ({-2, i, marker}); elsewhere a missing counter is 0. Then \`applyFences()\`
+ * ({-2, counter key, marker}); elsewhere a missing counter is 0. Then \`applyFences()\`
  * raises each counter below its proposal. Reply: {1, current_1, accepted_1,
  * ...}, where current is the value before (accepted 1) or the value that
  * refused the proposal (accepted 0).
@@ -56,7 +56,7 @@ local function readFences()
   for i = 1, fenceCount do
     local current = redis.call('get', KEYS[2 + lockCount + i])
     if not current then
-      if marker ~= '1' then return {-2, i, marker} end
+      if marker ~= '1' then return {-2, KEYS[2 + lockCount + i], marker} end
       current = '0'
     end
     fenceReply[2 * i] = current
