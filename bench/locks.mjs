@@ -15,6 +15,7 @@ import { RedlockMutex } from "redis-semaphore";
 import NodeRedlock from "redlock";
 import NodeRedlock4 from "redlock4";
 import { LocalCluster, Redlock } from "../dist/index.js";
+import { drawChart } from "./chart.mjs";
 import { fmt, interleave, median, percentile, writeResults } from "./report.mjs";
 
 const { values: args } = parseArgs({
@@ -305,14 +306,17 @@ try {
       );
     }
   }
+  const file =
+    args.json ?? `bench/results/locks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
   writeResults({
     setup: "5 local redis-server nodes (no persistence)",
-    file: args.json ?? `bench/results/locks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
+    file,
     cellMs,
     reps,
     summary,
     results,
   });
+  drawChart(file);
 } finally {
   await cluster.stop();
 }
