@@ -5,19 +5,10 @@
 //
 //   npm run bench                   (runs the lock and the ID benchmark)
 //   node bench/ids.mjs --seconds 2 --reps 3
-import { parseArgs } from "node:util";
 import { LocalCluster, NextId } from "../dist/index.js";
-import { interleave, measureCell, report } from "./report.mjs";
+import { benchArgs, interleave, measureCell, report } from "./report.mjs";
 
-const { values: args } = parseArgs({
-  options: {
-    seconds: { type: "string", default: "2" },
-    reps: { type: "string", default: "3" },
-    json: { type: "string" },
-  },
-});
-const cellMs = Number(args.seconds) * 1_000;
-const reps = Number(args.reps);
+const { cellMs, reps, json } = benchArgs();
 
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "aof-always" });
 const init = new NextId(cluster.urls);
@@ -54,7 +45,7 @@ try {
     baseline: "seed",
     unit: "IDs/s",
     setup: "5 local redis-server nodes (appendfsync always)",
-    file: args.json ?? `bench/results/ids-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
+    file: json ?? `bench/results/ids-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
     cellMs,
     reps,
   });

@@ -8,7 +8,6 @@
 //   npm run bench                  (builds first)
 //   node bench/locks.mjs --seconds 2 --reps 3
 import { randomBytes } from "node:crypto";
-import { parseArgs } from "node:util";
 import { Redlock as RedlockSesame } from "@sesamecare-oss/redlock";
 import { Redis } from "ioredis";
 import { RedlockMutex } from "redis-semaphore";
@@ -16,17 +15,9 @@ import NodeRedlock from "redlock";
 import NodeRedlock4 from "redlock4";
 import { LocalCluster, Redlock } from "../dist/index.js";
 import { drawChart } from "./chart.mjs";
-import { fmt, interleave, median, percentile, writeResults } from "./report.mjs";
+import { benchArgs, fmt, interleave, median, percentile, writeResults } from "./report.mjs";
 
-const { values: args } = parseArgs({
-  options: {
-    seconds: { type: "string", default: "2" },
-    reps: { type: "string", default: "3" },
-    json: { type: "string" },
-  },
-});
-const cellMs = Number(args.seconds) * 1_000;
-const reps = Number(args.reps);
+const { cellMs, reps, json } = benchArgs();
 const ttlMs = 10_000;
 /** The same retry pacing for every library in the contended cell. */
 const retryDelayMs = 10;
@@ -306,8 +297,7 @@ try {
       );
     }
   }
-  const file =
-    args.json ?? `bench/results/locks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
+  const file = json ?? `bench/results/locks-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
   writeResults({
     setup: "5 local redis-server nodes (no persistence)",
     file,

@@ -2,6 +2,7 @@
 // cells, the markdown table, and the JSON file of a run.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
+import { parseArgs } from "node:util";
 
 export function percentile(sorted, p) {
   if (sorted.length === 0) return Number.NaN;
@@ -100,4 +101,16 @@ export async function interleave(workloads, contenders, reps, runCell) {
       results.push({ workload: workload.name, contender, cells });
   }
   return results;
+}
+
+/** The options every benchmark takes: --seconds per cell, --reps, --json FILE. */
+export function benchArgs() {
+  const { values } = parseArgs({
+    options: {
+      seconds: { type: "string", default: "2" },
+      reps: { type: "string", default: "3" },
+      json: { type: "string" },
+    },
+  });
+  return { cellMs: Number(values.seconds) * 1_000, reps: Number(values.reps), json: values.json };
 }

@@ -44,16 +44,17 @@ export const limits = {
    */
   nodeTimeoutMsMax: 1_000,
   checkTimeoutMsMax: 60_000,
-  /** Wait before repairing a lost fencing counter: above every node timeout. */
-  fenceRepairDelayMs: 2_000,
+  /**
+   * Wait before repairing a lost counter (NextId's default, fencing's
+   * always): above every node timeout, so no round that might still count
+   * the lost node's old vote is running.
+   */
+  repairDelayMs: 2_000,
   /** 20 random bytes per acquisition, as in seed 1. */
   lockValueBytes: 20,
 } as const;
 
-assert(
-  limits.fenceRepairDelayMs > limits.nodeTimeoutMsMax,
-  "repairs must wait out every node timeout",
-);
+assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
 assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");
 assert(defaults.maxTtlMs <= limits.ttlMsMax, "default max TTL must be within the hard limit");
 assert(defaults.retry.jitterMs <= defaults.retry.delayMs, "jitter must not exceed the delay");

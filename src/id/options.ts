@@ -97,7 +97,7 @@ export const idDefaults = {
   nodeTimeoutMs: 200,
   retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
   pipelineDepth: 4,
-  repairDelayMs: 2_000,
+  repairDelayMs: limits.repairDelayMs,
 } as const;
 
 export const idLimits = {
@@ -108,11 +108,6 @@ export const idLimits = {
   /** IDs one round may claim for the calls it serves. */
   roundIdsMax: 1_000_000,
   pipelineDepthMax: 64,
-  /**
-   * Cap on any NextId's nodeTimeoutMs, so that every client's repair delay
-   * (which must be above it) exceeds every other client's node timeout too.
-   */
-  nodeTimeoutMsMax: 1_000,
 } as const;
 
 const optionNames = [
@@ -156,7 +151,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
     "options.nodeTimeoutMs",
     options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
     1,
-    idLimits.nodeTimeoutMsMax,
+    limits.nodeTimeoutMsMax,
   );
   const repairDelayMs = requireInteger(
     "options.repairDelayMs",
@@ -164,10 +159,10 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
     1,
     limits.ttlMsMax,
   );
-  if (repairDelayMs <= idLimits.nodeTimeoutMsMax) {
+  if (repairDelayMs <= limits.nodeTimeoutMsMax) {
     throw new InvalidArgumentError(
       "options.repairDelayMs",
-      `must exceed ${idLimits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any NextId may use: ` +
+      `must exceed ${limits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any NextId may use: ` +
         "a repair may only read once every round that could count the lost node's vote has ended",
     );
   }

@@ -131,16 +131,17 @@ export class Redlock implements LockOwner {
       this.assertOpen();
       const value = toHex(random.bytes(limits.lockValueBytes));
       const proposals = fenceKeys.map((_, i) => this.fenceMemory.proposal(fenceKeys[i]!));
+      // The same arguments go to every node: built once per attempt.
+      const args = [
+        value,
+        String(ttl),
+        quarantineArg,
+        String(fenceKeys.length),
+        ...proposals.map(String),
+      ];
       const startMs = clock.now();
       const round = await this.group.round(
-        (node, index) =>
-          this.guarded(node, index, acquireScript, scriptKeys, [
-            value,
-            String(ttl),
-            quarantineArg,
-            String(fenceKeys.length),
-            ...proposals.map(String),
-          ]),
+        (node, index) => this.guarded(node, index, acquireScript, scriptKeys, args),
         {
           isYes: fenceKeys.length > 0 ? isGrantReply : isOne,
           stopEarly: true,
@@ -440,15 +441,15 @@ export class Redlock implements LockOwner {
       // Every resource is proposed again (one script call per node), above
       // what the nodes reported; committed ones just get a higher token.
       current = fenceKeys.map((key) => this.fenceMemory.proposal(key));
+      const args = [
+        value,
+        "0",
+        this.quarantineArg,
+        String(fenceKeys.length),
+        ...current.map(String),
+      ];
       const next = await this.group.round(
-        (node, index) =>
-          this.guarded(node, index, fenceScript, scriptKeys, [
-            value,
-            "0",
-            this.quarantineArg,
-            String(fenceKeys.length),
-            ...current.map(String),
-          ]),
+        (node, index) => this.guarded(node, index, fenceScript, scriptKeys, args),
         { isYes: isGrantReply, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
       );
       tally = tallyFences(next, fenceKeys.length);
@@ -467,7 +468,7 @@ export class Redlock implements LockOwner {
     if (this.closed || this.fenceRepairs.has(id)) return;
     const repair = (async () => {
       const signal = this.lifetime.signal;
-      await this.options.clock.sleep(limits.fenceRepairDelayMs, signal);
+      await this.options.clock.sleep(limits.repairDelayMs, signal);
       const keys = [markerKey, fenceKey];
       const read = await this.group.round(
         (node, i) =>

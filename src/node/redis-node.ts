@@ -1,3 +1,4 @@
+import { raceAbort } from "../clock.js";
 import { NodeError, NodeTimeoutError } from "../errors.js";
 import { isNoScriptError, type LuaScript } from "./lua-script.js";
 import type { NodeTransport } from "./transport.js";
@@ -32,8 +33,17 @@ export class RedisNode {
     return this.transport.endpoint;
   }
 
-  command(args: readonly string[], options: CallOptions): Promise<unknown> {
-    return this.bounded(() => this.send(args, options.timeoutMs), options);
+  command(args: readonly string[], { timeoutMs, signal }: CallOptions): Promise<unknown> {
+    // A reply after the timeout is dropped by raceAbort, never left unhandled.
+    const reply = this.send(args, timeoutMs).catch((error: unknown) => {
+      throw error instanceof NodeError ? error : new NodeError(this.endpoint, error);
+    });
+    return raceAbort(
+      reply,
+      signal,
+      timeoutMs,
+      () => new NodeTimeoutError(this.endpoint, timeoutMs),
+    );
   }
 
   /**
@@ -65,7 +75,7 @@ export class RedisNode {
 
   /** SCRIPT LOAD: done on first contact so the first EVALSHA finds the script. */
   loadScript(script: LuaScript, timeoutMs = connectWaitMs): Promise<unknown> {
-    return this.send(["SCRIPT", "LOAD", script.source], timeoutMs);
+    return this.command(["SCRIPT", "LOAD", script.source], { timeoutMs });
   }
 
   close(): Promise<void> {
@@ -75,47 +85,5 @@ export class RedisNode {
   /** `connectTimeoutMs` bounds only waiting for a connection that is being opened. */
   private send(args: readonly string[], connectTimeoutMs = connectWaitMs): Promise<unknown> {
     return this.transport.send(args, connectTimeoutMs);
-  }
-
-  private bounded<T>(work: () => Promise<T>, { timeoutMs, signal }: CallOptions): Promise<T> {
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    return new Promise<T>((resolve, reject) => {
-      let settled = false;
-      const settle = () => {
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-      };
-      const onAbort = () => {
-        if (settled) return;
-        settle();
-        reject(signal?.reason);
-      };
-      const timer = setTimeout(() => {
-        if (settled) return;
-        settle();
-        reject(new NodeTimeoutError(this.endpoint, timeoutMs));
-      }, timeoutMs);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      let pending: Promise<T>;
-      try {
-        pending = work();
-      } catch (error) {
-        pending = Promise.reject(error);
-      }
-      // A reply that arrives after the timeout is dropped here, never left unhandled.
-      pending.then(
-        (value) => {
-          if (settled) return;
-          settle();
-          resolve(value);
-        },
-        (error: unknown) => {
-          if (settled) return;
-          settle();
-          reject(error instanceof NodeError ? error : new NodeError(this.endpoint, error));
-        },
-      );
-    });
   }
 }
