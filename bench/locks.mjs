@@ -17,11 +17,8 @@ import { LocalCluster, Redlock } from "../dist/index.js";
 import { drawChart } from "./chart.mjs";
 import { benchArgs, fmt, interleave, median, percentile, writeResults } from "./report.mjs";
 
-const { cellMs, reps, json } = benchArgs();
+const { cellMs, reps, json, pick } = benchArgs();
 const ttlMs = 10_000;
-/** The same retry pacing for every library in the contended cell. */
-const retryDelayMs = 10;
-const retryJitterMs = 5;
 
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
 {
@@ -43,20 +40,21 @@ const disconnect = (clients) => async () => {
 };
 
 /**
- * Each contender: `setup(contended)` returns { acquire(resource), release(handle), close() };
- * with `contended`, acquire retries (same pacing for all) until it gets the lock.
+ * Each contender: `setup(pacing)` returns { acquire(resource), release(handle), close() };
+ * with `pacing` (contended cells: { delayMs, jitterMs }, the same for every
+ * library), acquire retries until it gets the lock; without, it tries once.
  */
 const contenders = {
   redquorum: ours({}),
   "redquorum, fencing off": ours({ fencing: false }),
   "node-redlock 5.0.0-beta.2": redlockLike(NodeRedlock),
   "@sesamecare-oss/redlock 1.4.0": redlockLike(RedlockSesame),
-  "node-redlock 4.2.0": async (contended) => {
+  "node-redlock 4.2.0": async (pacing) => {
     const clients = ioredisClients();
     const redlock = new NodeRedlock4(clients, {
-      retryCount: contended ? 100_000 : 0,
-      retryDelay: retryDelayMs,
-      retryJitter: retryJitterMs,
+      retryCount: pacing ? 100_000 : 0,
+      retryDelay: pacing?.delayMs,
+      retryJitter: pacing?.jitterMs,
     });
     redlock.on("clientError", () => {});
     return {
@@ -65,21 +63,21 @@ const contenders = {
       close: disconnect(clients),
     };
   },
-  "redis-semaphore 5.8.0 RedlockMutex": async (contended) => {
+  "redis-semaphore 5.8.0 RedlockMutex": async (pacing) => {
     const clients = ioredisClients();
     const mutexes = new Map();
     return {
       acquire: async (resource) => {
         let mutex = mutexes.get(resource);
-        if (!mutex || contended) {
+        if (!mutex || pacing) {
           mutex = new RedlockMutex(clients, resource, {
             lockTimeout: ttlMs,
-            acquireTimeout: contended ? 60_000 : 50,
-            acquireAttemptsLimit: contended ? Number.POSITIVE_INFINITY : 1,
-            retryInterval: retryDelayMs,
+            acquireTimeout: pacing ? 60_000 : 50,
+            acquireAttemptsLimit: pacing ? Number.POSITIVE_INFINITY : 1,
+            retryInterval: pacing?.delayMs, // no jitter option
             refreshInterval: 0,
           });
-          if (!contended) mutexes.set(resource, mutex);
+          if (!pacing) mutexes.set(resource, mutex);
         }
         await mutex.acquire();
         return mutex;
@@ -93,12 +91,10 @@ const contenders = {
 };
 
 function ours(options) {
-  return async (contended) => {
+  return async (pacing) => {
     const redlock = new Redlock(cluster.urls, {
       ...options,
-      retry: contended
-        ? { retries: 10_000, delayMs: retryDelayMs, jitterMs: retryJitterMs }
-        : { retries: 0 },
+      retry: pacing ? { retries: 10_000, ...pacing } : { retries: 0 },
     });
     return {
       acquire: (resource) => redlock.acquire([resource], ttlMs),
@@ -109,12 +105,12 @@ function ours(options) {
 }
 
 function redlockLike(Library) {
-  return async (contended) => {
+  return async (pacing) => {
     const clients = ioredisClients();
     const redlock = new Library(clients, {
-      retryCount: contended ? 100_000 : 0,
-      retryDelay: retryDelayMs,
-      retryJitter: retryJitterMs,
+      retryCount: pacing ? 100_000 : 0,
+      retryDelay: pacing?.delayMs,
+      retryJitter: pacing?.jitterMs,
       driftFactor: 0.01,
     });
     redlock.on("error", () => {});
@@ -128,7 +124,7 @@ function redlockLike(Library) {
 
 /** The least any correct Redlock does: one SET NX PX round, one compare-and-delete round, majority each. */
 function floor(enableAutoPipelining) {
-  return async (contended) => {
+  return async (pacing) => {
     const clients = ioredisClients({ enableAutoPipelining });
     for (const client of clients) {
       client.defineCommand("compareAndDelete", {
@@ -168,8 +164,8 @@ function floor(enableAutoPipelining) {
           );
           if (won) return { resource, value };
           await release({ resource, value });
-          if (!contended) throw new Error("not acquired");
-          await sleep(retryDelayMs + Math.floor((Math.random() * 2 - 1) * retryJitterMs));
+          if (!pacing) throw new Error("not acquired");
+          await sleep(pacing.delayMs + Math.floor((Math.random() * 2 - 1) * pacing.jitterMs));
         }
       },
       release,
@@ -178,12 +174,26 @@ function floor(enableAutoPipelining) {
   };
 }
 
-const workloads = [
+const workloads = pick([
   { name: "uncontended, 1 worker", workers: 1, kind: "uncontended" },
   { name: "uncontended, 64 workers", workers: 64, kind: "uncontended" },
-  { name: "contended, 64 workers on 1 resource", workers: 64, kind: "contended" },
+  // Retry pacing: node-redlock's default delay (200 ms, also redquorum's),
+  // and an aggressive 10 ms that favours blind polling.
+  {
+    name: "contended, 64 workers on 1 resource, retry 200 ± 100 ms",
+    workers: 64,
+    kind: "contended",
+    pacing: { delayMs: 200, jitterMs: 100 },
+  },
+  {
+    name: "contended, 64 workers on 1 resource, retry 10 ± 5 ms",
+    workers: 64,
+    kind: "contended",
+    pacing: { delayMs: 10, jitterMs: 5 },
+  },
+  { name: "all nodes healthy, 8 workers", workers: 8, kind: "uncontended" },
   { name: "1 node paused, 8 workers", workers: 8, kind: "paused" },
-];
+]);
 
 /** Jain's fairness index: 1 when every worker got the same number of grants. */
 const jain = (xs) => {
@@ -198,7 +208,7 @@ const bounded = (promise, ms) =>
 
 async function runCell(name, workload, rep) {
   const contended = workload.kind === "contended";
-  const contender = await contenders[name](contended);
+  const contender = await contenders[name](workload.pacing);
   const label = `${rep}:${name}:${workload.kind}`;
   for (let i = 0; i < 20; i++) await contender.release(await contender.acquire(`warm:${label}`));
   if (workload.kind === "paused") cluster.pause(0);

@@ -103,14 +103,24 @@ export async function interleave(workloads, contenders, reps, runCell) {
   return results;
 }
 
-/** The options every benchmark takes: --seconds per cell, --reps, --json FILE. */
+/**
+ * The options every benchmark takes: --seconds per cell, --reps, --json
+ * FILE, and --workload TEXT (only the workloads whose name contains TEXT).
+ */
 export function benchArgs() {
   const { values } = parseArgs({
     options: {
       seconds: { type: "string", default: "2" },
       reps: { type: "string", default: "3" },
       json: { type: "string" },
+      workload: { type: "string" },
     },
   });
-  return { cellMs: Number(values.seconds) * 1_000, reps: Number(values.reps), json: values.json };
+  return {
+    cellMs: Number(values.seconds) * 1_000,
+    reps: Number(values.reps),
+    json: values.json,
+    pick: (workloads) =>
+      workloads.filter((w) => !values.workload || w.name.includes(values.workload)),
+  };
 }

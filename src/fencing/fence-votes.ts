@@ -8,7 +8,7 @@ import type { RoundResult } from "../quorum/round.js";
  * had. A token is committed when a majority accepted the same proposal.
  */
 export function isGrantReply(reply: unknown): boolean {
-  return Array.isArray(reply) && reply[0] === 1;
+  return Array.isArray(reply) && (reply[0] === 1 || reply[0] === 2);
 }
 
 export interface FenceTally {

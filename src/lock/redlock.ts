@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { raceAbort } from "../clock.js";
 import {
   ClosedError,
@@ -42,12 +43,34 @@ import {
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
+import { ReleaseWatch } from "./release-watch.js";
+import { type Handoff, type HandoffOutcome, Waiter, WaitQueues } from "./wait-queue.js";
 
 function toHex(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
 }
 
 const isOne = (reply: unknown) => reply === 1;
+/** Acquire granted: 1, or 2 when it replaced the value of the lock handed to it. */
+const isGranted = (reply: unknown) => reply === 1 || reply === 2;
+const replacedHandedOff = (reply: unknown) =>
+  reply === 2 || (Array.isArray(reply) && reply[0] === 2);
+
+/** What an heir's acquire round tells the releasing lock, node by node. */
+function handoffOutcome(
+  round: RoundResult<unknown> | undefined,
+  won: boolean,
+  nodeCount: number,
+): HandoffOutcome {
+  const replaced: boolean[] = new Array(nodeCount).fill(false);
+  const notHeld: boolean[] = new Array(nodeCount).fill(false);
+  round?.outcomes.forEach((outcome, i) => {
+    if (outcome === undefined || outcome.kind === "error") return;
+    if (outcome.kind === "yes" && replacedHandedOff(outcome.value)) replaced[i] = true;
+    else notHeld[i] = true;
+  });
+  return { won, replaced, notHeld };
+}
 
 /**
  * Redlock (seed 1) over N independent Redis masters: a lock is granted when
@@ -64,6 +87,10 @@ export class Redlock implements LockOwner {
   private readonly fenceRepairs = new Map<string, Promise<void>>();
   /** Aborted by close(): stops repairs waiting to run. */
   private readonly lifetime = new AbortController();
+  /** Callers of this instance waiting for a lock, first come first served per key. */
+  private readonly waits: WaitQueues;
+  /** Releases by other instances, heard through pub/sub for the keys waited for. */
+  private readonly watch: ReleaseWatch;
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
@@ -71,6 +98,16 @@ export class Redlock implements LockOwner {
       checkTimeoutMs: this.options.checkTimeoutMs,
       onWarning: this.options.onWarning,
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
+    });
+    // Every parked waiter listens to the lifetime signal.
+    setMaxListeners(0, this.lifetime.signal);
+    const instanceId = toHex(this.options.random.bytes(8));
+    this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) =>
+      this.waits.released([key]),
+    );
+    this.waits = new WaitQueues({
+      onWatch: (key) => this.watch.watch(key),
+      onUnwatch: (key) => this.watch.unwatch(key),
     });
   }
 
@@ -80,6 +117,11 @@ export class Redlock implements LockOwner {
 
   get nodeCount(): number {
     return this.group.nodes.length;
+  }
+
+  /** Callers of this instance waiting (queued) for a lock now. */
+  get waitingCount(): number {
+    return this.waits.size;
   }
 
   /** Majority size: floor(N / 2) + 1. */
@@ -127,67 +169,120 @@ export class Redlock implements LockOwner {
       () => new QuorumError("acquire (first contact)", this.group.quorum, this.nodeCount, 0, []),
     );
 
-    for (let attempt = 1; ; attempt++) {
-      this.assertOpen();
-      const value = toHex(random.bytes(limits.lockValueBytes));
-      const proposals = fenceKeys.map((_, i) => this.fenceMemory.proposal(fenceKeys[i]!));
-      // The same arguments go to every node: built once per attempt.
-      const args = [
-        value,
-        String(ttl),
-        quarantineArg,
-        String(fenceKeys.length),
-        ...proposals.map(String),
-      ];
-      const startMs = clock.now();
-      const round = await this.group.round(
-        (node, index) => this.guarded(node, index, acquireScript, scriptKeys, args),
-        {
-          isYes: fenceKeys.length > 0 ? isGrantReply : isOne,
-          stopEarly: true,
-          signal,
-          timeoutMs: this.options.nodeTimeoutMs,
-        },
-      );
-      const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
-      const majority = round.yesCount >= this.group.quorum;
-      let fences: Map<string, bigint> | undefined = new Map();
-      if (majority && fenceKeys.length > 0 && !round.aborted) {
-        fences = await this.commitFences(
-          names,
-          fenceKeys,
-          scriptKeys,
-          value,
-          proposals,
-          round,
-          signal,
-        );
+    const waiter = new Waiter(keys);
+    let queued = false;
+    let handoff: Handoff | undefined;
+    let failure: Error | undefined;
+    let attempt = 0;
+    let granted = false;
+    const sleep = (ms: number, stop: AbortSignal) => clock.sleep(ms, stop);
+    // Until it is this caller's turn for a round: woken by a release, handed
+    // a release, or its fallback timer (a poll, if no waiter of this
+    // instance is ahead; else the turn passes and counts as an attempt).
+    const awaitTurn = async (): Promise<void> => {
+      if (!queued) {
+        this.waits.add(waiter);
+        queued = true;
       }
-      const valid = validUntil > clock.now();
-      if (majority && valid && fences && !this.group.refused && !this.closed) {
-        return new Lock(this, names, keys, value, validUntil, round.yesCount, fences);
+      for (;;) {
+        const jitter = retry.jitterMs === 0 ? 0 : random.integer(-retry.jitterMs, retry.jitterMs);
+        const delayMs = retry.delayMs + jitter;
+        if (clock.now() + delayMs >= deadlineMs) {
+          if (failure) throw failure;
+          return; // queued from the start: one round before giving up
+        }
+        const wake = await waiter.park(delayMs, sleep, [signal, this.lifetime.signal]);
+        if (wake.kind === "handoff") {
+          handoff = wake.handoff;
+          return;
+        }
+        if (wake.kind === "released" || this.waits.isFirst(waiter)) return;
+        if (attempt >= retry.retries) return; // the last attempt is always a round
+        attempt++;
       }
-      // Seed 1, step 5: undo on every node, also those that seemed to fail
-      // (a timed-out SET may have executed). Never cancelled by the signal.
-      await this.releaseKeys(keys, value, false);
-      if (round.aborted || signal?.aborted) throw signal?.reason;
-      if (this.group.refused) throw this.group.refused;
-      this.assertOpen();
-      const failure = !fences
-        ? new QuorumError("fence", this.group.quorum, this.group.nodes.length, 0, [])
-        : majority
-          ? new LockExpiredError(
-              "acquire",
+    };
+
+    try {
+      // A caller that may wait joins the queue behind this instance's
+      // waiters for these keys instead of racing them for the next release.
+      if (retry.retries > 0 && this.waits.hasWaiters(keys)) await awaitTurn();
+      for (;;) {
+        attempt++;
+        const from = handoff;
+        handoff = undefined;
+        let round: RoundResult<unknown> | undefined;
+        try {
+          this.assertOpen();
+          const value = toHex(random.bytes(limits.lockValueBytes));
+          const proposals = fenceKeys.map((_, i) => this.fenceMemory.proposal(fenceKeys[i]!));
+          // The same arguments go to every node: built once per attempt.
+          const args = [
+            value,
+            String(ttl),
+            quarantineArg,
+            String(fenceKeys.length),
+            ...proposals.map(String),
+          ];
+          if (from) args.push(from.fromValue);
+          const startMs = clock.now();
+          round = await this.group.round(
+            (node, index) => this.guarded(node, index, acquireScript, scriptKeys, args),
+            {
+              isYes: fenceKeys.length > 0 ? isGrantReply : isGranted,
+              stopEarly: true,
+              signal,
+              timeoutMs: this.options.nodeTimeoutMs,
+            },
+          );
+          const validUntil = validUntilMs(
+            startMs,
+            ttl,
+            this.options.driftFactor,
+            this.options.driftMs,
+          );
+          const majority = round.yesCount >= this.group.quorum;
+          let fences: Map<string, bigint> | undefined = new Map();
+          if (majority && fenceKeys.length > 0 && !round.aborted) {
+            fences = await this.commitFences(
               names,
-              `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
-                `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
-            )
-          : this.acquireFailure(names, round, attempt);
-      if (attempt > retry.retries) throw failure;
-      const jitter = retry.jitterMs === 0 ? 0 : random.integer(-retry.jitterMs, retry.jitterMs);
-      const delayMs = retry.delayMs + jitter;
-      if (clock.now() + delayMs >= deadlineMs) throw failure;
-      await clock.sleep(delayMs, signal);
+              fenceKeys,
+              scriptKeys,
+              value,
+              proposals,
+              round,
+              signal,
+            );
+          }
+          const valid = validUntil > clock.now();
+          if (majority && valid && fences && !this.group.refused && !this.closed) {
+            granted = true;
+            return new Lock(this, names, keys, value, validUntil, round.yesCount, fences);
+          }
+          // Seed 1, step 5: undo on every node, also those that seemed to fail
+          // (a timed-out SET may have executed). Never cancelled by the signal.
+          await this.releaseKeys(keys, value, false);
+          if (round.aborted || signal?.aborted) throw signal?.reason;
+          if (this.group.refused) throw this.group.refused;
+          this.assertOpen();
+          failure = !fences
+            ? new QuorumError("fence", this.group.quorum, this.group.nodes.length, 0, [])
+            : majority
+              ? new LockExpiredError(
+                  "acquire",
+                  names,
+                  `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
+                    `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
+                )
+              : this.acquireFailure(names, round, attempt);
+        } finally {
+          from?.settle(handoffOutcome(round, granted, this.nodeCount));
+        }
+        if (attempt > retry.retries) throw failure;
+        await awaitTurn();
+      }
+    } finally {
+      if (queued) this.waits.remove(waiter, !granted);
+      handoff?.settle(handoffOutcome(undefined, false, this.nodeCount));
     }
   }
 
@@ -293,6 +388,7 @@ export class Redlock implements LockOwner {
     this.closed = true;
     this.lifetime.abort(new ClosedError("Redlock"));
     await Promise.allSettled([...this.active, ...this.fenceRepairs.values()]);
+    await this.watch.close();
     await this.group.close();
   }
 
@@ -359,27 +455,52 @@ export class Redlock implements LockOwner {
   async releaseLock(lock: Lock): Promise<void> {
     this.assertOpen();
     const expired = lock.remainingMs() <= 0;
-    const round = await this.track(this.releaseKeys(lock.keys, lock.value, true));
+    const nodeCount = this.group.nodes.length;
+    // A waiter of this instance for exactly these keys takes them over in
+    // its own acquire round (the keys hold our value until it replaces it):
+    // one round per grant instead of a release round plus an acquire round.
+    const runMax = this.watch.available ? limits.handoffRunMax : Number.POSITIVE_INFINITY;
+    const heir = expired ? undefined : this.waits.heirFor(lock.keys, runMax);
+    let handedOff: HandoffOutcome | undefined;
+    if (heir instanceof Waiter) {
+      handedOff = await this.track(
+        new Promise<HandoffOutcome>((settle) => heir.handOff({ fromValue: lock.value, settle })),
+      );
+    }
+    let yes = 0;
+    let no = 0;
+    let errors: NodeError[] = [];
+    if (handedOff?.won) {
+      // The heir holds a majority now; where it found our value, ours is gone.
+      for (let i = 0; i < nodeCount; i++) {
+        if (handedOff.replaced[i]) yes++;
+        else if (handedOff.notHeld[i]) no++;
+      }
+      if (yes < this.group.quorum && no <= nodeCount - this.group.quorum) return;
+    } else {
+      // A yield is announced to every instance, this one included, so our
+      // waiters hear of it no sooner than those of other processes.
+      const yielding = heir === "yield";
+      const tag = this.watch.nextTag(yielding);
+      const round = await this.track(this.releaseKeys(lock.keys, lock.value, true, tag));
+      if (!yielding) this.waits.released(lock.keys);
+      round.outcomes.forEach((outcome, i) => {
+        if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
+        else if (outcome?.kind === "no") no++;
+      });
+      errors = nodeErrorsOf(round);
+    }
     if (expired) throw new LockExpiredError("release", lock.resources);
-    if (
-      round.yesCount < this.group.quorum &&
-      round.noCount > this.group.nodes.length - this.group.quorum
-    ) {
+    if (yes < this.group.quorum && no > nodeCount - this.group.quorum) {
       throw new LockExpiredError(
         "release",
         lock.resources,
-        `released, but the lock was no longer held on a majority (${round.noCount} of ` +
-          `${this.group.nodes.length} nodes no longer had our value): it was lost before release`,
+        `released, but the lock was no longer held on a majority (${no} of ` +
+          `${nodeCount} nodes no longer had our value): it was lost before release`,
       );
     }
-    if (round.yesCount < this.group.quorum) {
-      throw new QuorumError(
-        "release",
-        this.group.quorum,
-        this.group.nodes.length,
-        round.yesCount,
-        nodeErrorsOf(round),
-      );
+    if (yes < this.group.quorum) {
+      throw new QuorumError("release", this.group.quorum, nodeCount, yes, errors);
     }
   }
 
@@ -396,10 +517,12 @@ export class Redlock implements LockOwner {
     keys: readonly string[],
     value: string,
     stopEarly: boolean,
+    tag?: string,
   ): Promise<RoundResult<unknown>> {
     // A node votes yes when it deleted every key: then the lock was still ours there.
     const isYes = (reply: unknown) => reply === keys.length;
-    return this.group.round((node) => node.evalScript(releaseScript, keys, [value]), {
+    const args = tag === undefined ? [value] : [value, tag];
+    return this.group.round((node) => node.evalScript(releaseScript, keys, args), {
       isYes,
       stopEarly,
       timeoutMs: this.options.nodeTimeoutMs,

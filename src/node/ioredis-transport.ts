@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from "ioredis";
-import type { NodeTransport } from "./transport.js";
+import type { NodeTransport, Subscription } from "./transport.js";
 
 /** The part of an ioredis client we use; matched structurally so any ioredis 5.x copy works. */
 export interface IoredisLike {
@@ -11,6 +11,7 @@ export interface IoredisLike {
   once(event: string, listener: (...args: unknown[]) => void): unknown;
   removeListener(event: string, listener: (...args: unknown[]) => void): unknown;
   on(event: string, listener: (...args: unknown[]) => void): unknown;
+  duplicate?(options?: RedisOptions): unknown;
 }
 
 export function isIoredisLike(value: unknown): value is IoredisLike {
@@ -39,9 +40,24 @@ const ownClientOptions: RedisOptions = {
   retryStrategy: (attempt: number) => Math.min(attempt * 50, 1_000),
 };
 
+/**
+ * The pub/sub connection: unlike the command connection it may queue while
+ * connecting and resubscribes after a reconnect (SUBSCRIBE is idempotent,
+ * and a message lost meanwhile only costs a waiter its fallback poll).
+ */
+const subscriberOptions: RedisOptions = {
+  lazyConnect: false,
+  enableOfflineQueue: true,
+  autoResubscribe: true,
+  maxRetriesPerRequest: null,
+  connectTimeout: 2_000,
+  retryStrategy: (attempt: number) => Math.min(attempt * 50, 1_000),
+};
+
 export class IoredisTransport implements NodeTransport {
   readonly endpoint: string;
   private readonly client: IoredisLike;
+  private readonly openSubscriber: (() => Redis) | undefined;
   private readonly owned: boolean;
   private lastError: unknown;
   private batch:
@@ -52,8 +68,14 @@ export class IoredisTransport implements NodeTransport {
       }>
     | undefined;
 
-  private constructor(client: IoredisLike, owned: boolean, endpoint: string) {
+  private constructor(
+    client: IoredisLike,
+    owned: boolean,
+    endpoint: string,
+    openSubscriber: (() => Redis) | undefined,
+  ) {
     this.client = client;
+    this.openSubscriber = openSubscriber;
     this.owned = owned;
     this.endpoint = endpoint;
     if (owned) {
@@ -66,12 +88,20 @@ export class IoredisTransport implements NodeTransport {
   }
 
   static fromUrl(url: string, endpoint: string): IoredisTransport {
-    return new IoredisTransport(new Redis(url, ownClientOptions), true, endpoint);
+    return new IoredisTransport(new Redis(url, ownClientOptions), true, endpoint, () => {
+      return new Redis(url, subscriberOptions);
+    });
   }
 
   static fromClient(client: IoredisLike): IoredisTransport {
     const { host = "127.0.0.1", port = 6379, path } = client.options ?? {};
-    return new IoredisTransport(client, false, path ?? `${host}:${port}`);
+    const duplicate = client.duplicate?.bind(client);
+    return new IoredisTransport(
+      client,
+      false,
+      path ?? `${host}:${port}`,
+      duplicate && (() => duplicate(subscriberOptions) as Redis),
+    );
   }
 
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
@@ -158,5 +188,26 @@ export class IoredisTransport implements NodeTransport {
 
   async close(): Promise<void> {
     if (this.owned) this.client.disconnect();
+  }
+
+  get subscribe() {
+    const open = this.openSubscriber;
+    if (!open) return undefined;
+    return (onMessage: (channel: string, message: string) => void): Subscription => {
+      const subscriber = open();
+      subscriber.on("error", () => {}); // the command connection reports node trouble
+      subscriber.on("message", onMessage);
+      return {
+        add: async (channel) => {
+          await subscriber.subscribe(channel);
+        },
+        remove: async (channel) => {
+          await subscriber.unsubscribe(channel);
+        },
+        close: async () => {
+          subscriber.disconnect();
+        },
+      };
+    };
   }
 }

@@ -75,21 +75,33 @@ end`;
  * is now ours; 0: a key exists; -1: quarantined; {-2, ...}: a fencing counter
  * is unknown here. A fencing counter only moves together with our lock key
  * on the same node — what keeps tokens in grant order.
+ *
+ * Handoff: ARGV[5 + fences], when given, is the value of a lock whose holder
+ * hands it to us; keys holding exactly that value count as free and are
+ * overwritten. 2 instead of 1 (also as the first element with fences) says
+ * every key held that value: the releasing lock was still held here.
  */
 export const acquireScript = new LuaScript(
   "acquire",
   `${quarantineCheck}
 ${fences}
+local from = ARGV[5 + fenceCount]
+local replaced = 0
 for i = 3, 2 + lockCount do
-  if redis.call('exists', KEYS[i]) == 1 then return 0 end
+  if redis.call('exists', KEYS[i]) == 1 then
+    if not from or redis.pcall('get', KEYS[i]) ~= from then return 0 end
+    replaced = replaced + 1
+  end
 end
 local unknown = readFences()
 if unknown then return unknown end
 for i = 3, 2 + lockCount do
   redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-if fenceCount == 0 then return 1 end
+local granted = (replaced == lockCount and lockCount > 0) and 2 or 1
+if fenceCount == 0 then return granted end
 applyFences()
+fenceReply[1] = granted
 return fenceReply`,
 );
 
@@ -134,7 +146,12 @@ redis.call('set', KEYS[2], ARGV[2])
 return 1`,
 );
 
-/** KEYS: the resources. Deletes only the keys that still hold our value; returns how many it deleted. */
+/**
+ * KEYS: the resources. Deletes only the keys that still hold our value;
+ * returns how many it deleted. With ARGV[2] (a tag), announces each deleted
+ * key on \`redquorum:released:<key>\` for waiters in other processes; the
+ * clean-up of a failed attempt passes none (nothing was granted to release).
+ */
 export const releaseScript = new LuaScript(
   "release",
   `local deleted = 0
@@ -142,6 +159,7 @@ for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
     deleted = deleted + 1
+    if ARGV[2] then redis.call('publish', 'redquorum:released:' .. KEYS[i], ARGV[2]) end
   end
 end
 return deleted`,

@@ -1,10 +1,24 @@
-import type { NodeTransport } from "./transport.js";
+import type { NodeTransport, Subscription } from "./transport.js";
 
 /** The part of a node-redis (`redis` package, v4 or later) client we use. */
 export interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
   isOpen: boolean;
   options?: { url?: string; socket?: { host?: string; port?: number; path?: string } };
+  duplicate?(): NodeRedisSubscriberLike;
+}
+
+/** The part of a duplicated node-redis client used for pub/sub. */
+interface NodeRedisSubscriberLike {
+  connect(): Promise<unknown>;
+  on(event: "error", listener: (error: unknown) => void): unknown;
+  subscribe(
+    channel: string,
+    listener: (message: string, channel: string) => void,
+  ): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
+  destroy?(): unknown;
+  disconnect?(): Promise<unknown>;
 }
 
 export function isNodeRedisLike(value: unknown): value is NodeRedisLike {
@@ -36,6 +50,32 @@ export class NodeRedisTransport implements NodeTransport {
   }
 
   async close(): Promise<void> {}
+
+  /** A duplicate of the caller's client (same options), owned and closed by redquorum. */
+  get subscribe() {
+    if (typeof this.client.duplicate !== "function") return undefined;
+    return (onMessage: (channel: string, message: string) => void): Subscription => {
+      const subscriber = this.client.duplicate!();
+      subscriber.on("error", () => {}); // the command connection reports node trouble
+      const connected = subscriber.connect();
+      const listener = (message: string, channel: string) => onMessage(channel, message);
+      return {
+        add: async (channel) => {
+          await connected;
+          await subscriber.subscribe(channel, listener);
+        },
+        remove: async (channel) => {
+          await connected;
+          await subscriber.unsubscribe(channel);
+        },
+        close: async () => {
+          await connected.catch(() => {});
+          if (subscriber.destroy) subscriber.destroy();
+          else await subscriber.disconnect?.();
+        },
+      };
+    };
+  }
 }
 
 function endpointOf(client: NodeRedisLike): string {

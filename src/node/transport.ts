@@ -14,6 +14,19 @@ export interface NodeTransport {
   send(args: readonly string[], timeoutMs: number): Promise<unknown>;
   /** Ends the connection if this transport owns it; a caller's own client is left open. */
   close(): Promise<void>;
+  /**
+   * Optional: a second connection for pub/sub, delivering each message of
+   * the channels added to it to `onMessage`. Without it, waiters for a lock
+   * released by another process fall back to polling.
+   */
+  subscribe?(onMessage: (channel: string, message: string) => void): Subscription;
+}
+
+/** A pub/sub connection. Messages are hints only: none may be relied on to arrive. */
+export interface Subscription {
+  add(channel: string): Promise<void>;
+  remove(channel: string): Promise<void>;
+  close(): Promise<void>;
 }
 
 export function isNodeTransport(value: unknown): value is NodeTransport {

@@ -100,7 +100,19 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       });
       await assert.rejects(ids.nextBatch(5), QuorumError);
       for (const i of [1, 2, 3]) await cluster.cluster.restart(i);
-      const afterRestart = await ids.next();
+      // The connections come back on their reconnect backoff (up to 1 s):
+      // until then calls keep failing fast, never handing out an ID.
+      let afterRestart: bigint | undefined;
+      const deadline = performance.now() + 10_000;
+      while (afterRestart === undefined) {
+        try {
+          afterRestart = await ids.next();
+        } catch (error) {
+          assert.ok(error instanceof QuorumError, String(error));
+          assert.ok(performance.now() < deadline, `no recovery: ${String(error)}`);
+          await sleep(50);
+        }
+      }
       assert.ok(afterRestart > before);
     } finally {
       await ids.close();

@@ -1,0 +1,80 @@
+import type { RedisNode } from "../node/redis-node.js";
+import type { Subscription } from "../node/transport.js";
+
+/** The release script publishes on this channel + the key it deleted. */
+export const releaseChannelPrefix = "redquorum:released:";
+
+/**
+ * Hears releases done by other Redlock instances (other processes), for the
+ * keys this instance has waiters for: the release script publishes on every
+ * node where it deleted the key, and one pub/sub connection per node, opened
+ * on the first wait, listens. Like Redisson's lock channel, a message is
+ * only a hint to try now; the waiters' fallback timers cover lost ones.
+ *
+ * A release publishes a tag, `<instance>:<sequence>`; each node repeats it,
+ * so only the first copy counts, and an instance ignores its own tags (it
+ * woke its waiters itself) unless the tag is marked as a yield (`y:`): then
+ * its own waiters hear it no sooner than anyone else's.
+ */
+export class ReleaseWatch {
+  private readonly nodes: readonly RedisNode[];
+  private readonly ownPrefix: string;
+  private readonly onReleased: (key: string) => void;
+  private subscriptions: Array<Subscription | undefined> | undefined;
+  /** Per watched key, the tag heard last (each node sends a copy). */
+  private readonly lastTag = new Map<string, string>();
+  private closed = false;
+  private sequence = 0;
+
+  constructor(nodes: readonly RedisNode[], instanceId: string, onReleased: (key: string) => void) {
+    this.nodes = nodes;
+    this.ownPrefix = `${instanceId}:`;
+    this.onReleased = onReleased;
+  }
+
+  /** Whether any node's transport offers pub/sub. */
+  get available(): boolean {
+    return this.nodes.some((node) => node.transport.subscribe !== undefined);
+  }
+
+  /** The tag for a release: heard by other instances, or with `yielding` by all. */
+  nextTag(yielding: boolean): string {
+    this.sequence++;
+    return `${yielding ? "y:" : ""}${this.ownPrefix}${this.sequence}`;
+  }
+
+  watch(key: string): void {
+    if (this.closed) return;
+    this.subscriptions ??= this.nodes.map((node) =>
+      node.transport.subscribe?.((channel, message) => this.hear(channel, message)),
+    );
+    this.lastTag.set(key, "");
+    for (const subscription of this.subscriptions) {
+      subscription?.add(releaseChannelPrefix + key).catch(() => {}); // polling covers it
+    }
+  }
+
+  unwatch(key: string): void {
+    this.lastTag.delete(key);
+    if (this.closed || !this.subscriptions) return;
+    for (const subscription of this.subscriptions) {
+      subscription?.remove(releaseChannelPrefix + key).catch(() => {});
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const subscriptions = this.subscriptions ?? [];
+    this.subscriptions = undefined;
+    await Promise.allSettled(subscriptions.map((subscription) => subscription?.close()));
+  }
+
+  private hear(channel: string, tag: string): void {
+    if (!channel.startsWith(releaseChannelPrefix) || tag.startsWith(this.ownPrefix)) return;
+    const key = channel.slice(releaseChannelPrefix.length);
+    const last = this.lastTag.get(key);
+    if (last === undefined || last === tag) return;
+    this.lastTag.set(key, tag);
+    this.onReleased(key);
+  }
+}

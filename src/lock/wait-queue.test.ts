@@ -1,0 +1,143 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { type HandoffOutcome, Waiter, WaitQueues, type Wake } from "./wait-queue.js";
+
+/** A sleep that only ends when stopped: wake-ups are the only way out of a park. */
+const never = (_ms: number, stop: AbortSignal) =>
+  new Promise<void>((_, reject) => stop.addEventListener("abort", () => reject(stop.reason)));
+const instant = () => Promise.resolve();
+
+function queues() {
+  const watched: string[] = [];
+  const unwatched: string[] = [];
+  const waits = new WaitQueues({
+    onWatch: (key) => watched.push(key),
+    onUnwatch: (key) => unwatched.push(key),
+  });
+  return { waits, watched, unwatched };
+}
+
+function waiter(waits: WaitQueues, ...keys: string[]): Waiter {
+  const w = new Waiter(keys);
+  waits.add(w);
+  return w;
+}
+
+describe("WaitQueues", () => {
+  it("serves one key first come first served, and watches a key while it has waiters", () => {
+    const { waits, watched, unwatched } = queues();
+    const a = waiter(waits, "k");
+    const b = waiter(waits, "k");
+    assert.deepEqual(watched, ["k"]);
+    assert.ok(waits.isFirst(a));
+    assert.ok(!waits.isFirst(b));
+    waits.remove(a, false);
+    assert.ok(waits.isFirst(b));
+    waits.remove(b, false);
+    assert.deepEqual(unwatched, ["k"]);
+    assert.ok(!waits.hasWaiters(["k"]));
+  });
+
+  it("a multi-key waiter goes first only when first on every key; queues never disagree", () => {
+    const { waits } = queues();
+    const ab = waiter(waits, "a", "b");
+    const b = waiter(waits, "b");
+    const ba = waiter(waits, "b", "a");
+    assert.ok(waits.isFirst(ab));
+    assert.ok(!waits.isFirst(b));
+    assert.ok(!waits.isFirst(ba));
+    waits.remove(ab, false);
+    assert.ok(waits.isFirst(b));
+    assert.ok(!waits.isFirst(ba), "ba is first on a but second on b");
+    waits.remove(b, false);
+    assert.ok(waits.isFirst(ba));
+  });
+
+  it("a park ends on wake(), on its timer, or on abort with the signal's reason", async () => {
+    const { waits } = queues();
+    const w = waiter(waits, "k");
+    const parked = w.park(1_000, never, [undefined]);
+    assert.ok(w.parked);
+    w.wake();
+    assert.deepEqual(await parked, { kind: "released" } satisfies Wake);
+    assert.ok(!w.parked);
+    assert.deepEqual(await w.park(5, instant, [undefined]), { kind: "timer" });
+    const controller = new AbortController();
+    const aborted = w.park(1_000, never, [undefined, controller.signal]);
+    const reason = new Error("stop");
+    controller.abort(reason);
+    await assert.rejects(aborted, (error) => error === reason);
+    await assert.rejects(w.park(1_000, never, [controller.signal]), (error) => error === reason);
+  });
+
+  it("a wake-up during an attempt (not parked) is kept for the next park", async () => {
+    const { waits } = queues();
+    const w = waiter(waits, "k");
+    w.wake();
+    assert.deepEqual(await w.park(1_000, never, [undefined]), { kind: "released" });
+  });
+
+  it("released() wakes only the waiter whose turn it is", async () => {
+    const { waits } = queues();
+    const first = waiter(waits, "k");
+    const second = waiter(waits, "k");
+    let secondWoken = false;
+    const p1 = first.park(1_000, never, [undefined]);
+    const p2 = second.park(1_000, never, [undefined]).then((wake) => {
+      secondWoken = true;
+      return wake;
+    });
+    waits.released(["k"]);
+    assert.deepEqual(await p1, { kind: "released" });
+    await new Promise((r) => setImmediate(r));
+    assert.equal(secondWoken, false);
+    // The first got the lock: leaving does not wake the second (the lock is held).
+    waits.remove(first, false);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(secondWoken, false);
+    // A waiter that gives up does wake the next one (the lock may be free).
+    second.wake();
+    assert.deepEqual(await p2, { kind: "released" });
+    const third = waiter(waits, "k");
+    const p3 = third.park(1_000, never, [undefined]);
+    waits.remove(second, true);
+    assert.deepEqual(await p3, { kind: "released" });
+    waits.remove(third, true);
+  });
+
+  it("hands a lock only to the first parked waiter with exactly the same keys", async () => {
+    const { waits } = queues();
+    const ab = waiter(waits, "a", "b");
+    assert.equal(waits.heirFor(["b", "a"], 16), undefined, "not parked");
+    const parked = ab.park(1_000, never, [undefined]);
+    assert.equal(waits.heirFor(["a"], 16), undefined, "different keys");
+    assert.equal(waits.heirFor(["b", "a"], 16), ab);
+    let outcome: HandoffOutcome | undefined;
+    assert.ok(
+      ab.handOff({
+        fromValue: "v",
+        settle: (o) => {
+          outcome = o;
+        },
+      }),
+    );
+    const wake = await parked;
+    assert.equal(wake.kind, "handoff");
+    if (wake.kind === "handoff") {
+      assert.equal(wake.handoff.fromValue, "v");
+      wake.handoff.settle({ won: true, replaced: [true], notHeld: [false] });
+    }
+    assert.deepEqual(outcome, { won: true, replaced: [true], notHeld: [false] });
+    assert.equal(ab.handOff({ fromValue: "v", settle: () => {} }), false, "not parked any more");
+  });
+
+  it("after runMax handoffs in a row the lock is yielded once, then handoffs resume", () => {
+    const { waits } = queues();
+    const w = waiter(waits, "k");
+    void w.park(1_000, never, [undefined]);
+    const picks = Array.from({ length: 7 }, () => waits.heirFor(["k"], 3));
+    assert.deepEqual(picks, [w, w, w, "yield", w, w, w]);
+    w.wake();
+    waits.remove(w, false);
+  });
+});

@@ -1,0 +1,219 @@
+/**
+ * The waiters of one Redlock instance, first come first served per key.
+ *
+ * Blind polling wastes the time between a release and the next poll and
+ * lets whoever polls at the right moment barge ahead. Instead a waiter parks
+ * here after a lost attempt and is woken when a lock on one of its keys is
+ * released by this instance (or, through pub/sub, by another one), with a
+ * fallback timer for notifications that never come. A wake-up is only a
+ * hint: the woken waiter still has to win an ordinary acquire round.
+ *
+ * Only the waiter at the head of all its keys' queues attempts; the others
+ * wait their turn, and a new caller joins the tail instead of racing the
+ * queue. A release can also hand its keys directly to the head (see
+ * `Handoff`), which saves the round in which the lock is free.
+ */
+
+/** What the releasing lock passes to the waiter it hands off to. */
+export interface Handoff {
+  /** The releasing lock's value: the heir's acquire may replace it. */
+  readonly fromValue: string;
+  /**
+   * Called once by the heir: `replaced[i]` tells whether node i still held
+   * `fromValue` (now replaced by the heir's value), `won` whether the heir
+   * got the lock. If it did not, the releaser still has to release.
+   */
+  settle(outcome: HandoffOutcome): void;
+}
+
+export interface HandoffOutcome {
+  readonly won: boolean;
+  /** Per node: it held the releasing lock's value and the heir replaced it. */
+  readonly replaced: readonly boolean[];
+  /** Per node: it answered the heir, but did not hold the releasing lock's value. */
+  readonly notHeld: readonly boolean[];
+}
+
+/** Why a parked waiter resumed. */
+export type Wake =
+  | { readonly kind: "released" }
+  | { readonly kind: "handoff"; readonly handoff: Handoff }
+  | { readonly kind: "timer" };
+
+const parkEnded = new Error("park ended");
+
+export class Waiter {
+  readonly keys: readonly string[];
+  /** The key set, order-free: a handoff needs exactly the same keys. */
+  readonly keySet: string;
+  private resume: ((wake: Wake) => void) | undefined;
+  /** A release came while the waiter was busy with an attempt: resume at once next time. */
+  private wakePending = false;
+
+  constructor(keys: readonly string[]) {
+    this.keys = keys;
+    this.keySet = [...keys].sort().join("\u0000");
+  }
+
+  get parked(): boolean {
+    return this.resume !== undefined;
+  }
+
+  /**
+   * Waits for a wake-up, at most `ms` (then `{ kind: "timer" }`); rejects
+   * with the reason of the first of `signals` to abort. The timer comes from
+   * `sleep`, the instance's clock.
+   */
+  park(
+    ms: number,
+    sleep: (ms: number, signal: AbortSignal) => Promise<void>,
+    signals: ReadonlyArray<AbortSignal | undefined>,
+  ): Promise<Wake> {
+    const aborted = signals.find((signal) => signal?.aborted);
+    if (aborted) return Promise.reject(aborted.reason);
+    if (this.wakePending) {
+      this.wakePending = false;
+      return Promise.resolve({ kind: "released" });
+    }
+    // Listeners, not AbortSignal.any: its dependants stay attached to a long-lived parent.
+    const stopTimer = new AbortController();
+    return new Promise<Wake>((resolve, reject) => {
+      const settle = () => {
+        this.resume = undefined;
+        stopTimer.abort(parkEnded); // a reason: a default one costs a DOMException
+        for (const signal of signals) signal?.removeEventListener("abort", onAbort);
+      };
+      const onAbort = (event: Event) => {
+        settle();
+        reject((event.target as AbortSignal).reason);
+      };
+      this.resume = (wake) => {
+        settle();
+        resolve(wake);
+      };
+      for (const signal of signals) signal?.addEventListener("abort", onAbort, { once: true });
+      sleep(ms, stopTimer.signal).then(
+        () => this.resume?.({ kind: "timer" }),
+        () => {}, // stopped: woken or aborted, already settled
+      );
+    });
+  }
+
+  /** Resumes the waiter now, or right after its current attempt. */
+  wake(): void {
+    if (this.resume) this.resume({ kind: "released" });
+    else this.wakePending = true;
+  }
+
+  /** Hands a release to this parked waiter; false if it is not parked. */
+  handOff(handoff: Handoff): boolean {
+    if (!this.resume) return false;
+    this.resume({ kind: "handoff", handoff });
+    return true;
+  }
+}
+
+export interface WaitQueueEvents {
+  /** A key got its first waiter (start listening for its releases). */
+  onWatch(key: string): void;
+  /** A key has no waiter left. */
+  onUnwatch(key: string): void;
+}
+
+export class WaitQueues {
+  private readonly queues = new Map<string, Waiter[]>();
+  /** Per key: handoffs in a row since it was last really released. */
+  private readonly handoffRuns = new Map<string, number>();
+  private readonly events: WaitQueueEvents;
+
+  constructor(events: WaitQueueEvents) {
+    this.events = events;
+  }
+
+  private count = 0;
+
+  /** Waiters queued now. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Whether any waiter of this instance waits for one of `keys`. */
+  hasWaiters(keys: readonly string[]): boolean {
+    return keys.some((key) => this.queues.has(key));
+  }
+
+  add(waiter: Waiter): void {
+    this.count++;
+    for (const key of waiter.keys) {
+      const queue = this.queues.get(key);
+      if (queue) queue.push(waiter);
+      else {
+        this.queues.set(key, [waiter]);
+        this.events.onWatch(key);
+      }
+    }
+  }
+
+  /**
+   * Removes the waiter. With `wakeNext` (it gave up, so the lock may be
+   * free) the waiters that move up to the head are woken to try; a waiter
+   * that got the lock leaves them parked until it releases.
+   */
+  remove(waiter: Waiter, wakeNext: boolean): void {
+    const promoted: Waiter[] = [];
+    let found = false;
+    for (const key of waiter.keys) {
+      const queue = this.queues.get(key);
+      if (!queue) continue;
+      const at = queue.indexOf(waiter);
+      if (at < 0) continue;
+      found = true;
+      queue.splice(at, 1);
+      if (queue.length === 0) {
+        this.queues.delete(key);
+        this.handoffRuns.delete(key);
+        this.events.onUnwatch(key);
+      } else if (at === 0) promoted.push(queue[0]!);
+    }
+    if (found) this.count--;
+    if (!wakeNext) return;
+    for (const next of promoted) if (this.isFirst(next)) next.wake();
+  }
+
+  /**
+   * First in every queue it is in: its turn to attempt. Queues are appended
+   * to in one step per waiter, so they agree on order and some waiter is
+   * always first everywhere (no deadlock between multi-key waiters).
+   */
+  isFirst(waiter: Waiter): boolean {
+    return waiter.keys.every((key) => this.queues.get(key)?.[0] === waiter);
+  }
+
+  /**
+   * The waiter a lock on exactly `keys` can be handed to: first, parked,
+   * same keys; none once `runMax` handoffs in a row were made on these keys
+   * (then the lock is really released, so that waiters in other processes
+   * get their chance, and the count starts again).
+   */
+  heirFor(keys: readonly string[], runMax: number): Waiter | "yield" | undefined {
+    const head = this.queues.get(keys[0]!)?.[0];
+    if (!head?.parked || !this.isFirst(head)) return undefined;
+    const keySet = keys.length === 1 ? keys[0]! : [...keys].sort().join("\u0000");
+    if (head.keySet !== keySet) return undefined;
+    const run = this.handoffRuns.get(keys[0]!) ?? 0;
+    if (run >= runMax) {
+      this.handoffRuns.delete(keys[0]!);
+      return "yield";
+    }
+    this.handoffRuns.set(keys[0]!, run + 1);
+    return head;
+  }
+
+  /** After `keys` were released: wakes the first waiter of each key whose turn it is. */
+  released(keys: readonly string[]): void {
+    for (const key of keys) {
+      const head = this.queues.get(key)?.[0];
+      if (head && this.isFirst(head)) head.wake();
+    }
+  }
+}

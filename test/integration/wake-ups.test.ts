@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { type Clock, LockExpiredError, Redlock } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+/**
+ * A monotonic clock whose timers never fire (until aborted): a waiter on it
+ * can only get a lock by being woken (a release in its instance, a handoff,
+ * or a pub/sub notice), never by its fallback poll.
+ */
+const noTimers: Clock = {
+  now: () => performance.now(),
+  sleep: (_ms, signal) =>
+    new Promise((_, reject) => {
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+    }),
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
+  const deadline = performance.now() + 5_000;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(2);
+  }
+}
+
+describe("waiters are woken by releases (no blind polling)", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+  });
+  after(() => cluster.stop());
+  beforeEach(() => cluster.flushAll());
+
+  const evalshaCalls = async (index: number) => {
+    const stats = await cluster.client(index).info("commandstats");
+    return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+  };
+
+  it("in one instance, a release hands the lock to the first waiter in one round (no release round)", async () => {
+    const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    try {
+      const first = await redlock.acquire(["h"], 10_000);
+      const waiting = redlock.acquire(["h"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      const before = await Promise.all([0, 1, 2, 3, 4].map(evalshaCalls));
+      await first.release();
+      const second = await waiting;
+      await sleep(20); // the nodes that were not needed for the majority answer too
+      const afterwards = await Promise.all([0, 1, 2, 3, 4].map(evalshaCalls));
+      assert.deepEqual(
+        afterwards.map((n, i) => n - before[i]!),
+        [1, 1, 1, 1, 1],
+        "one script call per node: the heir's acquire replaced the value",
+      );
+      const values = await cluster.onAll((c) => c.get("h"));
+      assert.ok(values.every((v) => v === second.value));
+      assert.ok(second.fence! > first.fence!, "fencing tokens still increase across a handoff");
+      await second.release();
+      assert.equal(redlock.waitingCount, 0);
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a handoff of a lock that was lost still reports the loss to the releaser", async () => {
+    const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    try {
+      const first = await redlock.acquire(["lost"], 10_000);
+      const waiting = redlock.acquire(["lost"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      await cluster.onAll((c) => c.del("lost")); // expired on every node, say
+      await assert.rejects(first.release(), LockExpiredError);
+      const second = await waiting;
+      await second.release();
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a waiter in another instance is woken through pub/sub when the holder releases", async () => {
+    const holder = new Redlock(cluster.urls);
+    const waiter = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    try {
+      const lock = await holder.acquire(["p"], 10_000);
+      const waiting = waiter.acquire(["p"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to subscribe on every node", async () => {
+        const counts = await cluster.onAll(
+          async (c) => (await c.pubsub("NUMSUB", "redquorum:released:p"))[1] as number,
+        );
+        return counts.every((n) => n === 1);
+      });
+      await lock.release();
+      const got = await waiting;
+      await got.release();
+      await until("the subscription to end with the last waiter", async () => {
+        const counts = await cluster.onAll(
+          async (c) => (await c.pubsub("NUMSUB", "redquorum:released:p"))[1] as number,
+        );
+        return counts.every((n) => n === 0);
+      });
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+
+  it("handoffs inside one instance do not starve a waiter of another instance", async () => {
+    const busy = new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 5, jitterMs: 0 } });
+    const outsider = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10_000 } });
+    let stop = false;
+    let busyGrants = 0;
+    const workers = [0, 1, 2].map(async () => {
+      while (!stop) {
+        const lock = await busy.acquire(["s"], 10_000);
+        busyGrants++;
+        await lock.release();
+      }
+    });
+    try {
+      await until("the busy instance to hand the lock around", () => busyGrants > 50);
+      // Only a real release, announced to every instance, can wake the outsider.
+      const got = await outsider.acquire(["s"], 10_000, { signal: AbortSignal.timeout(15_000) });
+      await got.release();
+    } finally {
+      stop = true;
+      await Promise.all(workers);
+      await Promise.all([busy.close(), outsider.close()]);
+    }
+  });
+});
