@@ -118,6 +118,7 @@ export class NextId {
   private roundsSent = 0;
   private lastWinner = { sequence: 0, proposal: 0n };
   private roundsInFlight = 0;
+  private pumpScheduled = false;
   private consecutiveLosses = 0;
   /** Lost rounds in a row that were only refused (stale proposals). */
   private staleLosses = 0;
@@ -257,6 +258,21 @@ export class NextId {
       };
       signal?.addEventListener("abort", onAbort!, { once: true });
       this.queue.push(waiter);
+      this.schedulePump();
+    });
+  }
+
+  /**
+   * Group commit: the round starts at the end of the tick, so every call
+   * made in the same tick (say, all the callers a finished round just
+   * resumed) shares it, instead of the first one taking a round alone. The
+   * connection would only send it at the end of the tick anyway.
+   */
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    process.nextTick(() => {
+      this.pumpScheduled = false;
       this.pump();
     });
   }
