@@ -12,6 +12,8 @@ export interface IoredisLike {
   removeListener(event: string, listener: (...args: unknown[]) => void): unknown;
   on(event: string, listener: (...args: unknown[]) => void): unknown;
   duplicate?(options?: RedisOptions): unknown;
+  /** The connection's socket (ioredis exposes it); corked to batch a tick's commands. */
+  stream?: { cork(): void; uncork(): void };
 }
 
 export function isIoredisLike(value: unknown): value is IoredisLike {
@@ -60,13 +62,8 @@ export class IoredisTransport implements NodeTransport {
   private readonly openSubscriber: (() => Redis) | undefined;
   private readonly owned: boolean;
   private lastError: unknown;
-  private batch:
-    | Array<{
-        args: readonly string[];
-        resolve: (reply: unknown) => void;
-        reject: (error: unknown) => void;
-      }>
-    | undefined;
+  /** The socket is corked until the end of this tick. */
+  private corked = false;
 
   private constructor(
     client: IoredisLike,
@@ -107,7 +104,7 @@ export class IoredisTransport implements NodeTransport {
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
     const [command, ...rest] = args as [string, ...string[]];
     const status = this.client.status;
-    if (status === "ready" && this.owned) return this.enqueue(args);
+    if (status === "ready" && this.owned) return this.sendCorked(command, rest);
     if (status === "ready" || !this.owned) return this.client.call(command, ...rest);
     if (status === "reconnecting" || status === "end" || status === "close") {
       // Fail at once: waiting for a reconnect would only spend the caller's time.
@@ -118,47 +115,23 @@ export class IoredisTransport implements NodeTransport {
   }
 
   /**
-   * Commands sent in the same tick go out together: one write to the socket
-   * (a pipeline) instead of one per command, which is what many concurrent
-   * locks or IDs on one connection cost most. A lone command is sent as is,
-   * one tick later at most. Order on the connection is kept either way.
+   * Commands sent in the same tick go out together: the socket is corked
+   * for the rest of the tick, so they leave in one write instead of one
+   * system call per command, which is what many concurrent locks or IDs on
+   * one connection cost most (and, unlike an ioredis pipeline, it allocates
+   * nothing per batch). Order on the connection is kept.
    */
-  private enqueue(args: readonly string[]): Promise<unknown> {
-    return new Promise((resolve, reject) => {
-      if (this.batch === undefined) {
-        this.batch = [];
-        process.nextTick(() => this.flush());
-      }
-      this.batch.push({ args, resolve, reject });
-    });
-  }
-
-  private flush(): void {
-    const batch = this.batch ?? [];
-    this.batch = undefined;
-    if (batch.length === 1) {
-      const { args, resolve, reject } = batch[0]!;
-      const [command, ...rest] = args as [string, ...string[]];
-      this.client.call(command, ...rest).then(resolve, reject);
-      return;
+  private sendCorked(command: string, rest: readonly string[]): Promise<unknown> {
+    const stream = this.client.stream;
+    if (!this.corked && stream && typeof stream.cork === "function") {
+      this.corked = true;
+      stream.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        stream.uncork();
+      });
     }
-    const pipeline = (this.client as unknown as Redis).pipeline();
-    for (const { args } of batch) {
-      const [command, ...rest] = args as [string, ...string[]];
-      pipeline.call(command, ...rest);
-    }
-    pipeline.exec().then(
-      (results) => {
-        batch.forEach(({ resolve, reject }, i) => {
-          const [error, reply] = results?.[i] ?? [new Error("no reply in pipeline"), undefined];
-          if (error) reject(error);
-          else resolve(reply);
-        });
-      },
-      (error: unknown) => {
-        for (const { reject } of batch) reject(error);
-      },
-    );
+    return this.client.call(command, ...rest);
   }
 
   private whenReady(timeoutMs: number): Promise<void> {
