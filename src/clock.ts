@@ -18,6 +18,29 @@ export const systemClock: Clock = {
   sleep: (ms, signal) => sleep(ms, signal),
 };
 
+/** Calls `callback` after `ms`; returns a function that cancels it. */
+export type Timer = (ms: number, callback: () => void) => () => void;
+
+const timerStopped = new Error("timer cancelled");
+
+/**
+ * A cancellable timer on `clock`: plain setTimeout for the system clock
+ * (hot paths park thousands of waiters a second), else the clock's `sleep`.
+ */
+export function timerOf(clock: Clock): Timer {
+  if (clock === systemClock) {
+    return (ms, callback) => {
+      const timer = setTimeout(callback, ms);
+      return () => clearTimeout(timer);
+    };
+  }
+  return (ms, callback) => {
+    const stop = new AbortController();
+    clock.sleep(ms, stop.signal).then(callback, () => {});
+    return () => stop.abort(timerStopped); // a given reason: a default one costs a DOMException
+  };
+}
+
 /** Randomness for lock values (must be unpredictable and unique) and retry jitter. */
 export interface RandomSource {
   /** `count` cryptographically strong random bytes. */

@@ -1,5 +1,4 @@
-import { setMaxListeners } from "node:events";
-import { raceAbort } from "../clock.js";
+import { raceAbort, type Timer, timerOf } from "../clock.js";
 import {
   ClosedError,
   InitRefusedError,
@@ -89,6 +88,8 @@ export class Redlock implements LockOwner {
   private readonly lifetime = new AbortController();
   /** Callers of this instance waiting for a lock, first come first served per key. */
   private readonly waits: WaitQueues;
+  /** Fallback timers of parked waiters, on the instance's clock. */
+  private readonly timer: Timer;
   /** Releases by other instances, heard through pub/sub for the keys waited for. */
   private readonly watch: ReleaseWatch;
 
@@ -99,8 +100,7 @@ export class Redlock implements LockOwner {
       onWarning: this.options.onWarning,
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });
-    // Every parked waiter listens to the lifetime signal.
-    setMaxListeners(0, this.lifetime.signal);
+    this.timer = timerOf(this.options.clock);
     const instanceId = toHex(this.options.random.bytes(8));
     this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) =>
       this.waits.released([key]),
@@ -175,7 +175,6 @@ export class Redlock implements LockOwner {
     let failure: Error | undefined;
     let attempt = 0;
     let granted = false;
-    const sleep = (ms: number, stop: AbortSignal) => clock.sleep(ms, stop);
     // Until it is this caller's turn for a round: woken by a release, handed
     // a release, or its fallback timer (a poll, if no waiter of this
     // instance is ahead; else the turn passes and counts as an attempt).
@@ -191,7 +190,8 @@ export class Redlock implements LockOwner {
           if (failure) throw failure;
           return; // queued from the start: one round before giving up
         }
-        const wake = await waiter.park(delayMs, sleep, [signal, this.lifetime.signal]);
+        this.assertOpen(); // close() ends parks; none may start after it
+        const wake = await waiter.park(delayMs, this.timer, signal);
         if (wake.kind === "handoff") {
           handoff = wake.handoff;
           return;
@@ -387,6 +387,7 @@ export class Redlock implements LockOwner {
     if (this.closed) return;
     this.closed = true;
     this.lifetime.abort(new ClosedError("Redlock"));
+    this.waits.abortAll(new ClosedError("Redlock"));
     await Promise.allSettled([...this.active, ...this.fenceRepairs.values()]);
     await this.watch.close();
     await this.group.close();

@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { Timer } from "../clock.js";
 import { type HandoffOutcome, Waiter, WaitQueues, type Wake } from "./wait-queue.js";
 
-/** A sleep that only ends when stopped: wake-ups are the only way out of a park. */
-const never = (_ms: number, stop: AbortSignal) =>
-  new Promise<void>((_, reject) => stop.addEventListener("abort", () => reject(stop.reason)));
-const instant = () => Promise.resolve();
+/** A timer that never fires: wake-ups are the only way out of a park. */
+const never: Timer = () => () => {};
+const instant: Timer = (_ms, callback) => {
+  queueMicrotask(callback);
+  return () => {};
+};
 
 function queues() {
   const watched: string[] = [];
@@ -53,28 +56,32 @@ describe("WaitQueues", () => {
     assert.ok(waits.isFirst(ba));
   });
 
-  it("a park ends on wake(), on its timer, or on abort with the signal's reason", async () => {
+  it("a park ends on wake(), on its timer, or on abort with the signal's or abort()'s reason", async () => {
     const { waits } = queues();
     const w = waiter(waits, "k");
-    const parked = w.park(1_000, never, [undefined]);
+    const parked = w.park(1_000, never, undefined);
     assert.ok(w.parked);
     w.wake();
     assert.deepEqual(await parked, { kind: "released" } satisfies Wake);
     assert.ok(!w.parked);
-    assert.deepEqual(await w.park(5, instant, [undefined]), { kind: "timer" });
+    assert.deepEqual(await w.park(5, instant, undefined), { kind: "timer" });
     const controller = new AbortController();
-    const aborted = w.park(1_000, never, [undefined, controller.signal]);
+    const aborted = w.park(1_000, never, controller.signal);
     const reason = new Error("stop");
     controller.abort(reason);
     await assert.rejects(aborted, (error) => error === reason);
-    await assert.rejects(w.park(1_000, never, [controller.signal]), (error) => error === reason);
+    await assert.rejects(w.park(1_000, never, controller.signal), (error) => error === reason);
+    const closing = w.park(1_000, never, undefined);
+    const closed = new Error("closed");
+    w.abort(closed);
+    await assert.rejects(closing, (error) => error === closed);
   });
 
   it("a wake-up during an attempt (not parked) is kept for the next park", async () => {
     const { waits } = queues();
     const w = waiter(waits, "k");
     w.wake();
-    assert.deepEqual(await w.park(1_000, never, [undefined]), { kind: "released" });
+    assert.deepEqual(await w.park(1_000, never, undefined), { kind: "released" });
   });
 
   it("released() wakes only the waiter whose turn it is", async () => {
@@ -82,8 +89,8 @@ describe("WaitQueues", () => {
     const first = waiter(waits, "k");
     const second = waiter(waits, "k");
     let secondWoken = false;
-    const p1 = first.park(1_000, never, [undefined]);
-    const p2 = second.park(1_000, never, [undefined]).then((wake) => {
+    const p1 = first.park(1_000, never, undefined);
+    const p2 = second.park(1_000, never, undefined).then((wake) => {
       secondWoken = true;
       return wake;
     });
@@ -99,7 +106,7 @@ describe("WaitQueues", () => {
     second.wake();
     assert.deepEqual(await p2, { kind: "released" });
     const third = waiter(waits, "k");
-    const p3 = third.park(1_000, never, [undefined]);
+    const p3 = third.park(1_000, never, undefined);
     waits.remove(second, true);
     assert.deepEqual(await p3, { kind: "released" });
     waits.remove(third, true);
@@ -109,7 +116,7 @@ describe("WaitQueues", () => {
     const { waits } = queues();
     const ab = waiter(waits, "a", "b");
     assert.equal(waits.heirFor(["b", "a"], 16), undefined, "not parked");
-    const parked = ab.park(1_000, never, [undefined]);
+    const parked = ab.park(1_000, never, undefined);
     assert.equal(waits.heirFor(["a"], 16), undefined, "different keys");
     assert.equal(waits.heirFor(["b", "a"], 16), ab);
     let outcome: HandoffOutcome | undefined;
@@ -134,7 +141,7 @@ describe("WaitQueues", () => {
   it("after runMax handoffs in a row the lock is yielded once, then handoffs resume", () => {
     const { waits } = queues();
     const w = waiter(waits, "k");
-    void w.park(1_000, never, [undefined]);
+    void w.park(1_000, never, undefined);
     const picks = Array.from({ length: 7 }, () => waits.heirFor(["k"], 3));
     assert.deepEqual(picks, [w, w, w, "yield", w, w, w]);
     w.wake();

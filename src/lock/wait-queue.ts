@@ -14,6 +14,8 @@
  * `Handoff`), which saves the round in which the lock is free.
  */
 
+import type { Timer } from "../clock.js";
+
 /** What the releasing lock passes to the waiter it hands off to. */
 export interface Handoff {
   /** The releasing lock's value: the heir's acquire may replace it. */
@@ -40,13 +42,12 @@ export type Wake =
   | { readonly kind: "handoff"; readonly handoff: Handoff }
   | { readonly kind: "timer" };
 
-const parkEnded = new Error("park ended");
-
 export class Waiter {
   readonly keys: readonly string[];
   /** The key set, order-free: a handoff needs exactly the same keys. */
   readonly keySet: string;
-  private resume: ((wake: Wake) => void) | undefined;
+  /** Set while parked: ends the park with a wake-up, or with an error. */
+  private finish: ((wake: Wake | undefined, error?: unknown) => void) | undefined;
   /** A release came while the waiter was busy with an attempt: resume at once next time. */
   private wakePending = false;
 
@@ -56,60 +57,50 @@ export class Waiter {
   }
 
   get parked(): boolean {
-    return this.resume !== undefined;
+    return this.finish !== undefined;
   }
 
   /**
-   * Waits for a wake-up, at most `ms` (then `{ kind: "timer" }`); rejects
-   * with the reason of the first of `signals` to abort. The timer comes from
-   * `sleep`, the instance's clock.
+   * Waits for a wake-up, at most `ms` (then `{ kind: "timer" }`, from
+   * `timer`, the instance's clock); rejects with the reason of `signal` or
+   * of `abort()`.
    */
-  park(
-    ms: number,
-    sleep: (ms: number, signal: AbortSignal) => Promise<void>,
-    signals: ReadonlyArray<AbortSignal | undefined>,
-  ): Promise<Wake> {
-    const aborted = signals.find((signal) => signal?.aborted);
-    if (aborted) return Promise.reject(aborted.reason);
+  park(ms: number, timer: Timer, signal: AbortSignal | undefined): Promise<Wake> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.wakePending) {
       this.wakePending = false;
       return Promise.resolve({ kind: "released" });
     }
-    // Listeners, not AbortSignal.any: its dependants stay attached to a long-lived parent.
-    const stopTimer = new AbortController();
     return new Promise<Wake>((resolve, reject) => {
-      const settle = () => {
-        this.resume = undefined;
-        stopTimer.abort(parkEnded); // a reason: a default one costs a DOMException
-        for (const signal of signals) signal?.removeEventListener("abort", onAbort);
+      const onAbort = () => this.finish?.(undefined, signal?.reason);
+      this.finish = (wake, error) => {
+        this.finish = undefined;
+        cancelTimer();
+        signal?.removeEventListener("abort", onAbort);
+        if (wake) resolve(wake);
+        else reject(error);
       };
-      const onAbort = (event: Event) => {
-        settle();
-        reject((event.target as AbortSignal).reason);
-      };
-      this.resume = (wake) => {
-        settle();
-        resolve(wake);
-      };
-      for (const signal of signals) signal?.addEventListener("abort", onAbort, { once: true });
-      sleep(ms, stopTimer.signal).then(
-        () => this.resume?.({ kind: "timer" }),
-        () => {}, // stopped: woken or aborted, already settled
-      );
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const cancelTimer = timer(ms, () => this.finish?.({ kind: "timer" }));
     });
   }
 
   /** Resumes the waiter now, or right after its current attempt. */
   wake(): void {
-    if (this.resume) this.resume({ kind: "released" });
+    if (this.finish) this.finish({ kind: "released" });
     else this.wakePending = true;
   }
 
   /** Hands a release to this parked waiter; false if it is not parked. */
   handOff(handoff: Handoff): boolean {
-    if (!this.resume) return false;
-    this.resume({ kind: "handoff", handoff });
+    if (!this.finish) return false;
+    this.finish({ kind: "handoff", handoff });
     return true;
+  }
+
+  /** Ends a park with `reason` (the instance is closing); no-op when not parked. */
+  abort(reason: unknown): void {
+    this.finish?.(undefined, reason);
   }
 }
 
@@ -135,6 +126,11 @@ export class WaitQueues {
   /** Waiters queued now. */
   get size(): number {
     return this.count;
+  }
+
+  /** Ends every park with `reason` (the instance is closing). */
+  abortAll(reason: unknown): void {
+    for (const queue of this.queues.values()) for (const waiter of queue) waiter.abort(reason);
   }
 
   /** Whether any waiter of this instance waits for one of `keys`. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { type Clock, LockExpiredError, Redlock } from "../../src/index.js";
+import { type Clock, ClosedError, LockExpiredError, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 /**
@@ -66,6 +66,22 @@ describe("waiters are woken by releases (no blind polling)", () => {
     }
   });
 
+  it("close() ends parked waits at once with ClosedError", async () => {
+    const holder = new Redlock(cluster.urls);
+    const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    try {
+      const lock = await holder.acquire(["c"], 10_000);
+      const waiting = redlock.acquire(["c"], 10_000);
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      await redlock.close();
+      await assert.rejects(waiting, ClosedError);
+      assert.equal(redlock.waitingCount, 0);
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), redlock.close()]);
+    }
+  });
+
   it("a handoff of a lock that was lost still reports the loss to the releaser", async () => {
     const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
     try {
@@ -104,6 +120,23 @@ describe("waiters are woken by releases (no blind polling)", () => {
       });
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+
+  it("a release nobody announces (another library, an expiry) is found by the fallback poll", async () => {
+    const redlock = new Redlock(cluster.urls, {
+      retry: { retries: 1_000, delayMs: 10, jitterMs: 5 },
+    });
+    try {
+      // Held the way node-redlock holds it: a plain key, released without a notice.
+      await cluster.onAll((c) => c.set("quiet", "someone-else", "PX", 10_000));
+      const waiting = redlock.acquire(["quiet"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      await cluster.onAll((c) => c.del("quiet"));
+      const lock = await waiting;
+      await lock.release();
+    } finally {
+      await redlock.close();
     }
   });
 
