@@ -216,6 +216,8 @@ async function runCell(name, workload, rep) {
   const releaseMs = [];
   const grants = new Array(workload.workers).fill(0);
   let errors = 0;
+  /** What the errors said (message → count), for the JSON file. */
+  const errorKinds = new Map();
   const start = performance.now();
   const end = start + cellMs;
   try {
@@ -231,8 +233,10 @@ async function runCell(name, workload, rep) {
             acquireMs.push(t1 - t0);
             releaseMs.push(performance.now() - t1);
             grants[worker]++;
-          } catch {
+          } catch (error) {
             errors++;
+            const message = String(error?.message ?? error).slice(0, 200);
+            errorKinds.set(message, (errorKinds.get(message) ?? 0) + 1);
           }
         }
       }),
@@ -254,6 +258,7 @@ async function runCell(name, workload, rep) {
     grantsMax: Math.max(...grants),
     jain: jain(grants),
     errors,
+    errorKinds: Object.fromEntries(errorKinds),
   };
 }
 
