@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import { createClient } from "redis";
 import { type Clock, ClosedError, LockExpiredError, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
@@ -139,6 +141,45 @@ describe("waiters are woken by releases (no blind polling)", () => {
       await redlock.close();
     }
   });
+
+  for (const adapter of ["ioredis", "node-redis"] as const) {
+    it(`pub/sub works over the caller's own ${adapter} clients (a duplicate connection, closed by close())`, async () => {
+      const clients =
+        adapter === "ioredis"
+          ? cluster.urls.map((url) => new Redis(url))
+          : cluster.urls.map((url) => createClient({ url }));
+      if (adapter === "node-redis") {
+        await Promise.all(clients.map((c) => (c as ReturnType<typeof createClient>).connect()));
+      }
+      const connectedClients = async (c: Redis) =>
+        Number(/connected_clients:(\d+)/.exec(await c.info("clients"))?.[1]);
+      const baseline = 1; // the inspection client
+      const holder = new Redlock(cluster.urls);
+      const waiter = new Redlock(clients as never, { clock: noTimers, retry: { retries: 10 } });
+      const channel = `redquorum:released:${adapter}`;
+      const subscribers = () =>
+        cluster.onAll(async (c) => (await c.pubsub("NUMSUB", channel))[1] as number);
+      try {
+        const lock = await holder.acquire([adapter], 10_000);
+        const waiting = waiter.acquire([adapter], 10_000, { signal: AbortSignal.timeout(10_000) });
+        await until("the waiter to subscribe on every node", async () =>
+          (await subscribers()).every((n) => n === 1),
+        );
+        await lock.release();
+        await (await waiting).release();
+      } finally {
+        await Promise.all([holder.close(), waiter.close()]);
+        for (const client of clients) {
+          if (client instanceof Redis) client.disconnect();
+          else await client.quit();
+        }
+      }
+      // close() ended the duplicates (the caller's own clients were ours to end).
+      await until("every connection but the inspection client's to close", async () =>
+        (await cluster.onAll(connectedClients)).every((n) => n === baseline),
+      );
+    });
+  }
 
   it("handoffs inside one instance do not starve a waiter of another instance", async () => {
     const busy = new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 5, jitterMs: 0 } });
