@@ -25,10 +25,13 @@ export const quarantineKey = "redquorum:quarantine";
 // in mind that it lost its memory (so a missing fencing counter there means
 // "unknown", not 0), and the value names this loss for repairs. init writes "1".
 const quarantineCheck = `
-if redis.call('exists', KEYS[2]) == 1 then return -1 end
-if redis.call('exists', KEYS[1]) == 0 then
+local guard = redis.call('mget', KEYS[1], KEYS[2])
+if guard[2] then return -1 end
+local marker = guard[1]
+if not marker then
   local now = redis.call('time')
-  redis.call('set', KEYS[1], 'lost:' .. now[1] .. '.' .. now[2])
+  marker = 'lost:' .. now[1] .. '.' .. now[2]
+  redis.call('set', KEYS[1], marker)
   if ARGV[3] ~= '0' then
     redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
     return -1
@@ -52,7 +55,6 @@ local fenceCount = tonumber(ARGV[4])
 local lockCount = #KEYS - 2 - fenceCount
 local fenceReply = {1}
 local function readFences()
-  local marker = redis.call('get', KEYS[1])
   for i = 1, fenceCount do
     local current = redis.call('get', KEYS[2 + lockCount + i])
     if not current then
@@ -87,18 +89,28 @@ export const acquireScript = new LuaScript(
 ${fences}
 local from = ARGV[5 + fenceCount]
 local replaced = 0
-for i = 3, 2 + lockCount do
-  if redis.call('exists', KEYS[i]) == 1 then
-    if not from or redis.pcall('get', KEYS[i]) ~= from then return 0 end
-    replaced = replaced + 1
+-- One resource, free: SET NX takes it in one call (undone below if a
+-- fencing counter turns out unknown). Otherwise check every key first.
+local placed = lockCount == 1 and redis.call('set', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2])
+if not placed then
+  for i = 3, 2 + lockCount do
+    if redis.call('exists', KEYS[i]) == 1 then
+      if not from or redis.pcall('get', KEYS[i]) ~= from then return 0 end
+      replaced = replaced + 1
+    end
   end
 end
 local unknown = readFences()
-if unknown then return unknown end
-for i = 3, 2 + lockCount do
-  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+if unknown then
+  if placed then redis.call('del', KEYS[3]) end
+  return unknown
 end
-local granted = (replaced == lockCount and lockCount > 0) and 2 or 1
+if not placed then
+  for i = 3, 2 + lockCount do
+    redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
+  end
+end
+local granted = replaced == lockCount and 2 or 1
 if fenceCount == 0 then return granted end
 applyFences()
 fenceReply[1] = granted

@@ -212,3 +212,36 @@ describe("the GC pause (FAULTS.md L15 / I12): a paused client is fenced off", ()
     assert.equal(value, "written by A");
   });
 });
+
+describe("a node whose fencing counter is unknown", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+  });
+  after(() => cluster.stop());
+
+  it("does not vote and keeps no lock key; the others grant with a token", async () => {
+    // Node 0 lost its memory earlier and sat out its quarantine: its marker
+    // names the loss, and its counter for "u" is gone (unknown, not 0).
+    await cluster.client(0).set("redquorum:marker", "lost:1.0");
+    const redlock = new Redlock(cluster.urls);
+    try {
+      const lock = await redlock.acquire(["u"], 10_000);
+      assert.equal(lock.grantedNodeCount >= 3, true);
+      assert.ok(lock.fence! > 0n);
+      // The round ended at a majority; the fourth grant lands just after.
+      let values = await cluster.onAll((c) => c.get("u"));
+      for (let i = 0; i < 100 && values.filter((v) => v === lock.value).length < 4; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        values = await cluster.onAll((c) => c.get("u"));
+      }
+      assert.equal(values[0], null, "the refusing node holds no key of the lock");
+      assert.equal(values.filter((v) => v === lock.value).length, 4);
+      assert.equal(await cluster.client(0).get("redquorum:fence:u"), null);
+      await lock.release();
+    } finally {
+      await redlock.close();
+    }
+  });
+});

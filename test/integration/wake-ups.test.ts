@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import { type Clock, ClosedError, LockExpiredError, Redlock } from "../../src/index.js";
+import {
+  type Clock,
+  ClosedError,
+  LockExpiredError,
+  Redlock,
+  ResourceLockedError,
+} from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 /**
@@ -65,6 +71,30 @@ describe("waiters are woken by releases (no blind polling)", () => {
       assert.equal(redlock.waitingCount, 0);
     } finally {
       await redlock.close();
+    }
+  });
+
+  it("queued waiters still give up within their retries, with ResourceLockedError", async () => {
+    const holder = new Redlock(cluster.urls);
+    const redlock = new Redlock(cluster.urls, { retry: { retries: 3, delayMs: 10, jitterMs: 0 } });
+    try {
+      const lock = await holder.acquire(["g"], 10_000);
+      const outcomes = await Promise.allSettled(
+        [0, 1, 2].map(() => redlock.acquire(["g"], 10_000)),
+      );
+      for (const outcome of outcomes) {
+        assert.equal(outcome.status, "rejected");
+        assert.ok(
+          outcome.status === "rejected" && outcome.reason instanceof ResourceLockedError,
+          String(outcome.status === "rejected" && outcome.reason),
+        );
+        // Turns passed in the queue count: every caller used retries + 1 attempts.
+        assert.equal(outcome.reason.attempts, 4);
+      }
+      assert.equal(redlock.waitingCount, 0);
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), redlock.close()]);
     }
   });
 
