@@ -53,10 +53,12 @@ export const limits = {
   /**
    * Handoffs in a row from one instance's lock holders to its own waiters
    * before the lock is really released (and announced), so that waiters in
-   * other processes are not starved; each such release costs about one
-   * extra round, so 1/16 of the handoff gain.
+   * other processes are not starved: `handoffRunMin` while another instance
+   * was heard listening at the last such release, doubling up to
+   * `handoffRunMax` while none was. Each real release costs about one round.
    */
-  handoffRunMax: 16,
+  handoffRunMin: 16,
+  handoffRunMax: 1024,
   /** 20 random bytes per acquisition, as in seed 1. */
   lockValueBytes: 20,
 } as const;

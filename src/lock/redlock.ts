@@ -460,8 +460,8 @@ export class Redlock implements LockOwner {
     // A waiter of this instance for exactly these keys takes them over in
     // its own acquire round (the keys hold our value until it replaces it):
     // one round per grant instead of a release round plus an acquire round.
-    const runMax = this.watch.available ? limits.handoffRunMax : Number.POSITIVE_INFINITY;
-    const heir = expired ? undefined : this.waits.heirFor(lock.keys, runMax);
+    const runMin = this.watch.available ? limits.handoffRunMin : Number.POSITIVE_INFINITY;
+    const heir = expired ? undefined : this.waits.heirFor(lock.keys, runMin);
     let handedOff: HandoffOutcome | undefined;
     if (heir instanceof Waiter) {
       handedOff = await this.track(
@@ -485,6 +485,14 @@ export class Redlock implements LockOwner {
       const tag = this.watch.nextTag(yielding);
       const round = await this.track(this.releaseKeys(lock.keys, lock.value, true, tag));
       if (!yielding) this.waits.released(lock.keys);
+      else {
+        // Did another instance hear it (more subscribers than our own)?
+        const contested = round.outcomes.some(
+          (outcome) =>
+            outcome?.kind !== "error" && Array.isArray(outcome?.value) && outcome.value[1] > 1,
+        );
+        this.waits.yielded(lock.keys[0]!, contested, limits.handoffRunMin, limits.handoffRunMax);
+      }
       round.outcomes.forEach((outcome, i) => {
         if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
         else if (outcome?.kind === "no") no++;
@@ -520,8 +528,9 @@ export class Redlock implements LockOwner {
     stopEarly: boolean,
     tag?: string,
   ): Promise<RoundResult<unknown>> {
-    // A node votes yes when it deleted every key: then the lock was still ours there.
-    const isYes = (reply: unknown) => reply === keys.length;
+    // A node votes yes when it deleted every key: then the lock was still
+    // ours there. With a tag the reply is {deleted, subscribers reached}.
+    const isYes = (reply: unknown) => (Array.isArray(reply) ? reply[0] : reply) === keys.length;
     const args = tag === undefined ? [value] : [value, tag];
     return this.group.round((node) => node.evalScript(releaseScript, keys, args), {
       isYes,

@@ -138,12 +138,20 @@ describe("WaitQueues", () => {
     assert.equal(ab.handOff({ fromValue: "v", settle: () => {} }), false, "not parked any more");
   });
 
-  it("after runMax handoffs in a row the lock is yielded once, then handoffs resume", () => {
+  it("yields after runMin handoffs in a row; uncontested yields thin out, a listener resets them", () => {
     const { waits } = queues();
     const w = waiter(waits, "k");
     void w.park(1_000, never, undefined);
-    const picks = Array.from({ length: 7 }, () => waits.heirFor(["k"], 3));
-    assert.deepEqual(picks, [w, w, w, "yield", w, w, w]);
+    const picks = (n: number) =>
+      Array.from({ length: n }, () => (waits.heirFor(["k"], 2) === "yield" ? "Y" : "h")).join("");
+    assert.equal(picks(6), "hhYhhY");
+    waits.yielded("k", false, 2, 8); // nobody else listened: 4 before the next yield
+    assert.equal(picks(5), "hhhhY");
+    waits.yielded("k", false, 2, 8);
+    waits.yielded("k", false, 2, 8); // capped at 8
+    assert.equal(picks(9), "hhhhhhhhY");
+    waits.yielded("k", true, 2, 8); // another instance listened: back to 2
+    assert.equal(picks(3), "hhY");
     w.wake();
     waits.remove(w, false);
   });

@@ -113,8 +113,11 @@ export interface WaitQueueEvents {
 
 export class WaitQueues {
   private readonly queues = new Map<string, Waiter[]>();
-  /** Per key: handoffs in a row since it was last really released. */
-  private readonly handoffRuns = new Map<string, number>();
+  /**
+   * Per key: handoffs in a row since it was last really released, and how
+   * many may come before the next real release.
+   */
+  private readonly handoffRuns = new Map<string, { run: number; limit: number }>();
   private readonly events: WaitQueueEvents;
 
   constructor(events: WaitQueueEvents) {
@@ -187,22 +190,36 @@ export class WaitQueues {
 
   /**
    * The waiter a lock on exactly `keys` can be handed to: first, parked,
-   * same keys; none once `runMax` handoffs in a row were made on these keys
-   * (then the lock is really released, so that waiters in other processes
-   * get their chance, and the count starts again).
+   * same keys; "yield" once the key's run of handoffs in a row reached its
+   * limit (at first `runMin`): then the lock is really released, so that
+   * waiters in other processes get their chance, and the run starts again.
    */
-  heirFor(keys: readonly string[], runMax: number): Waiter | "yield" | undefined {
+  heirFor(keys: readonly string[], runMin: number): Waiter | "yield" | undefined {
     const head = this.queues.get(keys[0]!)?.[0];
     if (!head?.parked || !this.isFirst(head)) return undefined;
     const keySet = keys.length === 1 ? keys[0]! : [...keys].sort().join("\u0000");
     if (head.keySet !== keySet) return undefined;
-    const run = this.handoffRuns.get(keys[0]!) ?? 0;
-    if (run >= runMax) {
-      this.handoffRuns.delete(keys[0]!);
+    let runs = this.handoffRuns.get(keys[0]!);
+    if (!runs) {
+      runs = { run: 0, limit: runMin };
+      this.handoffRuns.set(keys[0]!, runs);
+    }
+    if (runs.run >= runs.limit) {
+      runs.run = 0;
       return "yield";
     }
-    this.handoffRuns.set(keys[0]!, run + 1);
+    runs.run++;
     return head;
+  }
+
+  /**
+   * After a yield of `key`: if no other instance was listening, the next
+   * yield comes after twice as many handoffs (up to `runMax`); if one was,
+   * after `runMin` again.
+   */
+  yielded(key: string, contested: boolean, runMin: number, runMax: number): void {
+    const runs = this.handoffRuns.get(key);
+    if (runs) runs.limit = contested ? runMin : Math.min(runs.limit * 2, runMax);
   }
 
   /** After `keys` were released: wakes the first waiter of each key whose turn it is. */

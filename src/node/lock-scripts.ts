@@ -161,19 +161,24 @@ return 1`,
 /**
  * KEYS: the resources. Deletes only the keys that still hold our value;
  * returns how many it deleted. With ARGV[2] (a tag), announces each deleted
- * key on \`redquorum:released:<key>\` for waiters in other processes; the
+ * key on \`redquorum:released:<key>\` for waiters in other processes, and
+ * returns {deleted, most subscribers any announcement reached}; the
  * clean-up of a failed attempt passes none (nothing was granted to release).
  */
 export const releaseScript = new LuaScript(
   "release",
   `local deleted = 0
+local heard = 0
 for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
     deleted = deleted + 1
-    if ARGV[2] then redis.call('publish', 'redquorum:released:' .. KEYS[i], ARGV[2]) end
+    if ARGV[2] then
+      heard = math.max(heard, redis.call('publish', 'redquorum:released:' .. KEYS[i], ARGV[2]))
+    end
   end
 end
+if ARGV[2] then return {deleted, heard} end
 return deleted`,
 );
 
