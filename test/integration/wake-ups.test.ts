@@ -48,31 +48,46 @@ describe("waiters are woken by releases (no blind polling)", () => {
     return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
   };
 
-  it("in one instance, a release hands the lock to the first waiter in one round (no release round)", async () => {
-    const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
-    try {
-      const first = await redlock.acquire(["h"], 10_000);
-      const waiting = redlock.acquire(["h"], 10_000, { signal: AbortSignal.timeout(10_000) });
-      await until("the waiter to park", () => redlock.waitingCount === 1);
-      const before = await Promise.all([0, 1, 2, 3, 4].map(evalshaCalls));
-      await first.release();
-      const second = await waiting;
-      await sleep(20); // the nodes that were not needed for the majority answer too
-      const afterwards = await Promise.all([0, 1, 2, 3, 4].map(evalshaCalls));
-      assert.deepEqual(
-        afterwards.map((n, i) => n - before[i]!),
-        [1, 1, 1, 1, 1],
-        "one script call per node: the heir's acquire replaced the value",
-      );
-      const values = await cluster.onAll((c) => c.get("h"));
-      assert.ok(values.every((v) => v === second.value));
-      assert.ok(second.fence! > first.fence!, "fencing tokens still increase across a handoff");
-      await second.release();
-      assert.equal(redlock.waitingCount, 0);
-    } finally {
-      await redlock.close();
-    }
-  });
+  for (const [held, wanted] of [
+    [["h"], ["h"]],
+    [
+      ["h1", "h2"],
+      ["h2", "h1"],
+    ],
+  ]) {
+    it(`in one instance, a release of ${held} hands the lock to the first waiter for ${wanted} in one round (no release round)`, async () => {
+      const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+      try {
+        const first = await redlock.acquire(held!, 10_000);
+        const waiting = redlock.acquire(wanted!, 10_000, { signal: AbortSignal.timeout(10_000) });
+        await until("the waiter to park", () => redlock.waitingCount === 1);
+        const before = await Promise.all([0, 1, 2, 3, 4].map(evalshaCalls));
+        await first.release();
+        const second = await waiting;
+        await sleep(20); // the nodes that were not needed for the majority answer too
+        const afterwards = await Promise.all([0, 1, 2, 3, 4].map(evalshaCalls));
+        assert.deepEqual(
+          afterwards.map((n, i) => n - before[i]!),
+          [1, 1, 1, 1, 1],
+          "one script call per node: the heir's acquire replaced the value",
+        );
+        for (const key of held!) {
+          const values = await cluster.onAll((c) => c.get(key));
+          assert.ok(values.every((v) => v === second.value));
+        }
+        for (const resource of held!) {
+          assert.ok(
+            second.fences.get(resource)! > first.fences.get(resource)!,
+            "fencing tokens still increase across a handoff",
+          );
+        }
+        await second.release();
+        assert.equal(redlock.waitingCount, 0);
+      } finally {
+        await redlock.close();
+      }
+    });
+  }
 
   it("queued waiters still give up within their retries, with ResourceLockedError", async () => {
     const holder = new Redlock(cluster.urls);
