@@ -494,8 +494,16 @@ export class Redlock implements LockOwner {
         this.waits.yielded(lock.keys[0]!, contested, limits.handoffRunMin, limits.handoffRunMax);
       }
       round.outcomes.forEach((outcome, i) => {
+        // Where the heir's answer was lost (a timeout: say the event loop
+        // stalled), its script may still have replaced our value, and its
+        // clean-up deleted it: our value being gone there is no sign that
+        // the lock was lost (it was within its validity when handed over).
+        const heirUnknown = handedOff && !handedOff.replaced[i] && !handedOff.notHeld[i];
         if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
-        else if (outcome?.kind === "no") no++;
+        else if (outcome?.kind === "no") {
+          if (heirUnknown) yes++;
+          else no++;
+        }
       });
       errors = nodeErrorsOf(round);
     }

@@ -113,6 +113,32 @@ describe("waiters are woken by releases (no blind polling)", () => {
     }
   });
 
+  it("a handoff whose heir loses its answers (the client stalled) is not reported as a lost lock", async () => {
+    const redlock = new Redlock(cluster.urls, {
+      clock: noTimers,
+      nodeTimeoutMs: 20,
+      retry: { retries: 10 },
+    });
+    try {
+      const first = await redlock.acquire(["stall"], 10_000);
+      const waiting = redlock.acquire(["stall"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      const releasing = first.release(); // the heir's round is sent at the end of this tick
+      setImmediate(() => {
+        // Block the event loop past the node timeout: the nodes run the
+        // heir's script, but its answers count as timeouts and it loses.
+        const end = performance.now() + 100;
+        while (performance.now() < end) {}
+      });
+      await releasing; // resolves: the lock was released everywhere, not lost
+      const second = await waiting; // woken by the release, it wins an ordinary round
+      await second.release();
+      assert.deepEqual(await cluster.onAll((c) => c.get("stall")), [null, null, null, null, null]);
+    } finally {
+      await redlock.close();
+    }
+  });
+
   it("close() ends parked waits at once with ClosedError", async () => {
     const holder = new Redlock(cluster.urls);
     const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
