@@ -59,10 +59,24 @@ export const limits = {
    */
   handoffRunMin: 16,
   handoffRunMax: 1024,
+  /**
+   * Waiters woken by another instance's release notice wait a random 0 to
+   * this many ms first: every subscriber hears in subscription order, so
+   * without it the first instance to subscribe would win every such race.
+   */
+  noticeJitterMs: 3,
+  /**
+   * After a release that waiters in other instances heard of, the
+   * releasing instance's own next acquire of that key waits this long
+   * first: the woken waiter elsewhere gets its chance (notice jitter plus a
+   * round), the releasing loop does not barge ahead.
+   */
+  courtesyMs: 5,
   /** 20 random bytes per acquisition, as in seed 1. */
   lockValueBytes: 20,
 } as const;
 
+assert(limits.courtesyMs > limits.noticeJitterMs, "courtesy must outlast the notice jitter");
 assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
 assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");
 assert(defaults.maxTtlMs <= limits.ttlMsMax, "default max TTL must be within the hard limit");

@@ -42,7 +42,7 @@ import {
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
-import { ReleaseWatch } from "./release-watch.js";
+import { Courtesy, ReleaseWatch } from "./release-watch.js";
 import { type Handoff, type HandoffOutcome, Waiter, WaitQueues } from "./wait-queue.js";
 
 function toHex(bytes: Uint8Array): string {
@@ -88,6 +88,8 @@ export class Redlock implements LockOwner {
   private readonly lifetime = new AbortController();
   /** Callers of this instance waiting for a lock, first come first served per key. */
   private readonly waits: WaitQueues;
+  /** Keys this instance just released to waiters elsewhere: its next acquire waits a moment. */
+  private readonly courtesy: Courtesy;
   /** Fallback timers of parked waiters, on the instance's clock. */
   private readonly timer: Timer;
   /** Releases by other instances, heard through pub/sub for the keys waited for. */
@@ -101,10 +103,17 @@ export class Redlock implements LockOwner {
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });
     this.timer = timerOf(this.options.clock);
+    this.courtesy = new Courtesy(this.options.clock, limits.courtesyMs);
     const instanceId = toHex(this.options.random.bytes(8));
-    this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) =>
-      this.waits.released([key]),
-    );
+    // Redis delivers a message to subscribers in the order they subscribed:
+    // woken at once, the same instance would win every race for a lock
+    // released by another. A random delay of up to a few milliseconds
+    // makes the winner random instead.
+    this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) => {
+      this.timer(this.options.random.integer(0, limits.noticeJitterMs), () => {
+        if (!this.closed) this.waits.released([key]);
+      });
+    });
     this.waits = new WaitQueues({
       onWatch: (key) => this.watch.watch(key),
       onUnwatch: (key) => this.watch.unwatch(key),
@@ -205,6 +214,10 @@ export class Redlock implements LockOwner {
     try {
       // A caller that may wait joins the queue behind this instance's
       // waiters for these keys instead of racing them for the next release.
+      // After this instance released a lock that waiters elsewhere heard of,
+      // its own next acquire of it lets them go first (no barging).
+      const courtesyMs = retry.retries > 0 ? this.courtesy.remainingMs(keys[0]!) : 0;
+      if (courtesyMs > 0) await clock.sleep(Math.min(courtesyMs, deadlineMs - clock.now()), signal);
       if (retry.retries > 0 && this.waits.hasWaiters(keys)) await awaitTurn();
       for (;;) {
         attempt++;
@@ -483,15 +496,25 @@ export class Redlock implements LockOwner {
       // waiters hear of it no sooner than those of other processes.
       const yielding = heir === "yield";
       const tag = this.watch.nextTag(yielding);
+      const ownListener = this.waits.hasWaiters(lock.keys) ? 1 : 0;
       const round = await this.track(this.releaseKeys(lock.keys, lock.value, true, tag));
-      if (!yielding) this.waits.released(lock.keys);
-      else {
-        // Did another instance hear it (more subscribers than our own)?
-        const contested = round.outcomes.some(
-          (outcome) =>
-            outcome?.kind !== "error" && Array.isArray(outcome?.value) && outcome.value[1] > 1,
+      // Did another instance hear it (more subscribers than our own)?
+      const heardElsewhere = round.outcomes.some(
+        (outcome) =>
+          outcome?.kind !== "error" &&
+          Array.isArray(outcome?.value) &&
+          outcome.value[1] > ownListener,
+      );
+      if (yielding) {
+        this.waits.yielded(
+          lock.keys[0]!,
+          heardElsewhere,
+          limits.handoffRunMin,
+          limits.handoffRunMax,
         );
-        this.waits.yielded(lock.keys[0]!, contested, limits.handoffRunMin, limits.handoffRunMax);
+      } else {
+        this.waits.released(lock.keys);
+        if (heardElsewhere && ownListener === 0) this.courtesy.grant(lock.keys[0]!);
       }
       round.outcomes.forEach((outcome, i) => {
         // Where the heir's answer was lost (a timeout: say the event loop

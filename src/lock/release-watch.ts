@@ -1,3 +1,4 @@
+import type { Clock } from "../clock.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Subscription } from "../node/transport.js";
 
@@ -76,5 +77,37 @@ export class ReleaseWatch {
     if (last === undefined || last === tag) return;
     this.lastTag.set(key, tag);
     this.onReleased(key);
+  }
+}
+
+/**
+ * After an instance released a lock that waiters in other instances heard
+ * of, its own next acquire of that key within `courtesyMs` waits out the
+ * rest of that window first. They wake up to `noticeJitterMs` late (see
+ * `Redlock`), while a loop that releases and acquires again would be back
+ * at once and take the lock every time.
+ */
+export class Courtesy {
+  private readonly clock: Clock;
+  private readonly courtesyMs: number;
+  private readonly until = new Map<string, number>();
+
+  constructor(clock: Clock, courtesyMs: number) {
+    this.clock = clock;
+    this.courtesyMs = courtesyMs;
+  }
+
+  grant(key: string): void {
+    // A bound on the memory: entries only matter for a few milliseconds.
+    if (this.until.size >= 10_000) this.until.clear();
+    this.until.set(key, this.clock.now() + this.courtesyMs);
+  }
+
+  remainingMs(key: string): number {
+    const until = this.until.get(key);
+    if (until === undefined) return 0;
+    const left = until - this.clock.now();
+    if (left <= 0) this.until.delete(key);
+    return Math.max(0, left);
   }
 }
