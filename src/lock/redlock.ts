@@ -109,11 +109,7 @@ export class Redlock implements LockOwner {
     // woken at once, the same instance would win every race for a lock
     // released by another. A random delay of up to a few milliseconds
     // makes the winner random instead.
-    this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) => {
-      this.timer(this.options.random.integer(0, limits.noticeJitterMs), () => {
-        if (!this.closed) this.waits.released([key]);
-      });
-    });
+    this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) => this.wakeLater(key));
     this.waits = new WaitQueues({
       onWatch: (key) => this.watch.watch(key),
       onUnwatch: (key) => this.watch.unwatch(key),
@@ -466,19 +462,24 @@ export class Redlock implements LockOwner {
   }
 
   /** @internal */
-  async releaseLock(lock: Lock): Promise<void> {
+  releaseLock(lock: Lock): Promise<void> {
+    // Tracked as a whole: close() waits for it, including a release round
+    // that only starts after a handoff failed because of the close.
+    return this.track(this.releaseLockNow(lock));
+  }
+
+  private async releaseLockNow(lock: Lock): Promise<void> {
     this.assertOpen();
     const expired = lock.remainingMs() <= 0;
     const nodeCount = this.group.nodes.length;
     // A waiter of this instance for exactly these keys takes them over in
     // its own acquire round (the keys hold our value until it replaces it):
     // one round per grant instead of a release round plus an acquire round.
-    const runMin = this.watch.available ? limits.handoffRunMin : Number.POSITIVE_INFINITY;
-    const heir = expired ? undefined : this.waits.heirFor(lock.keys, runMin);
+    const heir = expired ? undefined : this.waits.heirFor(lock.keys, limits.handoffRunMin);
     let handedOff: HandoffOutcome | undefined;
     if (heir instanceof Waiter) {
-      handedOff = await this.track(
-        new Promise<HandoffOutcome>((settle) => heir.handOff({ fromValue: lock.value, settle })),
+      handedOff = await new Promise<HandoffOutcome>((settle) =>
+        heir.handOff({ fromValue: lock.value, settle }),
       );
     }
     let yes = 0;
@@ -497,7 +498,7 @@ export class Redlock implements LockOwner {
       const yielding = heir === "yield";
       const tag = this.watch.nextTag(yielding);
       const ownListener = this.waits.hasWaiters(lock.keys) ? 1 : 0;
-      const round = await this.track(this.releaseKeys(lock.keys, lock.value, true, tag));
+      const round = await this.releaseKeys(lock.keys, lock.value, true, tag);
       // Did another instance hear it (more subscribers than our own)?
       const heardElsewhere = round.outcomes.some(
         (outcome) =>
@@ -512,6 +513,9 @@ export class Redlock implements LockOwner {
           limits.handoffRunMin,
           limits.handoffRunMax,
         );
+        // Without pub/sub our waiters cannot hear the announcement: wake them
+        // as late as a notice would, so pollers elsewhere have a window too.
+        if (!this.watch.available) this.wakeLater(lock.keys[0]!);
       } else {
         this.waits.released(lock.keys);
         if (heardElsewhere && ownListener === 0) this.courtesy.grant(lock.keys[0]!);
@@ -659,6 +663,13 @@ export class Redlock implements LockOwner {
       .catch(() => {}) // the next vote that meets the unknown counter schedules another try
       .finally(() => this.fenceRepairs.delete(id));
     this.fenceRepairs.set(id, repair);
+  }
+
+  /** Wakes the first waiter of `key` after a random 0 to noticeJitterMs. */
+  private wakeLater(key: string): void {
+    this.timer(this.options.random.integer(0, limits.noticeJitterMs), () => {
+      if (!this.closed) this.waits.released([key]);
+    });
   }
 
   private get quarantineArg(): string {

@@ -170,14 +170,16 @@ export class IoredisTransport implements NodeTransport {
       const subscriber = open();
       subscriber.on("error", () => {}); // the command connection reports node trouble
       subscriber.on("message", onMessage);
+      let closed = false; // no command after close(): it could open the connection again
       return {
         add: async (channel) => {
-          await subscriber.subscribe(channel);
+          if (!closed) await subscriber.subscribe(channel);
         },
         remove: async (channel) => {
-          await subscriber.unsubscribe(channel);
+          if (!closed) await subscriber.unsubscribe(channel);
         },
         close: async () => {
+          closed = true;
           subscriber.disconnect();
         },
       };

@@ -1,5 +1,8 @@
 import type { NodeTransport, Subscription } from "./transport.js";
 
+/** How long closing a pub/sub duplicate waits for its connect in progress, ms. */
+const connectSettleMs = 1_000;
+
 /** The part of a node-redis (`redis` package, v4 or later) client we use. */
 export interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
@@ -16,7 +19,10 @@ interface NodeRedisSubscriberLike {
     channel: string,
     listener: (message: string, channel: string) => void,
   ): Promise<unknown>;
-  unsubscribe(channel: string): Promise<unknown>;
+  unsubscribe(
+    channel: string,
+    listener: (message: string, channel: string) => void,
+  ): Promise<unknown>;
   destroy?(): unknown;
   disconnect?(): Promise<unknown>;
 }
@@ -58,20 +64,50 @@ export class NodeRedisTransport implements NodeTransport {
       const subscriber = this.client.duplicate!();
       subscriber.on("error", () => {}); // the command connection reports node trouble
       const connected = subscriber.connect();
+      let settled = false;
+      connected.then(
+        () => {
+          settled = true;
+        },
+        () => {
+          settled = true;
+        },
+      );
       const listener = (message: string, channel: string) => onMessage(channel, message);
+      let closed = false;
       return {
         add: async (channel) => {
           await connected;
-          await subscriber.subscribe(channel, listener);
+          if (!closed) await subscriber.subscribe(channel, listener);
         },
         remove: async (channel) => {
           await connected;
-          await subscriber.unsubscribe(channel);
+          // With the listener: node-redis then marks the channel as leaving,
+          // so a subscribe before the UNSUBSCRIBE reply sends SUBSCRIBE again.
+          // Never after close(): a command would bring the client back.
+          if (!closed) await subscriber.unsubscribe(channel, listener);
         },
         close: async () => {
-          await connected.catch(() => {});
-          if (subscriber.destroy) subscriber.destroy();
-          else await subscriber.disconnect?.();
+          closed = true;
+          // node-redis leaves the socket open if destroy() comes while it is
+          // connecting: let a connect in progress finish first, but not for
+          // long (to a node that is down, connect() never settles).
+          if (!settled) {
+            let timer: ReturnType<typeof setTimeout> | undefined;
+            await Promise.race([
+              connected.catch(() => {}),
+              new Promise((resolve) => {
+                timer = setTimeout(resolve, connectSettleMs);
+              }),
+            ]);
+            clearTimeout(timer);
+          }
+          try {
+            if (subscriber.destroy) subscriber.destroy();
+            else await subscriber.disconnect?.();
+          } catch {
+            // already closed
+          }
         },
       };
     };

@@ -205,6 +205,32 @@ describe("waiters are woken by releases (no blind polling)", () => {
     }
   });
 
+  it("close() ends at once with node-redis clients even when a node is down", async () => {
+    await cluster.cluster.kill(4);
+    const clients = cluster.urls.map((url) => createClient({ url }));
+    for (const client of clients) client.on("error", () => {});
+    await Promise.all(clients.slice(0, 4).map((c) => c.connect()));
+    void clients[4]!.connect().catch(() => {});
+    const holder = new Redlock(cluster.urls.slice(0, 4).concat(cluster.urls[4]!));
+    const redlock = new Redlock(clients as never, { retry: { retries: 10, delayMs: 20 } });
+    try {
+      const lock = await holder.acquire(["down"], 10_000);
+      // Waiting opens the pub/sub duplicates; the one for node 4 never connects.
+      const waiting = redlock.acquire(["down"], 10_000).catch((error: unknown) => error);
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      const closed = redlock.close();
+      const outcome = await Promise.race([closed.then(() => "closed"), sleep(3_000)]);
+      assert.equal(outcome, "closed", "close() must not wait for a node that is down");
+      assert.ok((await waiting) instanceof ClosedError);
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), redlock.close()]);
+      for (const client of clients) client.destroy();
+      await cluster.cluster.restart(4);
+      await cluster.markAll();
+    }
+  });
+
   it("a release nobody announces (another library, an expiry) is found by the fallback poll", async () => {
     const redlock = new Redlock(cluster.urls, {
       retry: { retries: 1_000, delayMs: 10, jitterMs: 5 },
