@@ -174,8 +174,9 @@ export class Redlock implements LockOwner {
       () => new QuorumError("acquire (first contact)", this.group.quorum, this.nodeCount, 0, []),
     );
 
-    const waiter = new Waiter(keys);
-    let queued = false;
+    // Made on the first wait only: an acquire that never waits (the common
+    // case) allocates nothing for the queue.
+    let waiter: Waiter | undefined;
     let handoff: Handoff | undefined;
     let failure: Error | undefined;
     let attempt = 0;
@@ -184,9 +185,9 @@ export class Redlock implements LockOwner {
     // a release, or its fallback timer (a poll, if no waiter of this
     // instance is ahead; else the turn passes and counts as an attempt).
     const awaitTurn = async (): Promise<void> => {
-      if (!queued) {
+      if (!waiter) {
+        waiter = new Waiter(keys);
         this.waits.add(waiter);
-        queued = true;
       }
       for (;;) {
         const jitter = retry.jitterMs === 0 ? 0 : random.integer(-retry.jitterMs, retry.jitterMs);
@@ -290,7 +291,7 @@ export class Redlock implements LockOwner {
         await awaitTurn();
       }
     } finally {
-      if (queued) this.waits.remove(waiter, !granted);
+      if (waiter) this.waits.remove(waiter, !granted);
       handoff?.settle(handoffOutcome(undefined, false, this.nodeCount));
     }
   }

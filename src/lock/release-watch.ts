@@ -19,6 +19,8 @@ export const releaseChannelPrefix = "redquorum:released:";
  */
 export class ReleaseWatch {
   private readonly nodes: readonly RedisNode[];
+  /** Whether any node's transport offers pub/sub. */
+  readonly available: boolean;
   private readonly ownPrefix: string;
   private readonly onReleased: (key: string) => void;
   private subscriptions: Array<Subscription | undefined> | undefined;
@@ -29,13 +31,9 @@ export class ReleaseWatch {
 
   constructor(nodes: readonly RedisNode[], instanceId: string, onReleased: (key: string) => void) {
     this.nodes = nodes;
+    this.available = nodes.some((node) => node.transport.subscribe !== undefined);
     this.ownPrefix = `${instanceId}:`;
     this.onReleased = onReleased;
-  }
-
-  /** Whether any node's transport offers pub/sub. */
-  get available(): boolean {
-    return this.nodes.some((node) => node.transport.subscribe !== undefined);
   }
 
   /** The tag for a release: heard by other instances, or with `yielding` by all. */

@@ -42,6 +42,11 @@ export type Wake =
   | { readonly kind: "handoff"; readonly handoff: Handoff }
   | { readonly kind: "timer" };
 
+/** A key set, order-free (a handoff needs exactly the same keys). */
+function keySetOf(keys: readonly string[]): string {
+  return keys.length === 1 ? keys[0]! : [...keys].sort().join("\u0000");
+}
+
 export class Waiter {
   readonly keys: readonly string[];
   /** The key set, order-free: a handoff needs exactly the same keys. */
@@ -53,7 +58,7 @@ export class Waiter {
 
   constructor(keys: readonly string[]) {
     this.keys = keys;
-    this.keySet = [...keys].sort().join("\u0000");
+    this.keySet = keySetOf(keys);
   }
 
   get parked(): boolean {
@@ -197,8 +202,7 @@ export class WaitQueues {
   heirFor(keys: readonly string[], runMin: number): Waiter | "yield" | undefined {
     const head = this.queues.get(keys[0]!)?.[0];
     if (!head?.parked || !this.isFirst(head)) return undefined;
-    const keySet = keys.length === 1 ? keys[0]! : [...keys].sort().join("\u0000");
-    if (head.keySet !== keySet) return undefined;
+    if (head.keySet !== keySetOf(keys)) return undefined;
     let runs = this.handoffRuns.get(keys[0]!);
     if (!runs) {
       runs = { run: 0, limit: runMin };

@@ -48,12 +48,11 @@ const ownClientOptions: RedisOptions = {
  * and a message lost meanwhile only costs a waiter its fallback poll).
  */
 const subscriberOptions: RedisOptions = {
+  ...ownClientOptions,
   lazyConnect: false,
   enableOfflineQueue: true,
   autoResubscribe: true,
   maxRetriesPerRequest: null,
-  connectTimeout: 2_000,
-  retryStrategy: (attempt: number) => Math.min(attempt * 50, 1_000),
 };
 
 export class IoredisTransport implements NodeTransport {

@@ -65,14 +65,10 @@ export class NodeRedisTransport implements NodeTransport {
       subscriber.on("error", () => {}); // the command connection reports node trouble
       const connected = subscriber.connect();
       let settled = false;
-      connected.then(
-        () => {
-          settled = true;
-        },
-        () => {
-          settled = true;
-        },
-      );
+      const markSettled = () => {
+        settled = true;
+      };
+      connected.then(markSettled, markSettled);
       const listener = (message: string, channel: string) => onMessage(channel, message);
       let closed = false;
       return {

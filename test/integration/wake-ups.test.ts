@@ -52,6 +52,12 @@ describe("waiters are woken by releases (no blind polling)", () => {
   after(() => cluster.stop());
   beforeEach(() => cluster.flushAll());
 
+  /** Per node: connections subscribed to the release notices of `key`. */
+  const subscribersOf = (key: string) =>
+    cluster.onAll(
+      async (c) => (await c.pubsub("NUMSUB", `redquorum:released:${key}`))[1] as number,
+    );
+
   const evalshaCalls = async (index: number) => {
     const stats = await cluster.client(index).info("commandstats");
     return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
@@ -185,21 +191,15 @@ describe("waiters are woken by releases (no blind polling)", () => {
     try {
       const lock = await holder.acquire(["p"], 10_000);
       const waiting = waiter.acquire(["p"], 10_000, { signal: AbortSignal.timeout(10_000) });
-      await until("the waiter to subscribe on every node", async () => {
-        const counts = await cluster.onAll(
-          async (c) => (await c.pubsub("NUMSUB", "redquorum:released:p"))[1] as number,
-        );
-        return counts.every((n) => n === 1);
-      });
+      await until("the waiter to subscribe on every node", async () =>
+        (await subscribersOf("p")).every((n) => n === 1),
+      );
       await lock.release();
       const got = await waiting;
       await got.release();
-      await until("the subscription to end with the last waiter", async () => {
-        const counts = await cluster.onAll(
-          async (c) => (await c.pubsub("NUMSUB", "redquorum:released:p"))[1] as number,
-        );
-        return counts.every((n) => n === 0);
-      });
+      await until("the subscription to end with the last waiter", async () =>
+        (await subscribersOf("p")).every((n) => n === 0),
+      );
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
     }
@@ -262,14 +262,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
       const baseline = 1; // the inspection client
       const holder = new Redlock(cluster.urls);
       const waiter = new Redlock(clients as never, { clock: noTimers, retry: { retries: 10 } });
-      const channel = `redquorum:released:${adapter}`;
-      const subscribers = () =>
-        cluster.onAll(async (c) => (await c.pubsub("NUMSUB", channel))[1] as number);
       try {
         const lock = await holder.acquire([adapter], 10_000);
         const waiting = waiter.acquire([adapter], 10_000, { signal: AbortSignal.timeout(10_000) });
         await until("the waiter to subscribe on every node", async () =>
-          (await subscribers()).every((n) => n === 1),
+          (await subscribersOf(adapter)).every((n) => n === 1),
         );
         await lock.release();
         await (await waiting).release();
