@@ -17,7 +17,7 @@ import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
 import { maxId, maxOf, parseCounter } from "./decimal.js";
 import {
@@ -53,15 +53,6 @@ function checkedReply(node: RedisNode, reply: unknown): CounterReply {
     }
   }
   return reply as unknown as CounterReply;
-}
-
-function runCounterScript(
-  node: RedisNode,
-  script: LuaScript,
-  keys: readonly string[],
-  args: readonly string[],
-): Promise<CounterReply> {
-  return node.evalScript(script, keys, args).then((reply) => checkedReply(node, reply));
 }
 
 const statusOf = (reply: unknown): number =>
@@ -183,7 +174,7 @@ export class NextId {
     await this.group.ready();
     const timeoutMs = this.options.nodeTimeoutMs;
     const reads = await this.group.round(
-      (node) => runCounterScript(node, readScript, this.keys, []),
+      (node, index) => this.runCounterScript(node, index, readScript, []),
       {
         isYes: () => true,
         stopEarly: false,
@@ -330,13 +321,16 @@ export class NextId {
 
   private propose(proposal: bigint): Promise<RoundResult<unknown>> {
     const args = [proposal.toString(), this.options.unsafeSkipMarkerCheck ? "1" : "0"];
-    return this.group.round((node) => runCounterScript(node, proposeScript, this.keys, args), {
-      isYes: isAccepted,
-      // A lost round waits for every answer: each refusal carries a node's
-      // value, and knowing all of them makes the next proposal win.
-      stopEarly: "won",
-      timeoutMs: this.options.nodeTimeoutMs,
-    });
+    return this.group.round(
+      (node, index) => this.runCounterScript(node, index, proposeScript, args),
+      {
+        isYes: isAccepted,
+        // A lost round waits for every answer: each refusal carries a node's
+        // value, and knowing all of them makes the next proposal win.
+        stopEarly: "won",
+        timeoutMs: this.options.nodeTimeoutMs,
+      },
+    );
   }
 
   private finishRound(
@@ -394,20 +388,16 @@ export class NextId {
   }
 
   /**
-   * Folds a round's answers into what this instance knows, schedules
-   * repairs for nodes that lost their counter, and returns the largest
-   * previous value among the nodes that accepted.
+   * Folds a round's answers into what this instance knows and returns the
+   * largest previous value among the nodes that accepted. (Nodes that lost
+   * their counter were already sent to repair by `runCounterScript`.)
    */
   private learn(round: RoundResult<unknown>, proposal: bigint | undefined): bigint {
     let previousMax = 0n;
-    round.outcomes.forEach((outcome, index) => {
+    round.outcomes.forEach((outcome) => {
       if (!outcome || outcome.kind === "error") return;
       const status = statusOf(outcome.value);
-      if (status === amnesia || status === missing) {
-        const token = (outcome.value as CounterReply)[1];
-        if (token !== undefined) this.scheduleRepair(index, String(token));
-        return;
-      }
+      if (status === amnesia || status === missing) return;
       const value = parseCounter((outcome.value as CounterReply)[1]);
       this.knownMax = maxOf(this.knownMax, value);
       if (outcome.kind === "yes") {
@@ -465,18 +455,25 @@ export class NextId {
 
   /**
    * Why a round did not reach a majority: the counter missing on too many
-   * nodes (never initialised, or lost), too few nodes answering, or (with
-   * enough answers) other writers proposing higher values.
+   * nodes while no answering node knows it (never initialised), too few
+   * nodes answering or keeping their counter (down, or lost and not yet
+   * repaired), or (with enough answers) other writers proposing higher
+   * values.
    */
   private failureOf(operation: string, round: RoundResult<unknown>): RoundFailure {
     const nodeCount = this.group.nodes.length;
     const spare = nodeCount - this.group.quorum;
     let lost = 0;
+    /** Nodes that answered with their counter value (accepted or refused). */
+    let known = 0;
     const errors = nodeErrorsOf(round);
     round.outcomes.forEach((outcome, index) => {
+      if (outcome?.kind === "yes") known++;
       if (outcome?.kind !== "no") return;
       const status = statusOf(outcome.value);
-      if (status === amnesia || status === missing) {
+      if (status !== amnesia && status !== missing) {
+        known++;
+      } else {
         lost++;
         errors.push(
           new NodeError(
@@ -490,7 +487,9 @@ export class NextId {
         );
       }
     });
-    if (lost > spare) {
+    // Lost on too many nodes and known on none: the cluster looks
+    // uninitialised. Known somewhere, the lost nodes wait for their repair.
+    if (lost > spare && known === 0) {
       return { error: new NotInitializedError(this.options.key, lost, nodeCount), stale: false };
     }
     if (round.errorCount + lost > spare) {
@@ -526,10 +525,12 @@ export class NextId {
     for (let losses = 1; ; losses++) {
       this.assertOpen();
       const read = await this.group.round(
-        (node) => runCounterScript(node, readScript, this.keys, []),
+        (node, index) => this.runCounterScript(node, index, readScript, []),
         {
           isYes: isAccepted,
-          stopEarly: true,
+          // A lost read waits for every answer, so its error says whether
+          // any node knows the counter (lost data) or none does (no init).
+          stopEarly: "won",
           signal,
           timeoutMs,
         },
@@ -560,12 +561,13 @@ export class NextId {
   // ---- repair -------------------------------------------------------------
 
   /**
-   * A node answered that its counter is gone. It is excluded (its answers do
-   * not count) until repaired: after `repairDelayMs`, when no round that
-   * might still count its old vote is running, its counter is raised to the
-   * maximum read from a majority of the other nodes. That majority
-   * intersects every winning round's majority, so the repaired value is at
-   * least every ID handed out.
+   * A node answered that its counter is gone (in any reply, also one that
+   * came after its round had ended). It is excluded (its answers do not
+   * count) until repaired: after `repairDelayMs`, when no round that might
+   * still count its old vote is running, its counter is raised to the
+   * maximum read from `repairReadsOf(N)` = N - Q + 1 other nodes that kept
+   * theirs. Those meet every winning majority in a node other than the lost
+   * one, so the repaired value is at least every ID handed out.
    */
   private scheduleRepair(index: number, token: string): void {
     if (this.repairing.has(index) || this.closed) return;
@@ -588,10 +590,12 @@ export class NextId {
       (node, i) =>
         i === index
           ? Promise.reject(new Error("being repaired"))
-          : runCounterScript(node, readScript, this.keys, []),
+          : this.runCounterScript(node, i, readScript, []),
       { isYes: isAccepted, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
     );
-    if (read.yesCount < this.group.quorum) return;
+    // Only nodes that kept their counter say yes: a node that lost its own
+    // is never read from.
+    if (read.yesCount < repairReadsOf(this.group.nodes.length)) return;
     let value = 0n;
     for (const outcome of read.outcomes) {
       if (outcome?.kind === "yes")
@@ -613,6 +617,29 @@ export class NextId {
     this.knownMax = maxOf(this.knownMax, value);
     this.repairCount++;
     this.options.onRepair({ endpoint: lostNode.endpoint, value });
+  }
+
+  /**
+   * Runs a counter script on one node and checks its reply. A reply saying
+   * the node lost its counter schedules the repair here, for every reply:
+   * a round that was won without this node has ended and dropped it, and a
+   * slow node that lost its data would otherwise never be repaired.
+   */
+  private runCounterScript(
+    node: RedisNode,
+    index: number,
+    script: LuaScript,
+    args: readonly string[],
+  ): Promise<CounterReply> {
+    return node.evalScript(script, this.keys, args).then((reply) => {
+      const checked = checkedReply(node, reply);
+      const status = checked[0];
+      // Only proposals leave a loss token; reads answer without one.
+      if ((status === amnesia || status === missing) && checked[1] !== undefined) {
+        this.scheduleRepair(index, String(checked[1]));
+      }
+      return checked;
+    });
   }
 
   private requireAll(operation: string, round: RoundResult<unknown>): void {

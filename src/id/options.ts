@@ -21,7 +21,10 @@ export type IdStrategy = "range" | "seed";
 export interface RepairEvent {
   /** The node whose counter was lost (restart without data, flush, deletion). */
   readonly endpoint: string;
-  /** The value it was raised to: the maximum read from a healthy majority. */
+  /**
+   * The value it was raised to: the maximum read from N - Q + 1 other nodes
+   * that kept their counter (`repairReadsOf`), which meet every winning majority.
+   */
   readonly value: bigint;
 }
 

@@ -5,7 +5,8 @@ import { LockExpiredError } from "../errors.js";
 export interface LockOwner {
   readonly clock: Clock;
   extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number>;
-  releaseLock(lock: Lock): Promise<void>;
+  /** `valid`: whether the lock still had validity when `release()` was called. */
+  releaseLock(lock: Lock, valid: boolean): Promise<void>;
 }
 
 /**
@@ -31,6 +32,14 @@ export class Lock implements AsyncDisposable {
   private readonly owner: LockOwner;
   private validUntil: number;
   private releasing: Promise<void> | undefined;
+  /**
+   * The extension running now, if any: extensions of one lock run one at a
+   * time. Two that overlap could settle in either order while every node
+   * applies them in the order sent, and the validity of the one that
+   * settled last would win, though the keys carry the TTL of the one sent
+   * last (a 30 s validity over keys that expire in 1 s).
+   */
+  private extending: Promise<unknown> = Promise.resolve();
 
   /** @internal Locks come from `Redlock.acquire`. */
   constructor(
@@ -58,11 +67,12 @@ export class Lock implements AsyncDisposable {
 
   /** End of validity on the owner's monotonic clock (`performance.now()` scale by default). */
   get validUntilMs(): number {
-    return this.validUntil;
+    return this.releasing ? Number.NEGATIVE_INFINITY : this.validUntil;
   }
 
-  /** Milliseconds of validity left; 0 once it has run out. */
+  /** Milliseconds of validity left; 0 once it has run out or `release()` was called. */
   remainingMs(): number {
+    if (this.releasing) return 0;
     return Math.max(0, this.validUntil - this.owner.clock.now());
   }
 
@@ -90,11 +100,24 @@ export class Lock implements AsyncDisposable {
    * re-creates keys), or `QuorumError` when too few nodes answered; on
    * failure the lock keeps its old validity.
    */
-  async extend(ttlMs: number, options: { signal?: AbortSignal } = {}): Promise<void> {
-    if (this.releasing)
-      throw new LockExpiredError("extend", this.resources, "cannot extend a released lock");
-    this.validUntil = await this.owner.extendLock(this, ttlMs, options.signal);
+  extend(ttlMs: number, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const run = this.extending.then(() => this.extendNow(ttlMs, options.signal));
+    this.extending = run.catch(() => {});
+    return run;
+  }
+
+  private async extendNow(ttlMs: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.releasing) throw this.releasedError();
+    const validUntil = await this.owner.extendLock(this, ttlMs, signal);
+    // A release that started meanwhile wins: its delete went out after this
+    // extension on every node.
+    if (this.releasing) throw this.releasedError();
+    this.validUntil = validUntil;
     this.onValidityChange?.();
+  }
+
+  private releasedError(): LockExpiredError {
+    return new LockExpiredError("extend", this.resources, "cannot extend a released lock");
   }
 
   /**
@@ -106,7 +129,11 @@ export class Lock implements AsyncDisposable {
    * first call's promise.
    */
   release(): Promise<void> {
-    this.releasing ??= this.owner.releaseLock(this);
+    if (!this.releasing) {
+      const valid = this.remainingMs() > 0;
+      // From now on the lock reports no validity (also once handed off to a waiter).
+      this.releasing = this.owner.releaseLock(this, valid);
+    }
     return this.releasing;
   }
 

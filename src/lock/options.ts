@@ -1,6 +1,7 @@
 import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
+import { internalKeyPrefix } from "../node/lock-scripts.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
@@ -140,6 +141,13 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     throw new InvalidArgumentError(
       "options.keyPrefix",
       `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
+    );
+  }
+  if (keyPrefix.startsWith(internalKeyPrefix)) {
+    throw new InvalidArgumentError(
+      "options.keyPrefix",
+      `${JSON.stringify(keyPrefix)} is in redquorum's own namespace ("${internalKeyPrefix}…": node markers, ` +
+        "quarantine, fencing counters, IDs); choose another prefix",
     );
   }
   return {

@@ -9,15 +9,19 @@ import {
   ResourceLockedError,
 } from "../errors.js";
 import { FenceMemory, fenceKeyOf, isGrantReply, tallyFences } from "../fencing/fence-votes.js";
-import { parseCounter } from "../id/decimal.js";
+import { maxOf, parseCounter } from "../id/decimal.js";
 import { limits } from "../limits.js";
 import {
   acquireScript,
   extendScript,
-  fenceReadScript,
+  fenceFloorKey,
+  fenceMaxKey,
+  fenceMaxReadScript,
   fenceRepairScript,
   fenceScript,
   initNodeScript,
+  internalKeyPrefix,
+  lockReply,
   markerKey,
   quarantineKey,
   releaseScript,
@@ -27,7 +31,7 @@ import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
 import { runKeepingAlive } from "./keep-alive.js";
@@ -44,6 +48,23 @@ import {
 } from "./options.js";
 import { Courtesy, ReleaseWatch } from "./release-watch.js";
 import { type Handoff, type HandoffOutcome, Waiter, WaitQueues } from "./wait-queue.js";
+
+/**
+ * The Redis key of a resource. redquorum keeps its own state (node marker,
+ * quarantine, fencing counters, IDs) under "redquorum:": a lock key there
+ * could quarantine nodes or corrupt a counter, so such names are refused.
+ */
+function lockKeyOf(keyPrefix: string, resource: string, index: number): string {
+  const key = keyPrefix + resource;
+  if (key.startsWith(internalKeyPrefix)) {
+    throw new InvalidArgumentError(
+      `resources[${index}]`,
+      `the key ${JSON.stringify(key)} is in redquorum's own namespace ("${internalKeyPrefix}…": node ` +
+        "markers, quarantine, fencing counters, IDs); choose another resource name or keyPrefix",
+    );
+  }
+  return key;
+}
 
 function toHex(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
@@ -83,7 +104,7 @@ export class Redlock implements LockOwner {
   /** Operations running now; `close()` waits for them. */
   private readonly active = new Set<Promise<unknown>>();
   private readonly fenceMemory = new FenceMemory();
-  private readonly fenceRepairs = new Map<string, Promise<void>>();
+  private readonly fenceRepairs = new Map<number, Promise<void>>();
   /** Aborted by close(): stops repairs waiting to run. */
   private readonly lifetime = new AbortController();
   /** Callers of this instance waiting for a lock, first come first served per key. */
@@ -159,11 +180,18 @@ export class Redlock implements LockOwner {
     const { signal, waitMs, retry } = resolveAcquireOptions(options, this.options.retry);
     const { clock, random } = this.options;
     signal?.throwIfAborted();
-    const keys = names.map((name) => this.options.keyPrefix + name);
+    const keys = names.map((name, i) => lockKeyOf(this.options.keyPrefix, name, i));
     const fenceKeys = this.options.fencing
       ? names.map((name) => fenceKeyOf(this.options.keyPrefix, name))
       : [];
-    const scriptKeys = [markerKey, quarantineKey, ...keys, ...fenceKeys];
+    const scriptKeys = [
+      markerKey,
+      quarantineKey,
+      fenceFloorKey,
+      fenceMaxKey,
+      ...keys,
+      ...fenceKeys,
+    ];
     const quarantineArg = this.quarantineArg;
     const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
     // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
@@ -252,16 +280,22 @@ export class Redlock implements LockOwner {
           );
           const majority = round.yesCount >= this.group.quorum;
           let fences: Map<string, bigint> | undefined = new Map();
-          if (majority && fenceKeys.length > 0 && !round.aborted) {
-            fences = await this.commitFences(
-              names,
-              fenceKeys,
-              scriptKeys,
-              value,
-              proposals,
-              round,
-              signal,
-            );
+          try {
+            if (majority && fenceKeys.length > 0 && !round.aborted) {
+              fences = await this.commitFences(
+                names,
+                fenceKeys,
+                scriptKeys,
+                value,
+                proposals,
+                round,
+                signal,
+              );
+            }
+          } catch (error) {
+            // Whatever went wrong, no key of this attempt may outlive it.
+            await this.releaseKeys(keys, value, false);
+            throw error;
           }
           const valid = validUntil > clock.now();
           if (majority && valid && fences && !this.group.refused && !this.closed) {
@@ -463,15 +497,14 @@ export class Redlock implements LockOwner {
   }
 
   /** @internal */
-  releaseLock(lock: Lock): Promise<void> {
+  releaseLock(lock: Lock, valid: boolean): Promise<void> {
     // Tracked as a whole: close() waits for it, including a release round
     // that only starts after a handoff failed because of the close.
-    return this.track(this.releaseLockNow(lock));
+    return this.track(this.releaseLockNow(lock, !valid));
   }
 
-  private async releaseLockNow(lock: Lock): Promise<void> {
+  private async releaseLockNow(lock: Lock, expired: boolean): Promise<void> {
     this.assertOpen();
-    const expired = lock.remainingMs() <= 0;
     const nodeCount = this.group.nodes.length;
     // A waiter of this instance for exactly these keys takes them over in
     // its own acquire round (the keys hold our value until it replaces it):
@@ -627,43 +660,50 @@ export class Redlock implements LockOwner {
   }
 
   /**
-   * A fencing counter is unknown on a node that lost its memory: once no
-   * round that could count that node's old vote can be running, it is set
-   * to the maximum read from a majority of the other nodes, if that same
-   * loss is still current there (the marker value names it).
+   * A node that lost its memory knows none of its fencing counters. Once no
+   * round that could count that node's old votes can be running, its fence
+   * floor is set to the highest value accepted on N - Q + 1 other nodes
+   * whose counters are known (they meet every majority that committed a
+   * token, less the lost node), if that same loss is still current there
+   * (the marker value names it). From then on it votes for every resource.
    */
-  private scheduleFenceRepair(index: number, fenceKey: string, marker: string): void {
-    const id = `${index}\u0000${fenceKey}`;
-    if (this.closed || this.fenceRepairs.has(id)) return;
+  private scheduleFenceRepair(index: number, marker: string): void {
+    if (this.closed || !this.options.fencing || !marker.startsWith("lost:")) return;
+    if (this.fenceRepairs.has(index)) return;
     const repair = (async () => {
       const signal = this.lifetime.signal;
       await this.options.clock.sleep(limits.repairDelayMs, signal);
-      const keys = [markerKey, fenceKey];
+      const keys = [markerKey, fenceFloorKey, fenceMaxKey];
       const read = await this.group.round(
         (node, i) =>
           i === index
             ? Promise.reject(new Error("being repaired"))
-            : node.evalScript(fenceReadScript, keys, []),
-        { isYes: isGrantReply, stopEarly: false, signal, timeoutMs: this.options.nodeTimeoutMs },
+            : node.evalScript(fenceMaxReadScript, keys, []).then((reply) => {
+                if (!Array.isArray(reply) || reply[0] !== 1) return undefined;
+                return maxOf(parseCounter(reply[1]), parseCounter(reply[2]));
+              }),
+        {
+          isYes: (value) => value !== undefined,
+          stopEarly: false,
+          signal,
+          timeoutMs: this.options.nodeTimeoutMs,
+        },
       );
-      if (read.yesCount < this.group.quorum) return;
+      if (read.yesCount < repairReadsOf(this.nodeCount)) return;
       let highest = 0n;
       for (const outcome of read.outcomes) {
-        if (outcome?.kind !== "yes") continue;
-        const seen = parseCounter((outcome.value as unknown[])[1]);
-        if (seen > highest) highest = seen;
+        if (outcome?.kind === "yes" && outcome.value! > highest) highest = outcome.value!;
       }
-      await this.group.round(
-        (node, i) =>
-          i === index
-            ? node.evalScript(fenceRepairScript, keys, [marker, highest.toString()])
-            : Promise.resolve(0),
-        { isYes: isOne, stopEarly: false, signal, timeoutMs: this.options.nodeTimeoutMs },
+      const node = this.group.nodes[index]!;
+      await raceAbort(
+        node.evalScript(fenceRepairScript, keys, [marker, highest.toString()]),
+        signal,
+        this.options.nodeTimeoutMs,
       );
     })()
-      .catch(() => {}) // the next vote that meets the unknown counter schedules another try
-      .finally(() => this.fenceRepairs.delete(id));
-    this.fenceRepairs.set(id, repair);
+      .catch(() => {}) // the next vote that meets the unknown counters schedules another try
+      .finally(() => this.fenceRepairs.delete(index));
+    this.fenceRepairs.set(index, repair);
   }
 
   /** Wakes the first waiter of `key` after a random 0 to noticeJitterMs. */
@@ -678,9 +718,11 @@ export class Redlock implements LockOwner {
   }
 
   /**
-   * Runs a lock script. A node in quarantine (-1), or whose fencing counter
-   * is unknown ({-2, counter key, marker}: it lost its memory), is a failed vote that
-   * says so; the unknown counter gets a repair scheduled.
+   * Runs a lock script. A node in quarantine ({-1, marker}), or whose
+   * fencing counters are unknown ({-2, marker}: it lost its memory), is a
+   * failed vote that says so, and gets a fence repair scheduled. A reply
+   * that is not what the scripts answer (a counter that is not a decimal)
+   * is that node's error too: nothing a node says escapes untyped.
    */
   private guarded(
     node: RedisNode,
@@ -690,18 +732,20 @@ export class Redlock implements LockOwner {
     args: readonly string[],
   ) {
     return node.evalScript(script, keys, args).then((reply) => {
-      if (Array.isArray(reply) && reply[0] === -2) {
-        const fenceKey = String(reply[1]);
-        this.scheduleFenceRepair(index, fenceKey, String(reply[2]));
+      if (!Array.isArray(reply)) return reply;
+      const [code, marker] = reply as [unknown, unknown];
+      if (code === lockReply.fencesUnknown) {
+        this.scheduleFenceRepair(index, String(marker));
         throw new NodeError(
           node.endpoint,
           new Error(
-            `fencing counter ${fenceKey} unknown (the node lost its memory, or the cluster was never ` +
-              "initialised: run init() once on a new cluster): repair from a majority scheduled",
+            "fencing counters unknown: the node lost its memory (or the cluster was never " +
+              "initialised: run init() once on a new cluster); a repair from the other nodes is scheduled",
           ),
         );
       }
-      if (reply === -1) {
+      if (code === lockReply.quarantined) {
+        this.scheduleFenceRepair(index, String(marker));
         throw new NodeError(
           node.endpoint,
           new Error(
@@ -709,6 +753,13 @@ export class Redlock implements LockOwner {
               `for up to maxTtlMs (${this.options.maxTtlMs} ms)`,
           ),
         );
+      }
+      if (isGrantReply(reply)) {
+        try {
+          for (let i = 1; i < reply.length; i += 2) parseCounter(reply[i]);
+        } catch (error) {
+          throw new NodeError(node.endpoint, error);
+        }
       }
       return reply;
     });

@@ -8,10 +8,11 @@ import { LuaScript } from "./lua-script.js";
  * exclude each other.
  *
  * Acquire and extend also enforce the restart quarantine (seed 1, "delayed
- * restart"): KEYS[1] is the node's marker, KEYS[2] its quarantine key, the
- * resources follow from KEYS[3]. A node whose marker is gone lost its memory
+ * restart"): KEYS[1] is the node's marker, KEYS[2] its quarantine key (the
+ * resources follow from KEYS[3] in extend, from KEYS[5] in acquire and
+ * fence, after the fencing floor and maximum). A node whose marker is gone lost its memory
  * (restart without persistence, FLUSHALL): it may have forgotten keys of
- * locks that are still held, so it stays out of service (answers -1) until a
+ * locks that are still held, so it stays out of service (answers {-1, marker}) until a
  * quarantine of ARGV[3] ms (the cluster's maxTtlMs, longer than any lock)
  * has passed. ARGV[3] = "0" turns the quarantine off for this client (the
  * marker is still kept, and a quarantine another client started is still
@@ -20,63 +21,103 @@ import { LuaScript } from "./lua-script.js";
 
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
+/**
+ * Fencing state of the node as a whole: the floor below which no counter
+ * of this node is trusted (written by the repair after a loss), and the
+ * highest value any counter of this node ever accepted (what a repair of
+ * another node reads).
+ */
+export const fenceFloorKey = "redquorum:fence-floor";
+export const fenceMaxKey = "redquorum:fence-max";
+/** Every key redquorum keeps for itself starts with this; no lock or ID key may. */
+export const internalKeyPrefix = "redquorum:";
+
+/** Reply codes of the lock scripts that are not votes. */
+export const lockReply = {
+  /** {-1, marker}: the node is in the restart quarantine. */
+  quarantined: -1,
+  /** {-2, marker}: the node lost its memory and its fencing counters are not repaired yet. */
+  fencesUnknown: -2,
+} as const;
 
 // A marker found missing is rewritten as "lost:<server time>": the node keeps
-// in mind that it lost its memory (so a missing fencing counter there means
-// "unknown", not 0), and the value names this loss for repairs. init writes "1".
+// in mind that it lost its memory (so its fencing counters are unknown until
+// a repair writes the floor), and the value names this loss for repairs.
+// init writes "1". Both non-vote replies carry the marker.
 const quarantineCheck = `
 local guard = redis.call('mget', KEYS[1], KEYS[2])
-if guard[2] then return -1 end
 local marker = guard[1]
+if guard[2] then return {${lockReply.quarantined}, marker or ''} end
 if not marker then
   local now = redis.call('time')
   marker = 'lost:' .. now[1] .. '.' .. now[2]
   redis.call('set', KEYS[1], marker)
   if ARGV[3] ~= '0' then
     redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
-    return -1
+    return {${lockReply.quarantined}, marker}
   end
 end`;
 
-/**
- * Fencing counters, one per resource: KEYS[3 + locks + i] with the proposal
- * ARGV[4 + i] (ARGV[4] = how many). Reads every counter first: a missing one
- * on a node that lost its memory is unknown, and the node does not vote
- * ({-2, counter key, marker}); elsewhere a missing counter is 0. Then \`applyFences()\`
- * raises each counter below its proposal. Reply: {1, current_1, accepted_1,
- * ...}, where current is the value before (accepted 1) or the value that
- * refused the proposal (accepted 0).
- */
-const fences = `
+/** Decimal strings without leading zeros: shorter is less, then bytewise. */
+const less = `
 local function less(a, b)
   return #a < #b or (#a == #b and a < b)
-end
+end`;
+
+/**
+ * Fencing counters, one per resource. KEYS[3] the node's fence floor,
+ * KEYS[4] its highest accepted value, the lock keys from KEYS[5], then the
+ * counters, with the proposals ARGV[4 + i] (ARGV[4] = how many).
+ *
+ * A counter's value here is max(counter or 0, floor). A node that lost its
+ * memory (marker not "1") and has no floor yet knows none of its counters:
+ * it does not vote ({-2, marker}) until a repair sets the floor to the
+ * highest value a set of other nodes that meets every majority has accepted
+ * — then it is healthy for every resource, also ones first locked later.
+ * \`applyFences()\` raises each counter below its proposal. Reply: {1,
+ * current_1, accepted_1, ...}, where current is the value before (accepted
+ * 1) or the value that refused the proposal (accepted 0).
+ */
+const fences = `${less}
 local fenceCount = tonumber(ARGV[4])
-local lockCount = #KEYS - 2 - fenceCount
+local lockCount = #KEYS - 4 - fenceCount
 local fenceReply = {1}
 local function readFences()
+  if fenceCount == 0 then return nil end
+  local floor = redis.call('get', KEYS[3])
+  if not floor then
+    if marker ~= '1' then return {${lockReply.fencesUnknown}, marker} end
+    floor = '0'
+  end
   for i = 1, fenceCount do
-    local current = redis.call('get', KEYS[2 + lockCount + i])
-    if not current then
-      if marker ~= '1' then return {-2, KEYS[2 + lockCount + i], marker} end
-      current = '0'
-    end
+    local current = redis.call('get', KEYS[4 + lockCount + i]) or '0'
+    if less(current, floor) then current = floor end
     fenceReply[2 * i] = current
     fenceReply[2 * i + 1] = less(current, ARGV[4 + i]) and 1 or 0
   end
   return nil
 end
 local function applyFences()
+  local highest = redis.call('get', KEYS[4]) or '0'
+  local raised = false
   for i = 1, fenceCount do
-    if fenceReply[2 * i + 1] == 1 then redis.call('set', KEYS[2 + lockCount + i], ARGV[4 + i]) end
+    if fenceReply[2 * i + 1] == 1 then
+      redis.call('set', KEYS[4 + lockCount + i], ARGV[4 + i])
+      if less(highest, ARGV[4 + i]) then
+        highest = ARGV[4 + i]
+        raised = true
+      end
+    end
   end
+  if raised then redis.call('set', KEYS[4], highest) end
 end`;
 
 /**
  * ARGV[2] = TTL in ms. 1 (or, with fences, {1, ...}): every key was free and
- * is now ours; 0: a key exists; -1: quarantined; {-2, ...}: a fencing counter
- * is unknown here. A fencing counter only moves together with our lock key
- * on the same node — what keeps tokens in grant order.
+ * is now ours; 0: a key exists; {-1, marker}: quarantined; {-2, marker}:
+ * the fencing counters are unknown here. A fencing counter only moves
+ * together with our lock key on the same node — what keeps tokens in grant
+ * order.
  *
  * Handoff: ARGV[5 + fences], when given, is the value of a lock whose holder
  * hands it to us; keys holding exactly that value count as free and are
@@ -89,11 +130,11 @@ export const acquireScript = new LuaScript(
 ${fences}
 local from = ARGV[5 + fenceCount]
 local replaced = 0
--- One resource, free: SET NX takes it in one call (undone below if a
--- fencing counter turns out unknown). Otherwise check every key first.
-local placed = lockCount == 1 and redis.call('set', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2])
+-- One resource, free: SET NX takes it in one call (undone below if the
+-- fencing counters turn out unknown). Otherwise check every key first.
+local placed = lockCount == 1 and redis.call('set', KEYS[5], ARGV[1], 'NX', 'PX', ARGV[2])
 if not placed then
-  for i = 3, 2 + lockCount do
+  for i = 5, 4 + lockCount do
     if redis.call('exists', KEYS[i]) == 1 then
       if not from or redis.pcall('get', KEYS[i]) ~= from then return 0 end
       replaced = replaced + 1
@@ -102,11 +143,11 @@ if not placed then
 end
 local unknown = readFences()
 if unknown then
-  if placed then redis.call('del', KEYS[3]) end
+  if placed then redis.call('del', KEYS[5]) end
   return unknown
 end
 if not placed then
-  for i = 3, 2 + lockCount do
+  for i = 5, 4 + lockCount do
     redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])
   end
 end
@@ -126,7 +167,7 @@ export const fenceScript = new LuaScript(
   "fence",
   `${quarantineCheck}
 ${fences}
-for i = 3, 2 + lockCount do
+for i = 5, 4 + lockCount do
   if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end
 end
 local unknown = readFences()
@@ -135,26 +176,33 @@ applyFences()
 return fenceReply`,
 );
 
-/** KEYS[1] marker, KEYS[2] a fencing counter: {1, value}, or {-2} when unknown here. */
-export const fenceReadScript = new LuaScript(
-  "fence-read",
-  `local current = redis.call('get', KEYS[2])
-if current then return {1, current} end
-if redis.call('get', KEYS[1]) ~= '1' then return {-2} end
-return {1, '0'}`,
+/**
+ * What a repair of another node reads here: KEYS[1] marker, KEYS[2] fence
+ * floor, KEYS[3] highest accepted value. {1, highest, floor}, or {-2} when
+ * this node's own counters are unknown (it lost its memory, not repaired).
+ */
+export const fenceMaxReadScript = new LuaScript(
+  "fence-max-read",
+  `local floor = redis.call('get', KEYS[2])
+if not floor and redis.call('get', KEYS[1]) ~= '1' then return {${lockReply.fencesUnknown}} end
+return {1, redis.call('get', KEYS[3]) or '0', floor or '0'}`,
 );
 
 /**
- * Repairs an unknown fencing counter: KEYS[1] marker, KEYS[2] the counter;
- * ARGV[1] the marker value the loss was seen with, ARGV[2] the value read
- * from a majority. Applies only while that same loss is current and the
- * counter is still missing: 1, else 0.
+ * Repairs the fencing state of a node that lost its memory: KEYS[1]
+ * marker, KEYS[2] floor, KEYS[3] highest accepted value; ARGV[1] the marker
+ * value the loss was seen with, ARGV[2] the highest value read from the
+ * other nodes. Applies only while that same loss is current and no floor is
+ * set yet: 1, else 0.
  */
 export const fenceRepairScript = new LuaScript(
   "fence-repair",
-  `if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+  `${less}
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('exists', KEYS[2]) == 1 then return 0 end
 redis.call('set', KEYS[2], ARGV[2])
+local highest = redis.call('get', KEYS[3])
+if not highest or less(highest, ARGV[2]) then redis.call('set', KEYS[3], ARGV[2]) end
 return 1`,
 );
 
@@ -184,7 +232,7 @@ return deleted`,
 
 /**
  * ARGV[2] = new TTL in ms. Sets the TTL of every key only if every key still
- * holds our value (1), else changes nothing (0); -1: quarantined. PEXPIRE
+ * holds our value (1), else changes nothing (0); {-1, marker}: quarantined. PEXPIRE
  * never creates a key, so an expired lock is never brought back.
  */
 export const extendScript = new LuaScript(

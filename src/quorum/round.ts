@@ -39,6 +39,18 @@ export function quorumOf(nodeCount: number): number {
   return Math.floor(nodeCount / 2) + 1;
 }
 
+/**
+ * Answers needed from nodes other than a lost one (each still holding its
+ * value) to repair it: N - Q + 1. A winning majority has Q nodes, at least
+ * Q - 1 of them other than the lost node, and (N - Q + 1) + (Q - 1) = N >
+ * N - 1: any N - Q + 1 of the other nodes include one of them. Never more
+ * than Q, one less on an even N; for N = 1 it exceeds the N - 1 = 0 other
+ * nodes (a lone node cannot be repaired).
+ */
+export function repairReadsOf(nodeCount: number): number {
+  return nodeCount - quorumOf(nodeCount) + 1;
+}
+
 export interface RoundOptions<T> {
   /** Whether a node's reply counts as a vote for the operation. */
   isYes: (value: T) => boolean;
