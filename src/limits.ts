@@ -17,6 +17,12 @@ export const defaults = {
    * opening the connection, so it is longer than `nodeTimeoutMs`.
    */
   checkTimeoutMs: 2_000,
+  /**
+   * How long a node's checks (role, run_id, NextId's durability) are
+   * trusted before they are made again; they are also made again after
+   * every reconnect.
+   */
+  recheckIntervalMs: 10_000,
   /** Longest TTL a lock may ask for; later the length of the restart quarantine. */
   maxTtlMs: 5 * 60_000,
   retry: {
@@ -72,12 +78,32 @@ export const limits = {
    * round), the releasing loop does not barge ahead.
    */
   courtesyMs: 5,
+  /** Callers of one Redlock instance waiting for locks at once; more fail with QueueFullError. */
+  waitersMax: 100_000,
   /** 20 random bytes per acquisition, as in seed 1. */
   lockValueBytes: 20,
+  /**
+   * A node that has had commands outstanding with no reply at all for this
+   * long is stalled (SIGSTOP, a black-holed network): new calls to it fail
+   * at once instead of piling up in its connection's queue (FAULTS.md
+   * I15). Twice the longest node timeout: any call still waiting on it has
+   * long timed out, so no vote is lost that could still count.
+   */
+  nodeStallMs: 2_000,
+  /**
+   * Commands outstanding on one node at most; more fail at once. Bounds
+   * the memory a node that stalls under heavy load can hold before
+   * `nodeStallMs` has passed (each costs about a few KiB until answered).
+   */
+  outstandingCommandsMax: 5_000,
 } as const;
 
 assert(limits.courtesyMs > limits.noticeJitterMs, "courtesy must outlast the notice jitter");
 assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
+assert(
+  limits.nodeStallMs >= limits.nodeTimeoutMsMax,
+  "a node may not count as stalled within a timeout",
+);
 assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");
 assert(defaults.maxTtlMs <= limits.ttlMsMax, "default max TTL must be within the hard limit");
 assert(defaults.retry.jitterMs <= defaults.retry.delayMs, "jitter must not exceed the delay");

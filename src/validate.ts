@@ -29,6 +29,20 @@ export function requireBoolean(name: string, value: unknown): boolean {
   return value;
 }
 
+/**
+ * A lone UTF-16 surrogate has no UTF-8 form: Redis would get U+FFFD, so two
+ * different strings would name one key (and a name listed twice would pass
+ * the duplicate check). Names that become keys must be well-formed text.
+ */
+export function requireWellFormed(name: string, value: string): void {
+  if (/\p{Surrogate}/u.test(value)) {
+    throw new InvalidArgumentError(
+      name,
+      `${describe(value)} contains a lone UTF-16 surrogate, which has no UTF-8 form (Redis would see U+FFFD)`,
+    );
+  }
+}
+
 export function requireSignal(name: string, value: unknown): AbortSignal | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof AbortSignal)) {

@@ -1,7 +1,24 @@
 import { raceAbort } from "../clock.js";
-import { InvalidArgumentError, NodeTimeoutError } from "../errors.js";
+import { InvalidArgumentError, NodeError, NodeTimeoutError, RedquorumError } from "../errors.js";
+import { parseCounter } from "../id/decimal.js";
 import { LuaScript } from "../node/lua-script.js";
+import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+
+/**
+ * One node per caller's client, made on first use: making one per call
+ * would add a listener to the client every time.
+ */
+const nodesByClient = new WeakMap<object, RedisNode>();
+
+function nodeOf(client: Exclude<NodeInput, string>): RedisNode {
+  let node = nodesByClient.get(client);
+  if (!node) {
+    [node] = createNodes([client]);
+    nodesByClient.set(client, node!);
+  }
+  return node!;
+}
 
 /**
  * The protected side of fencing: a token is worthless unless the resource
@@ -51,19 +68,23 @@ export async function fencedSet(
       "expected a fencing token (a non-negative bigint, lock.fence)",
     );
   }
-  const [node] = createNodes([client]);
+  const node = nodeOf(client);
   const timeoutMs = options.timeoutMs ?? 1_000;
-  const reply = (await raceAbort(
-    node!.evalScript(
-      fencedSetScript,
-      [key, options.fenceKey ?? `${key}:fence`],
-      [value, token.toString()],
-    ),
-    undefined,
-    timeoutMs,
-    () => new NodeTimeoutError(node!.endpoint, timeoutMs),
-  )) as unknown[];
-  return reply[0] === 1
-    ? { written: true }
-    : { written: false, seenToken: BigInt(String(reply[1])) };
+  // Whatever the node answers (WRONGTYPE, a corrupt token), the caller gets a typed error.
+  try {
+    const reply = (await raceAbort(
+      node.evalScript(
+        fencedSetScript,
+        [key, options.fenceKey ?? `${key}:fence`],
+        [value, token.toString()],
+      ),
+      undefined,
+      timeoutMs,
+      () => new NodeTimeoutError(node.endpoint, timeoutMs),
+    )) as unknown[];
+    if (reply[0] === 1) return { written: true };
+    return { written: false, seenToken: parseCounter(reply[1]) };
+  } catch (error) {
+    throw error instanceof RedquorumError ? error : new NodeError(node.endpoint, error);
+  }
 }

@@ -12,7 +12,13 @@ import {
   QuorumError,
   RedquorumError,
 } from "../errors.js";
-import { initScript, proposeScript, readScript, repairScript } from "../node/id-scripts.js";
+import {
+  certifyScript,
+  initScript,
+  proposeScript,
+  readScript,
+  repairScript,
+} from "../node/id-scripts.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -21,6 +27,7 @@ import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.j
 import { requireSignal } from "../validate.js";
 import { maxId, maxOf, parseCounter } from "./decimal.js";
 import {
+  idKeySuffixes,
   idLimits,
   type NextIdOptions,
   type ResolvedNextIdOptions,
@@ -34,6 +41,10 @@ type CounterReply = readonly [number, string?];
 const accepted = 1;
 const amnesia = 2;
 const missing = 3;
+const suspect = 4;
+/** Statuses of a node that is excluded until repaired. */
+const needsRepair = (status: number) =>
+  status === amnesia || status === missing || status === suspect;
 
 /**
  * A counter script's reply, checked: anything else (a corrupted value, a key
@@ -120,6 +131,7 @@ export class NextId {
   /** Rounds in flight; `close()` waits for them before closing connections. */
   private readonly rounds = new Set<Promise<void>>();
   private closed = false;
+  private closing: Promise<void> | undefined;
   private repairCount = 0;
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
@@ -127,8 +139,19 @@ export class NextId {
     this.keys = [this.options.key, `${this.options.key}:marker`, `${this.options.key}:lost`];
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
+      recheckIntervalMs: this.options.recheckIntervalMs,
       onWarning: this.options.onWarning,
       extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
+      onAdmit: (node, info, timeoutMs) =>
+        raceAbort(
+          node.evalScript(
+            certifyScript,
+            [...this.keys, this.options.key + idKeySuffixes[2]],
+            [info.runId],
+          ),
+          undefined,
+          timeoutMs,
+        ).then(() => {}),
       scripts: [proposeScript, readScript, repairScript, initScript],
     });
   }
@@ -213,8 +236,13 @@ export class NextId {
    * finish (each bounded by the node timeout), repairs stop, connections
    * redquorum opened are closed.
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // A second call gets the first one's promise: it too resolves only once closed.
+    this.closing ??= this.closeNow();
+    return this.closing;
+  }
+
+  private async closeNow(): Promise<void> {
     this.closed = true;
     this.lifetime.abort(new ClosedError("NextId"));
     for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
@@ -397,7 +425,7 @@ export class NextId {
     round.outcomes.forEach((outcome) => {
       if (!outcome || outcome.kind === "error") return;
       const status = statusOf(outcome.value);
-      if (status === amnesia || status === missing) return;
+      if (needsRepair(status)) return;
       const value = parseCounter((outcome.value as CounterReply)[1]);
       this.knownMax = maxOf(this.knownMax, value);
       if (outcome.kind === "yes") {
@@ -471,9 +499,9 @@ export class NextId {
       if (outcome?.kind === "yes") known++;
       if (outcome?.kind !== "no") return;
       const status = statusOf(outcome.value);
-      if (status !== amnesia && status !== missing) {
-        known++;
-      } else {
+      // A suspect node kept a counter; it may only lag.
+      if (!needsRepair(status) || status === suspect) known++;
+      if (needsRepair(status)) {
         lost++;
         errors.push(
           new NodeError(
@@ -481,7 +509,9 @@ export class NextId {
             new Error(
               status === amnesia
                 ? "lost its data (marker gone); excluded until repaired"
-                : "counter missing; excluded until repaired",
+                : status === suspect
+                  ? "restarted (a new run_id) and may have come back older; excluded until repaired"
+                  : "counter missing; excluded until repaired",
             ),
           ),
         );
@@ -635,7 +665,7 @@ export class NextId {
       const checked = checkedReply(node, reply);
       const status = checked[0];
       // Only proposals leave a loss token; reads answer without one.
-      if ((status === amnesia || status === missing) && checked[1] !== undefined) {
+      if (needsRepair(status) && checked[1] !== undefined) {
         this.scheduleRepair(index, String(checked[1]));
       }
       return checked;
@@ -710,6 +740,18 @@ async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void
       "appendfsync",
       `${node.endpoint} has appendfsync ${appendfsync || "(unknown)"}: NextId needs appendfsync always, or a power ` +
         "loss can make it forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
+    );
+  }
+  // With "yes", Redis skips fsync while a rewrite or save child runs, even
+  // with appendfsync always: an acknowledged write can be lost then.
+  const noFsyncOnRewrite = await setting("no-appendfsync-on-rewrite");
+  if (noFsyncOnRewrite !== "no") {
+    throw new DurabilityError(
+      node.endpoint,
+      "no-appendfsync-on-rewrite",
+      `${node.endpoint} has no-appendfsync-on-rewrite ${noFsyncOnRewrite || "(unknown)"}: Redis then skips fsync ` +
+        "while it rewrites the AOF or saves a snapshot, so NextId needs no-appendfsync-on-rewrite no " +
+        "(pass unsafeAllowNonDurableNodes: true to accept the risk)",
     );
   }
 }

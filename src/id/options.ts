@@ -1,6 +1,7 @@
 import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
+import { internalKeyPrefix } from "../node/lock-scripts.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
@@ -9,6 +10,7 @@ import {
   requireFunction,
   requireInteger,
   requireOptionsObject,
+  requireWellFormed,
 } from "../validate.js";
 
 /**
@@ -46,6 +48,12 @@ export interface NextIdOptions {
   nodeTimeoutMs?: number;
   /** Bound on the first-contact checks of a node, in milliseconds. Default 2000. */
   checkTimeoutMs?: number;
+  /**
+   * How long a node's checks (durability, master role, run_id) are trusted
+   * before they are made again, in milliseconds; they are also made again
+   * after every reconnect. Default 10000.
+   */
+  recheckIntervalMs?: number;
   retry?: IdRetryOptions;
   /** Rounds one instance may have in flight at once (`range` only). Default 4. */
   pipelineDepth?: number;
@@ -84,6 +92,7 @@ export interface ResolvedNextIdOptions {
   readonly strategy: IdStrategy;
   readonly nodeTimeoutMs: number;
   readonly checkTimeoutMs: number;
+  readonly recheckIntervalMs: number;
   readonly retry: ResolvedIdRetry;
   readonly pipelineDepth: number;
   readonly repairDelayMs: number;
@@ -118,6 +127,7 @@ const optionNames = [
   "strategy",
   "nodeTimeoutMs",
   "checkTimeoutMs",
+  "recheckIntervalMs",
   "retry",
   "pipelineDepth",
   "repairDelayMs",
@@ -143,6 +153,8 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       `expected a non-empty string of at most ${limits.resourceBytesMax} bytes, got ${describe(key)}`,
     );
   }
+  requireWellFormed("options.key", key);
+  requireIdKeyOutsideLockState(key);
   const strategy = options.strategy ?? "range";
   if (strategy !== "range" && strategy !== "seed") {
     throw new InvalidArgumentError(
@@ -186,6 +198,12 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       options.checkTimeoutMs ?? defaults.checkTimeoutMs,
       1,
       limits.checkTimeoutMsMax,
+    ),
+    recheckIntervalMs: requireInteger(
+      "options.recheckIntervalMs",
+      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
+      1,
+      limits.ttlMsMax,
     ),
     retry: {
       retries: requireInteger(
@@ -237,4 +255,34 @@ function emitRepairWarning(event: RepairEvent): void {
     `redquorum repaired the ID counter on ${event.endpoint} (it had lost its data) to ${event.value}`,
     { code: "REDQUORUM_REPAIR" },
   );
+}
+
+/** The keys NextId keeps beside its counter `key`. */
+export const idKeySuffixes = [":marker", ":lost", ":run"] as const;
+
+/**
+ * The counter and the keys beside it must not be Redlock's node state
+ * (marker, quarantine, fencing): an ID repair writing "redquorum:marker"
+ * would hide a lost node from the restart quarantine. Under "redquorum:",
+ * only "redquorum:id" and names below it are NextId's; and a key that
+ * ends like one of another counter's own keys would alias that counter.
+ */
+function requireIdKeyOutsideLockState(key: string): void {
+  const own = (k: string) =>
+    !k.startsWith(internalKeyPrefix) || k === idDefaults.key || k.startsWith(`${idDefaults.key}:`);
+  const clash = [key, ...idKeySuffixes.map((suffix) => key + suffix)].find((k) => !own(k));
+  if (clash !== undefined) {
+    throw new InvalidArgumentError(
+      "options.key",
+      `${JSON.stringify(key)} would use ${JSON.stringify(clash)}, in the namespace of redquorum's lock ` +
+        `state ("${internalKeyPrefix}…"); use a key outside it, or "${idDefaults.key}" or a name below it`,
+    );
+  }
+  const suffix = idKeySuffixes.find((s) => key.endsWith(s));
+  if (suffix !== undefined) {
+    throw new InvalidArgumentError(
+      "options.key",
+      `${JSON.stringify(key)} ends with "${suffix}", the name of the key NextId keeps beside a counter`,
+    );
+  }
 }

@@ -12,6 +12,7 @@ import {
   requireNumber,
   requireOptionsObject,
   requireSignal,
+  requireWellFormed,
 } from "../validate.js";
 
 export interface RetryOptions {
@@ -34,6 +35,12 @@ export interface RedlockOptions {
   checkTimeoutMs?: number;
   /** Longest TTL any lock may ask for, in milliseconds. Default 300000 (5 minutes). */
   maxTtlMs?: number;
+  /**
+   * How long a node's checks (master role, run_id, not the same server as
+   * another node) are trusted before they are made again, in milliseconds;
+   * they are also made again after every reconnect. Default 10000.
+   */
+  recheckIntervalMs?: number;
   /**
    * The restart quarantine: a node that lost its data (restart without
    * persistence, FLUSHALL) stays out of service for `maxTtlMs`, so it cannot
@@ -87,6 +94,7 @@ export interface ResolvedRedlockOptions {
   readonly driftMs: number;
   readonly nodeTimeoutMs: number;
   readonly checkTimeoutMs: number;
+  readonly recheckIntervalMs: number;
   readonly maxTtlMs: number;
   readonly keyPrefix: string;
   readonly quarantine: boolean;
@@ -103,6 +111,7 @@ const redlockOptionNames = [
   "nodeTimeoutMs",
   "checkTimeoutMs",
   "maxTtlMs",
+  "recheckIntervalMs",
   "keyPrefix",
   "quarantine",
   "fencing",
@@ -143,6 +152,7 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
       `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
     );
   }
+  requireWellFormed("options.keyPrefix", keyPrefix);
   if (keyPrefix.startsWith(internalKeyPrefix)) {
     throw new InvalidArgumentError(
       "options.keyPrefix",
@@ -169,6 +179,12 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
       options.checkTimeoutMs ?? defaults.checkTimeoutMs,
       1,
       limits.checkTimeoutMsMax,
+    ),
+    recheckIntervalMs: requireInteger(
+      "options.recheckIntervalMs",
+      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
+      1,
+      limits.ttlMsMax,
     ),
     maxTtlMs,
     keyPrefix,
@@ -273,6 +289,7 @@ export function requireResources(resources: unknown): readonly string[] {
         `a resource name is at most ${limits.resourceBytesMax} bytes, got ${describe(resource)}`,
       );
     }
+    requireWellFormed(`resources[${index}]`, resource);
     if (seen.has(resource)) {
       throw new InvalidArgumentError(
         `resources[${index}]`,

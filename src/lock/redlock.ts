@@ -5,6 +5,7 @@ import {
   InvalidArgumentError,
   LockExpiredError,
   NodeError,
+  QueueFullError,
   QuorumError,
   ResourceLockedError,
 } from "../errors.js";
@@ -14,10 +15,12 @@ import { limits } from "../limits.js";
 import {
   acquireScript,
   extendScript,
+  fenceCertifyScript,
   fenceFloorKey,
   fenceMaxKey,
   fenceMaxReadScript,
   fenceRepairScript,
+  fenceRunKey,
   fenceScript,
   initNodeScript,
   internalKeyPrefix,
@@ -101,6 +104,7 @@ export class Redlock implements LockOwner {
   readonly options: ResolvedRedlockOptions;
   private readonly group: NodeGroup;
   private closed = false;
+  private closing: Promise<void> | undefined;
   /** Operations running now; `close()` waits for them. */
   private readonly active = new Set<Promise<unknown>>();
   private readonly fenceMemory = new FenceMemory();
@@ -120,7 +124,20 @@ export class Redlock implements LockOwner {
     this.options = resolveRedlockOptions(options);
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
+      recheckIntervalMs: this.options.recheckIntervalMs,
       onWarning: this.options.onWarning,
+      onAdmit: this.options.fencing
+        ? (node, info, timeoutMs) =>
+            raceAbort(
+              node.evalScript(
+                fenceCertifyScript,
+                [markerKey, fenceFloorKey, fenceRunKey],
+                [info.runId],
+              ),
+              undefined,
+              timeoutMs,
+            ).then(() => {})
+        : undefined,
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });
     this.timer = timerOf(this.options.clock);
@@ -214,6 +231,9 @@ export class Redlock implements LockOwner {
     // instance is ahead; else the turn passes and counts as an attempt).
     const awaitTurn = async (): Promise<void> => {
       if (!waiter) {
+        if (this.waits.size >= limits.waitersMax) {
+          throw new QueueFullError("Redlock", limits.waitersMax);
+        }
         waiter = new Waiter(keys);
         this.waits.add(waiter);
       }
@@ -393,14 +413,25 @@ export class Redlock implements LockOwner {
    * refused with `InitRefusedError` where a node holds any other key (a lock
    * might be held). Also lifts a quarantine on such empty nodes.
    */
-  async init(): Promise<void> {
+  init(): Promise<void> {
     this.assertOpen();
+    // Tracked: close() waits for it instead of closing connections under it.
+    return this.track(this.initNodes());
+  }
+
+  private async initNodes(): Promise<void> {
     await this.group.ready();
+    this.assertOpen();
     // Check every node first, write only if all are empty: a refused init
     // must not reset a node that lost its memory while others hold locks.
     for (const mode of ["check", "write"]) {
       const round = await this.group.round(
-        (node) => node.evalScript(initNodeScript, [markerKey, quarantineKey], [mode]),
+        (node) =>
+          node.evalScript(
+            initNodeScript,
+            [markerKey, quarantineKey, fenceRunKey, fenceFloorKey, fenceMaxKey],
+            [mode],
+          ),
         { isYes: (reply) => reply === 0, stopEarly: false, timeoutMs: this.options.checkTimeoutMs },
       );
       const busy = this.group.nodes.flatMap((node, i) => {
@@ -427,8 +458,13 @@ export class Redlock implements LockOwner {
    * wins meanwhile releases and rejects with `ClosedError`. Held locks are
    * not released; they expire.
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // A second call gets the first one's promise: it too resolves only once closed.
+    this.closing ??= this.closeNow();
+    return this.closing;
+  }
+
+  private async closeNow(): Promise<void> {
     this.closed = true;
     this.lifetime.abort(new ClosedError("Redlock"));
     this.waits.abortAll(new ClosedError("Redlock"));
@@ -605,6 +641,9 @@ export class Redlock implements LockOwner {
       isYes,
       stopEarly,
       timeoutMs: this.options.nodeTimeoutMs,
+      // A release protects no validity: a node's answer, read late because
+      // this process stalled, still says whether it deleted our keys.
+      acceptLateReplies: true,
     });
   }
 
@@ -668,7 +707,8 @@ export class Redlock implements LockOwner {
    * (the marker value names it). From then on it votes for every resource.
    */
   private scheduleFenceRepair(index: number, marker: string): void {
-    if (this.closed || !this.options.fencing || !marker.startsWith("lost:")) return;
+    if (this.closed || !this.options.fencing) return;
+    if (!marker.startsWith("lost:") && !marker.startsWith("restarted:")) return;
     if (this.fenceRepairs.has(index)) return;
     const repair = (async () => {
       const signal = this.lifetime.signal;

@@ -14,6 +14,8 @@ import { LuaScript } from "./lua-script.js";
  *   1 accepted, {1, previous}    the counter was below and is now the proposal
  *   2 amnesia, {2, token}        the marker is gone: the node lost its data
  *   3 missing, {3, token}        marker present, counter missing (deleted, or init never reached it)
+ *   4 suspect, {4, token}        the node restarted (a new run_id, see certifyScript): its
+ *                                counter may be older than what it acknowledged
  */
 const compare = `
 local function less(a, b)
@@ -37,7 +39,11 @@ export const proposeScript = new LuaScript(
   `${compare}
 ${lossToken}
 local skipMarker = ARGV[2] == '1'
-if not skipMarker and redis.call('exists', KEYS[2]) == 0 then return lost(2) end
+if not skipMarker then
+  local marker = redis.call('get', KEYS[2])
+  if marker == 'suspect' then return lost(4) end
+  if marker ~= '1' then return lost(2) end
+end
 local current = redis.call('get', KEYS[1])
 if not current then
   if not skipMarker then return lost(3) end
@@ -61,7 +67,8 @@ return {1, current}`,
 
 /**
  * Repair, ARGV[1] = value, ARGV[2] = loss token: only while the node is
- * still in the loss that token names (marker or counter gone, same token),
+ * still in the loss that token names (marker gone or "suspect", or counter
+ * gone, same token),
  * raises the counter to ARGV[1] (never lowers it), writes the marker and
  * clears the token, in one step: 1. Otherwise changes nothing: 0.
  */
@@ -69,7 +76,7 @@ export const repairScript = new LuaScript(
   "id-repair",
   `${compare}
 local current = redis.call('get', KEYS[1])
-if redis.call('exists', KEYS[2]) == 1 and current then return 0 end
+if redis.call('get', KEYS[2]) == '1' and current then return 0 end
 if redis.call('get', KEYS[3]) ~= ARGV[2] then return 0 end
 if not current or less(current, ARGV[1]) then
   redis.call('set', KEYS[1], ARGV[1])
@@ -91,4 +98,26 @@ redis.call('set', KEYS[1], '0')
 redis.call('set', KEYS[2], '1')
 redis.call('del', KEYS[3])
 return {1}`,
+);
+
+/**
+ * Run whenever a client (re)checks a node: KEYS[1] counter, KEYS[2] marker,
+ * KEYS[3] loss token, KEYS[4] the run_id the counter was certified on;
+ * ARGV[1] the node's run_id now. A node restarted with its data (another
+ * run_id) may have come back with an older counter and its marker intact
+ * (a restored backup or disk snapshot, a replica promoted with lag): its
+ * marker becomes "suspect", so it does not vote until repaired — raised to
+ * what other nodes hold, which is always safe. Reads still answer its
+ * value (it may lag, it did not forget). 1 when it was made suspect, else 0.
+ */
+export const certifyScript = new LuaScript(
+  "id-certify",
+  `local run = redis.call('get', KEYS[4])
+if run == ARGV[1] then return 0 end
+redis.call('set', KEYS[4], ARGV[1])
+if run and redis.call('get', KEYS[2]) == '1' then
+  redis.call('set', KEYS[2], 'suspect')
+  return 1
+end
+return 0`,
 );

@@ -55,6 +55,20 @@ const subscriberOptions: RedisOptions = {
   maxRetriesPerRequest: null,
 };
 
+/** A command waiting for the connection being opened (see `park`). */
+interface Parked {
+  readonly command: string;
+  readonly rest: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  readonly timer: ReturnType<typeof setTimeout>;
+}
+
+/** Statuses in which the connection is down and not being opened yet. */
+function isDown(status: string): boolean {
+  return status === "reconnecting" || status === "end" || status === "close";
+}
+
 export class IoredisTransport implements NodeTransport {
   readonly endpoint: string;
   private readonly client: IoredisLike;
@@ -63,6 +77,12 @@ export class IoredisTransport implements NodeTransport {
   private lastError: unknown;
   /** The socket is corked until the end of this tick. */
   private corked = false;
+  /** Commands issued while the owned connection was being opened, in issue order. */
+  private readonly parked: Parked[] = [];
+  private closes = 0;
+  private readonly onClose = () => {
+    this.closes++;
+  };
 
   private constructor(
     client: IoredisLike,
@@ -74,12 +94,18 @@ export class IoredisTransport implements NodeTransport {
     this.openSubscriber = openSubscriber;
     this.owned = owned;
     this.endpoint = endpoint;
+    client.on("close", this.onClose);
     if (owned) {
       // Without a listener ioredis prints every connection error; we keep the
       // last one to explain why a node is unusable.
       client.on("error", (error) => {
         this.lastError = error;
       });
+      client.on("ready", () => this.releaseParked());
+      // "end" alone when the connection could not even be attempted.
+      const closed = () => this.failParked(this.downError("closed before it was ready"));
+      client.on("close", closed);
+      client.on("end", closed);
     }
   }
 
@@ -100,17 +126,31 @@ export class IoredisTransport implements NodeTransport {
     );
   }
 
+  /** Grows with every "close" of the client: ioredis reconnects on the same object. */
+  get epoch(): number {
+    return this.closes;
+  }
+
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
     const [command, ...rest] = args as [string, ...string[]];
+    // A caller's client queues or fails by its own options.
+    if (!this.owned) return this.client.call(command, ...rest);
     const status = this.client.status;
-    if (status === "ready" && this.owned) return this.sendCorked(command, rest);
-    if (status === "ready" || !this.owned) return this.client.call(command, ...rest);
-    if (status === "reconnecting" || status === "end" || status === "close") {
-      // Fail at once: waiting for a reconnect would only spend the caller's time.
-      const cause = this.lastError instanceof Error ? `: ${this.lastError.message}` : "";
-      return Promise.reject(new Error(`connection ${status}${cause}`));
+    if (status === "ready") {
+      // The "ready" event that sends the parked commands comes a tick after
+      // the status changes: until then they still go first.
+      if (this.parked.length > 0) this.releaseParked();
+      return this.sendCorked(command, rest);
     }
-    return this.whenReady(timeoutMs).then(() => this.client.call(command, ...rest));
+    if (isDown(status)) {
+      // Fail at once: waiting for a reconnect would only spend the caller's
+      // time. Commands parked before this one fail with it (they would
+      // otherwise go out after it, and out of order, once reconnected).
+      const error = this.downError(status);
+      this.failParked(error);
+      return Promise.reject(error);
+    }
+    return this.park(command, rest, timeoutMs);
   }
 
   /**
@@ -133,33 +173,75 @@ export class IoredisTransport implements NodeTransport {
     return this.client.call(command, ...rest);
   }
 
-  private whenReady(timeoutMs: number): Promise<void> {
+  /**
+   * Waits, at most `timeoutMs`, for the connection being opened. Commands on
+   * one node go out in the order they were issued, or never: a late write
+   * must not land after a later delete (an acquire's SET parked here, then
+   * its release failing while the connection flaps, then the SET sent on
+   * the reconnect would leave a lock key behind the release). So parked
+   * commands wait in one queue that a later command joins (never
+   * overtakes); once the connection is ready they are sent in one go, in
+   * order; if it closes first, all of them fail. One that gives up waiting
+   * fails with every command parked before it: what is never sent is
+   * always a prefix of the queue, so no command goes out after a later one
+   * failed.
+   */
+  private park(command: string, rest: readonly string[], timeoutMs: number): Promise<unknown> {
     if (this.client.status === "wait") this.client.connect().catch(() => {});
     return new Promise((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.client.removeListener("ready", onReady);
-        this.client.removeListener("end", onEnd);
+      const entry: Parked = {
+        command,
+        rest,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          const error = new Error(`not connected within ${timeoutMs} ms`);
+          for (const given of this.parked.splice(0, this.parked.indexOf(entry) + 1)) {
+            clearTimeout(given.timer);
+            given.reject(error);
+          }
+        }, timeoutMs),
       };
-      const onReady = () => {
-        done();
-        resolve();
-      };
-      const onEnd = () => {
-        done();
-        reject(new Error("connection ended"));
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`not connected within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.client.once("ready", onReady);
-      this.client.once("end", onEnd);
+      this.parked.push(entry);
     });
   }
 
+  /** Sends the parked commands, in order, if the connection is ready; fails them if it is down. */
+  private releaseParked(): void {
+    if (this.parked.length === 0) return;
+    const status = this.client.status;
+    if (isDown(status)) {
+      this.failParked(this.downError(status));
+      return;
+    }
+    if (status !== "ready") return;
+    for (const entry of this.parked.splice(0)) {
+      clearTimeout(entry.timer);
+      this.sendCorked(entry.command, entry.rest).then(entry.resolve, entry.reject);
+    }
+  }
+
+  private failParked(error: Error): void {
+    if (this.parked.length === 0) return;
+    for (const entry of this.parked.splice(0)) {
+      clearTimeout(entry.timer);
+      entry.reject(error);
+    }
+  }
+
+  private downError(state: string): Error {
+    const cause = this.lastError instanceof Error ? `: ${this.lastError.message}` : "";
+    return new Error(`connection ${state}${cause}`);
+  }
+
   async close(): Promise<void> {
-    if (this.owned) this.client.disconnect();
+    if (!this.owned) {
+      // A caller's client lives on: leave no listener of ours on it.
+      this.client.removeListener("close", this.onClose);
+      return;
+    }
+    this.failParked(new Error("connection closed by close()"));
+    this.client.disconnect();
   }
 
   get subscribe() {

@@ -29,6 +29,8 @@ export const quarantineKey = "redquorum:quarantine";
  */
 export const fenceFloorKey = "redquorum:fence-floor";
 export const fenceMaxKey = "redquorum:fence-max";
+/** The run_id of the server the fencing state was last certified on (see fenceCertifyScript). */
+export const fenceRunKey = "redquorum:run";
 /** Every key redquorum keeps for itself starts with this; no lock or ID key may. */
 export const internalKeyPrefix = "redquorum:";
 
@@ -101,7 +103,9 @@ local function applyFences()
   local highest = redis.call('get', KEYS[4]) or '0'
   local raised = false
   for i = 1, fenceCount do
-    if fenceReply[2 * i + 1] == 1 then
+    -- Only ever raises: read again, in case two names share one counter.
+    local now = redis.call('get', KEYS[4 + lockCount + i]) or '0'
+    if fenceReply[2 * i + 1] == 1 and less(now, ARGV[4 + i]) then
       redis.call('set', KEYS[4 + lockCount + i], ARGV[4 + i])
       if less(highest, ARGV[4 + i]) then
         highest = ARGV[4 + i]
@@ -184,8 +188,40 @@ return fenceReply`,
 export const fenceMaxReadScript = new LuaScript(
   "fence-max-read",
   `local floor = redis.call('get', KEYS[2])
-if not floor and redis.call('get', KEYS[1]) ~= '1' then return {${lockReply.fencesUnknown}} end
+local marker = redis.call('get', KEYS[1])
+if not floor and marker ~= '1' and not (marker and marker:sub(1, 10) == 'restarted:') then
+  return {${lockReply.fencesUnknown}}
+end
 return {1, redis.call('get', KEYS[3]) or '0', floor or '0'}`,
+);
+
+/**
+ * Run whenever a client (re)checks a node: KEYS[1] marker, KEYS[2] fence
+ * floor, KEYS[3] the run_id the fencing state was certified on; ARGV[1]
+ * the node's run_id now. A node restarted with its data (another run_id)
+ * may have come back older than what it acknowledged (a restored backup,
+ * a replica promoted with lag): its marker becomes "restarted:<time>" and
+ * its floor goes, so it does not vote on fences until repaired (raising is
+ * always safe). Its values still count when repairing others: it did not
+ * forget, it may only lag. A node that lost its memory and is not repaired
+ * yet stays "lost:". 1 when it was taken out of fencing, else 0.
+ */
+export const fenceCertifyScript = new LuaScript(
+  "fence-certify",
+  `local run = redis.call('get', KEYS[3])
+if run == ARGV[1] then return 0 end
+redis.call('set', KEYS[3], ARGV[1])
+if not run then return 0 end
+local marker = redis.call('get', KEYS[1])
+if not marker then return 0 end
+local repaired = redis.call('exists', KEYS[2]) == 1
+if marker == '1' or repaired then
+  local now = redis.call('time')
+  redis.call('set', KEYS[1], 'restarted:' .. now[1] .. '.' .. now[2])
+  redis.call('del', KEYS[2])
+  return 1
+end
+return 0`,
 );
 
 /**
@@ -248,15 +284,16 @@ return 1`,
 );
 
 /**
- * init on one node: KEYS[1] marker, KEYS[2] quarantine. Refused (returns
- * the number of other keys) when the node holds any key that is not ours:
- * a lock could be held. Otherwise returns 0 and, with ARGV[1] = "write",
- * writes the marker and lifts a quarantine. init first checks every node,
- * and writes only when all of them are empty: a refused init changes nothing.
+ * init on one node: KEYS[1] marker, KEYS[2] quarantine, then redquorum's
+ * other node-wide keys. Refused (returns the number of other keys) when the
+ * node holds any key that is not ours: a lock could be held. Otherwise
+ * returns 0 and, with ARGV[1] = "write", writes the marker and lifts a
+ * quarantine. init first checks every node, and writes only when all of
+ * them are empty: a refused init changes nothing.
  */
 export const initNodeScript = new LuaScript(
   "init-node",
-  `local ours = redis.call('exists', KEYS[1]) + redis.call('exists', KEYS[2])
+  `local ours = redis.call('exists', unpack(KEYS))
 local others = redis.call('dbsize') - ours
 if others > 0 then return others end
 if ARGV[1] == 'write' then

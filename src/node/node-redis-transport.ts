@@ -9,6 +9,9 @@ export interface NodeRedisLike {
   isOpen: boolean;
   options?: { url?: string; socket?: { host?: string; port?: number; path?: string } };
   duplicate?(): NodeRedisSubscriberLike;
+  /** node-redis clients are event emitters; used only to count reconnects (see `epoch`). */
+  on?(event: string, listener: () => void): unknown;
+  removeListener?(event: string, listener: () => void): unknown;
 }
 
 /** The part of a duplicated node-redis client used for pub/sub. */
@@ -43,10 +46,25 @@ export function isNodeRedisLike(value: unknown): value is NodeRedisLike {
 export class NodeRedisTransport implements NodeTransport {
   readonly endpoint: string;
   private readonly client: NodeRedisLike;
+  private closes = 0;
+  private readonly onClose = () => {
+    this.closes++;
+  };
 
   constructor(client: NodeRedisLike) {
     this.client = client;
     this.endpoint = endpointOf(client);
+    // node-redis emits "reconnecting" as it drops a connection to open
+    // another (and at every further attempt), "end" when it is closed.
+    if (typeof client.on === "function") {
+      client.on("reconnecting", this.onClose);
+      client.on("end", this.onClose);
+    }
+  }
+
+  /** Grows whenever the client lost its connection; stays 0 for a client that cannot tell. */
+  get epoch(): number {
+    return this.closes;
   }
 
   send(args: readonly string[]): Promise<unknown> {
@@ -55,7 +73,13 @@ export class NodeRedisTransport implements NodeTransport {
     return this.client.sendCommand([...args]);
   }
 
-  async close(): Promise<void> {}
+  /** The caller's client lives on: only our listeners are removed. */
+  async close(): Promise<void> {
+    if (typeof this.client.removeListener === "function") {
+      this.client.removeListener("reconnecting", this.onClose);
+      this.client.removeListener("end", this.onClose);
+    }
+  }
 
   /** A duplicate of the caller's client (same options), owned and closed by redquorum. */
   get subscribe() {

@@ -1,5 +1,6 @@
 import { raceAbort } from "../clock.js";
 import { NodeError, NodeTimeoutError } from "../errors.js";
+import { limits } from "../limits.js";
 import { isNoScriptError, type LuaScript } from "./lua-script.js";
 import type { NodeTransport } from "./transport.js";
 
@@ -24,6 +25,10 @@ export class RedisNode {
    * sent after a given one. Reads such as INFO or SCRIPT LOAD do not count.
    */
   private scriptsSent = 0;
+  /** Commands sent and not settled yet (see `send`). */
+  private outstandingCount = 0;
+  /** When a command last settled, or the node last went from idle to busy. */
+  private silentSinceMs = 0;
 
   constructor(transport: NodeTransport) {
     this.transport = transport;
@@ -31,6 +36,16 @@ export class RedisNode {
 
   get endpoint(): string {
     return this.transport.endpoint;
+  }
+
+  /** The transport's connection epoch (see `NodeTransport.epoch`); 0 if it has none. */
+  get epoch(): number {
+    return this.transport.epoch ?? 0;
+  }
+
+  /** Commands sent to this node and not answered (nor failed) yet. */
+  get outstanding(): number {
+    return this.outstandingCount;
   }
 
   command(args: readonly string[], { timeoutMs, signal }: CallOptions): Promise<unknown> {
@@ -82,8 +97,64 @@ export class RedisNode {
     return this.transport.close();
   }
 
-  /** `connectTimeoutMs` bounds only waiting for a connection that is being opened. */
+  /**
+   * `connectTimeoutMs` bounds only waiting for a connection that is being
+   * opened. A call that times out leaves its command waiting on the
+   * connection until the node answers it: on a stalled node, every round
+   * would leave one more (FAULTS.md I15). So what is outstanding is
+   * counted and bounded: a node that has answered nothing for
+   * `nodeStallMs`, or has `outstandingCommandsMax` commands waiting, fails
+   * new calls at once; once it answers again it is used again.
+   */
   private send(args: readonly string[], connectTimeoutMs = connectWaitMs): Promise<unknown> {
-    return this.transport.send(args, connectTimeoutMs);
+    if (this.outstandingCount === 0) this.silentSinceMs = performance.now();
+    else {
+      const refusal = this.refusal();
+      if (refusal) return Promise.reject(refusal);
+    }
+    this.outstandingCount++;
+    let reply: Promise<unknown>;
+    try {
+      reply = this.transport.send(args, connectTimeoutMs);
+    } catch (error) {
+      this.settled();
+      return Promise.reject(error);
+    }
+    // Settled also by a failure: the transport no longer waits on the node for it.
+    return reply.then(
+      (value) => {
+        this.settled();
+        return value;
+      },
+      (error: unknown) => {
+        this.settled();
+        throw error;
+      },
+    );
+  }
+
+  private settled(): void {
+    this.outstandingCount--;
+    this.silentSinceMs = performance.now();
+  }
+
+  private refusal(): NodeError | undefined {
+    const count = this.outstandingCount;
+    if (count >= limits.outstandingCommandsMax) {
+      return new NodeError(
+        this.endpoint,
+        new Error(
+          `${count} commands unanswered, at most ${limits.outstandingCommandsMax} may wait`,
+        ),
+      );
+    }
+    const silentMs = performance.now() - this.silentSinceMs;
+    if (silentMs >= limits.nodeStallMs) {
+      return new NodeError(
+        this.endpoint,
+        new Error(`stalled: ${count} commands unanswered for ${Math.round(silentMs)} ms`),
+      );
+    }
+    return undefined;
   }
 }

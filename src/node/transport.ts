@@ -15,6 +15,13 @@ export interface NodeTransport {
   /** Ends the connection if this transport owns it; a caller's own client is left open. */
   close(): Promise<void>;
   /**
+   * Optional: a count that grows every time the connection closes, so a
+   * reply read with a higher epoch than an earlier one came over a newer
+   * connection (the node may have restarted in between, and be another
+   * server now). Without it the node is taken to keep one connection.
+   */
+  readonly epoch?: number;
+  /**
    * Optional: a second connection for pub/sub, delivering each message of
    * the channels added to it to `onMessage`. Without it, waiters for a lock
    * released by another process fall back to polling.

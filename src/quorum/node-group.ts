@@ -14,12 +14,26 @@ export interface NodeGroupOptions {
   checkTimeoutMs: number;
   onWarning: (warning: NodeWarning) => void;
   /**
-   * A further check of each node on first contact (NextId's durability
-   * check); a `NodeConfigurationError` it throws refuses the whole group.
+   * A further check of each node at every (re)check (NextId's durability
+   * check); a `NodeConfigurationError` it throws on first contact refuses
+   * the whole group, later it takes that node out of service.
    */
   extraCheck?: (node: RedisNode, timeoutMs: number) => Promise<void>;
+  /**
+   * Run at every (re)check before the node's votes count again, with the
+   * run_id just read: where the owner keeps state that a restart can take
+   * back in time (counters), it records the run_id on the node and treats a
+   * different one as a possible loss.
+   */
+  onAdmit?: (node: RedisNode, info: NodeInfo, timeoutMs: number) => Promise<void>;
   /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
   scripts?: readonly LuaScript[];
+  /**
+   * Longest time a node's checks are trusted, in milliseconds: a node is
+   * checked again before its next call after this long, and after every
+   * reconnect (a new connection may be a restarted server).
+   */
+  recheckIntervalMs: number;
 }
 
 /**
@@ -37,7 +51,11 @@ export class NodeGroup {
   private readonly runIds = new Map<string, number>();
   private refusal: NodeConfigurationError | undefined;
   private firstContact: Promise<void> | undefined;
-  private uncheckedCount: number;
+  /** Per node: the connection epoch and time of its last passed check. */
+  private readonly checkedEpoch: number[];
+  private readonly checkedAtMs: number[];
+  /** Per node: why a later check took it out of service (until the next check passes). */
+  private readonly excluded: Array<NodeError | undefined>;
   /** Calls still running after their round ended early; `close()` lets them finish. */
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -47,7 +65,9 @@ export class NodeGroup {
     this.options = options;
     this.infos = new Array(nodes.length).fill(undefined);
     this.pendingChecks = new Array(nodes.length).fill(undefined);
-    this.uncheckedCount = nodes.length;
+    this.checkedEpoch = new Array(nodes.length).fill(-1);
+    this.checkedAtMs = new Array(nodes.length).fill(Number.NEGATIVE_INFINITY);
+    this.excluded = new Array(nodes.length).fill(undefined);
   }
 
   /**
@@ -58,7 +78,6 @@ export class NodeGroup {
    */
   async ready(): Promise<void> {
     if (this.refusal) throw this.refusal;
-    if (this.uncheckedCount === 0) return;
     this.firstContact ??= Promise.allSettled(this.nodes.map((_, i) => this.check(i))).then(
       () => {},
     );
@@ -75,13 +94,21 @@ export class NodeGroup {
     call: (node: RedisNode, index: number) => Promise<T>,
     options: RoundOptions<T>,
   ): Promise<RoundResult<T>> {
+    const now = performance.now();
     const result = await runRound(
       this.nodes,
       this.quorum,
-      this.uncheckedCount === 0
-        ? call
-        : (node, index) =>
-            this.infos[index] ? call(node, index) : this.check(index).then(() => call(node, index)),
+      (node, index) => {
+        if (this.isCurrent(index, now)) return call(node, index);
+        // Same connection, checks only old: the node keeps voting while it
+        // is checked again (a configuration it has now can only have been
+        // set at runtime, and the check takes it out once it has read it).
+        if (this.isCheckedOnEpoch(index)) {
+          this.check(index).catch(() => {});
+          return call(node, index);
+        }
+        return this.check(index).then(() => call(node, index));
+      },
       options,
     );
     const { done } = result;
@@ -102,31 +129,62 @@ export class NodeGroup {
     await Promise.allSettled(this.nodes.map((node) => node.close()));
   }
 
+  /**
+   * Whether node `index` may vote without another check: checked on its
+   * current connection (a reconnect may reach a restarted server, with
+   * another run_id, persistence or role) within the recheck interval.
+   */
+  private isCurrent(index: number, now: number): boolean {
+    return (
+      this.isCheckedOnEpoch(index) &&
+      now - this.checkedAtMs[index]! < this.options.recheckIntervalMs
+    );
+  }
+
+  /** Whether node `index` passed its last check on the connection it uses now. */
+  private isCheckedOnEpoch(index: number): boolean {
+    return (
+      this.excluded[index] === undefined && this.checkedEpoch[index] === this.nodes[index]!.epoch
+    );
+  }
+
+  /**
+   * Checks node `index` (concurrent calls share one check): INFO, the
+   * scripts, the owner's checks; then it may vote. On first contact a
+   * configuration problem refuses the whole group; found later, it takes
+   * this node out of service, and its calls fail with the reason until a
+   * check passes again (tried once per recheck interval).
+   */
   private check(index: number): Promise<void> {
-    if (this.infos[index]) return Promise.resolve();
+    const startedMs = performance.now();
+    const epoch = this.nodes[index]!.epoch;
+    if (
+      this.excluded[index] &&
+      startedMs - this.checkedAtMs[index]! < this.options.recheckIntervalMs
+    ) {
+      return Promise.reject(this.excluded[index]);
+    }
     const pending =
       this.pendingChecks[index] ??
-      inspectNode(this.nodes[index]!, this.options.checkTimeoutMs)
-        .then(async (info) => {
-          const { extraCheck, scripts = [] } = this.options;
-          const node = this.nodes[index]!;
-          await Promise.all(
-            scripts.map((script) =>
-              node.command(["SCRIPT", "LOAD", script.source], {
-                timeoutMs: this.options.checkTimeoutMs,
-              }),
-            ),
-          );
-          if (extraCheck) {
-            try {
-              await extraCheck(node, this.options.checkTimeoutMs);
-            } catch (error) {
-              if (error instanceof NodeConfigurationError) this.refuse(error);
-              throw error;
+      this.inspect(index)
+        .then(
+          () => {
+            this.excluded[index] = undefined;
+            this.checkedEpoch[index] = epoch;
+            this.checkedAtMs[index] = startedMs;
+          },
+          (error: unknown) => {
+            const first = this.infos[index] === undefined && !this.excluded[index];
+            if (error instanceof NodeConfigurationError) {
+              if (first && this.checkedEpoch[index] === -1) this.refuse(error);
+              const node = this.nodes[index]!;
+              this.excluded[index] = new NodeError(node.endpoint, error);
+              this.checkedAtMs[index] = startedMs;
+              throw this.excluded[index];
             }
-          }
-          this.admit(index, info);
-        })
+            throw error;
+          },
+        )
         .finally(() => {
           this.pendingChecks[index] = undefined;
         });
@@ -134,32 +192,53 @@ export class NodeGroup {
     return pending;
   }
 
+  private async inspect(index: number): Promise<void> {
+    const node = this.nodes[index]!;
+    const { extraCheck, onAdmit, scripts = [], checkTimeoutMs } = this.options;
+    const info = await inspectNode(node, checkTimeoutMs);
+    this.admit(index, info);
+    // A new connection may reach a restarted server, with an empty script cache.
+    if (this.checkedEpoch[index] !== node.epoch) {
+      await Promise.all(
+        scripts.map((script) =>
+          node.command(["SCRIPT", "LOAD", script.source], { timeoutMs: checkTimeoutMs }),
+        ),
+      );
+    }
+    await extraCheck?.(node, checkTimeoutMs);
+    await onAdmit?.(node, info, checkTimeoutMs);
+    this.infos[index] = info;
+  }
+
+  /** The guard rails that need no further call: a master, not a server already counted. */
   private admit(index: number, info: NodeInfo): void {
     const node = this.nodes[index]!;
     if (info.role !== "master") {
-      this.refuse(
-        new NodeConfigurationError(
-          [node.endpoint],
-          `${node.endpoint} is a ${info.role}, not a master: redquorum needs independent masters ` +
-            "(a replica lags its master, so a lock could be granted twice after a failover)",
-        ),
+      throw new NodeConfigurationError(
+        [node.endpoint],
+        `${node.endpoint} is a ${info.role}, not a master: redquorum needs independent masters ` +
+          "(a replica lags its master, so a lock could be granted twice after a failover)",
       );
     }
     // By index, not by endpoint: two clients of one server (say, on two
-    // databases) can carry the same host:port name.
+    // databases) can carry the same host:port name. A node that comes back
+    // as another node's server (after a reconnect) is caught here too.
+    for (const [runId, otherIndex] of this.runIds) {
+      if (otherIndex === index && runId !== info.runId) this.runIds.delete(runId);
+    }
     const otherIndex = this.runIds.get(info.runId);
     if (otherIndex !== undefined && otherIndex !== index) {
       const other = this.nodes[otherIndex]!.endpoint;
-      this.refuse(
-        new NodeConfigurationError(
-          [other, node.endpoint],
-          `nodes[${otherIndex}] (${other}) and nodes[${index}] (${node.endpoint}) are the same Redis server (run_id ${info.runId}): ` +
-            "counting one server twice would fake a majority",
-        ),
+      throw new NodeConfigurationError(
+        [other, node.endpoint],
+        `nodes[${otherIndex}] (${other}) and nodes[${index}] (${node.endpoint}) are the same Redis server (run_id ${info.runId}): ` +
+          "counting one server twice would fake a majority",
       );
     }
     this.runIds.set(info.runId, index);
-    if (evictsKeysWithTtl(info)) {
+    // Warned when first seen, and again whenever a check finds it newly set.
+    const before = this.infos[index];
+    if (evictsKeysWithTtl(info) && (!before || !evictsKeysWithTtl(before))) {
       this.options.onWarning({
         code: "REDQUORUM_EVICTION",
         endpoint: node.endpoint,
@@ -168,8 +247,6 @@ export class NodeGroup {
           `${info.maxmemoryPolicy}: it may evict held lock keys; use maxmemory-policy noeviction`,
       });
     }
-    this.infos[index] = info;
-    this.uncheckedCount--;
   }
 
   private refuse(error: NodeConfigurationError): never {

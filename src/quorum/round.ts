@@ -68,6 +68,13 @@ export interface RoundOptions<T> {
    * when it fires, every node that has not answered counts as timed out.
    */
   timeoutMs: number;
+  /**
+   * Count a reply that arrived in time but was read after the deadline
+   * (the event loop was blocked) as the answer it is, not as a timeout.
+   * Only for rounds whose result carries no validity (releases): an
+   * acquire must not count an answer older than `timeoutMs`.
+   */
+  acceptLateReplies?: boolean;
 }
 
 /**
@@ -80,7 +87,7 @@ export function runRound<T>(
   call: (node: RedisNode, index: number) => Promise<T>,
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
-  const { isYes, stopEarly, signal, timeoutMs } = options;
+  const { isYes, stopEarly, signal, timeoutMs, acceptLateReplies = false } = options;
   const startedMs = performance.now();
   const nodeCount = nodes.length;
   const outcomes: Array<Outcome<T> | undefined> = new Array(nodeCount).fill(undefined);
@@ -141,7 +148,7 @@ export function runRound<T>(
     }
     signal?.addEventListener("abort", onAbort, { once: true });
 
-    timer = setTimeout(() => {
+    const timeOut = () => {
       for (let index = 0; index < nodeCount; index++) {
         if (settledCalls[index]) continue;
         record(index, {
@@ -149,7 +156,12 @@ export function runRound<T>(
           error: new NodeTimeoutError(nodes[index]!.endpoint, timeoutMs),
         });
       }
-    }, timeoutMs);
+    };
+    // Timers run before the poll phase of the event loop: after a stall,
+    // replies that arrived in time are still unread when the timer fires.
+    // setImmediate runs after the poll phase, once they have been read
+    // (and, unless acceptLateReplies, counted as timeouts if read late).
+    timer = setTimeout(() => setImmediate(timeOut), timeoutMs);
 
     for (let index = 0; index < nodeCount; index++) {
       const node = nodes[index]!;
@@ -158,7 +170,7 @@ export function runRound<T>(
           // A reply handled after the deadline (the event loop was blocked
           // while it waited) counts as a timeout, as if the timer had won:
           // callers rely on every counted answer being at most timeoutMs old.
-          performance.now() - startedMs > timeoutMs
+          !acceptLateReplies && performance.now() - startedMs > timeoutMs
             ? record(index, {
                 kind: "error",
                 error: new NodeTimeoutError(node.endpoint, timeoutMs),

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { InvalidArgumentError, QuorumError, Redlock, RedquorumError } from "../../src/index.js";
+import {
+  InvalidArgumentError,
+  NextId,
+  QuorumError,
+  Redlock,
+  RedquorumError,
+} from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 /**
@@ -81,5 +87,39 @@ describe("resource names and redquorum's own keys (FAULTS.md L27)", () => {
     assert.ok(lock.fence !== undefined && lock.fence > 0n);
     await lock.release();
     await cluster.waitForNoKeys();
+  });
+
+  it("a NextId key whose own keys would be Redlock's node state is refused", () => {
+    for (const key of [
+      "redquorum",
+      "redquorum:quarantine",
+      "redquorum:fence-floor",
+      "redquorum:x",
+    ]) {
+      assert.throws(
+        () => new NextId(cluster.urls, { key }),
+        (error: unknown) =>
+          error instanceof InvalidArgumentError && error.argument === "options.key",
+        key,
+      );
+    }
+    // Another counter's own keys would alias it.
+    assert.throws(() => new NextId(cluster.urls, { key: "orders:marker" }), InvalidArgumentError);
+    for (const key of ["orders", "redquorum:id", "redquorum:id:orders"]) {
+      void new NextId(cluster.urls, { key }).close();
+    }
+  });
+
+  it("names with a lone UTF-16 surrogate (one key in Redis for two names) are refused", async () => {
+    await assert.rejects(redlock.acquire(["\uD800", "\uD801"], 5_000), (error: unknown) => {
+      assert.ok(error instanceof InvalidArgumentError, String(error));
+      assert.equal(error.argument, "resources[0]");
+      return true;
+    });
+    assert.throws(() => new Redlock(cluster.urls, { keyPrefix: "a\uDC00" }), InvalidArgumentError);
+    assert.throws(() => new NextId(cluster.urls, { key: "id\uD800" }), InvalidArgumentError);
+    // A well-formed pair is one code point, and fine.
+    const lock = await redlock.acquire(["\uD83D\uDE00"], 5_000);
+    await lock.release();
   });
 });

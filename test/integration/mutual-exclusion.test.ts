@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Redis } from "ioredis";
-import { Redlock } from "../../src/index.js";
+import { QuorumError, Redlock } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
@@ -27,6 +27,7 @@ describe("mutual exclusion under contention", () => {
       const ttlMs = 2_000;
       const holds: Hold[] = [];
       let overran = 0;
+      let unconfirmedReleases = 0;
       // The shared counter lives on node 0 under another key; each holder
       // reads it, yields, and writes it back: a read-modify-write that loses
       // an update whenever two critical sections overlap.
@@ -56,7 +57,13 @@ describe("mutual exclusion under contention", () => {
               // A hold only counts as exclusive while the lock was valid.
               if (lock.remainingMs() <= 0) overran++;
               holds.push({ client: `worker-${worker}`, startMs, endMs });
-              await lock.release();
+              // Under load a release can miss its node timeout on a majority:
+              // the keys then expire with their TTL. That costs the others
+              // time, not exclusion, which is what this test checks.
+              await lock.release().catch((error: unknown) => {
+                if (!(error instanceof QuorumError)) throw error;
+                unconfirmedReleases++;
+              });
             }
           }),
         );
@@ -64,7 +71,7 @@ describe("mutual exclusion under contention", () => {
         await Promise.all(redlocks.map((r) => r.close()));
       }
 
-      const context = describeSeed(seed);
+      const context = `${describeSeed(seed)}; ${unconfirmedReleases} releases unconfirmed`;
       assert.equal(overran, 0, `critical sections outlived their validity; ${context}`);
       assert.equal(holds.length, workerCount * acquisitionsPerWorker);
       const overlaps = findOverlaps(holds);

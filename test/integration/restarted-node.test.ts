@@ -1,0 +1,171 @@
+import assert from "node:assert/strict";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { NextId, QuorumError, Redlock } from "../../src/index.js";
+import { limits } from "../../src/limits.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * How long a restarted node may take to be usable again: the client's
+ * reconnect backoff (at most 1 s), the repair delay, a round.
+ */
+const recoveryMs = 1_000 + limits.repairDelayMs + 3_000;
+
+/** Retries `attempt` until it resolves or `forMs` passes. */
+async function within<T>(forMs: number, what: string, attempt: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + forMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (performance.now() > deadline) throw new Error(`${what} not within ${forMs} ms: ${error}`);
+      await sleep(50);
+    }
+  }
+}
+
+/**
+ * FAULTS.md I13: a node that comes back with an older counter and its
+ * marker intact (a restored backup or disk snapshot, a replica promoted
+ * with lag). The marker cannot see it; the new run_id can: such a node is
+ * excluded, then raised to the others' maximum.
+ *
+ * The scenario, on 3 nodes (Q = 2): node 0's data is copied; node 1 goes
+ * down; the counter moves on over nodes 0 and 2; node 0 is restored from
+ * the copy, node 1 comes back (lagging), node 2 goes down. Nodes 0 and 1
+ * now form a majority and both hold an old value.
+ */
+describe("a node restarted with an older state (FAULTS.md I13)", () => {
+  let cluster: TestCluster;
+  let snapshots: string;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 3, persistence: "aof-always" });
+    snapshots = mkdtempSync(join(tmpdir(), "redquorum-snapshot-"));
+  });
+  after(async () => {
+    await cluster.stop();
+    rmSync(snapshots, { recursive: true, force: true });
+  });
+
+  /** Node 0's data directory as it is now (the node is stopped while it is copied). */
+  async function snapshotNode0(name: string): Promise<string> {
+    const to = join(snapshots, name);
+    await cluster.cluster.kill(0);
+    cpSync(cluster.cluster.node(0).dataDir, to, { recursive: true });
+    await cluster.cluster.restart(0);
+    return to;
+  }
+
+  async function restoreNode0(from: string): Promise<void> {
+    await cluster.cluster.kill(0);
+    const dataDir = cluster.cluster.node(0).dataDir;
+    rmSync(dataDir, { recursive: true, force: true });
+    cpSync(from, dataDir, { recursive: true });
+    await cluster.cluster.restart(0);
+  }
+
+  it("NextId: no ID from a majority that came back older; IDs go on above every earlier one", async () => {
+    const key = "stale:ids";
+    const ids = new NextId(cluster.urls, { key });
+    let highest = 0n;
+    const track = (id: bigint) => {
+      if (id > highest) highest = id;
+      return id;
+    };
+    let copy: string;
+    try {
+      await ids.init();
+      for (let i = 0; i < 10; i++) track(await ids.next());
+      copy = await snapshotNode0("ids");
+      // The restarted node 0 is suspect until repaired from nodes 1 and 2
+      // (calls that meet it schedule the repair).
+      const repairedBy = performance.now() + recoveryMs;
+      while (ids.repairedCount < 1 && performance.now() < repairedBy) {
+        track(await within(recoveryMs, "an ID", () => ids.next()));
+        await sleep(20);
+      }
+      assert.equal(ids.repairedCount, 1, "node 0, restarted, was repaired");
+      await cluster.cluster.kill(1);
+      for (let i = 0; i < 10; i++) for (const id of await ids.nextBatch(10)) track(id);
+    } finally {
+      await ids.close();
+    }
+    await restoreNode0(copy);
+    await cluster.cluster.restart(1);
+    await cluster.cluster.kill(2);
+    // A client that never saw the old servers: only what the nodes keep can warn it.
+    const fresh = new NextId(cluster.urls, { key, retry: { retries: 2 } });
+    try {
+      for (let i = 0; i < 5; i++) {
+        try {
+          const id = await fresh.next();
+          assert.ok(id > highest, `ID ${id} handed out again (IDs up to ${highest} were)`);
+        } catch (error) {
+          assert.ok(error instanceof QuorumError, String(error));
+        }
+      }
+      await cluster.cluster.restart(2);
+      const id = await within(recoveryMs * 2, "an ID after node 2 is back", () => fresh.next());
+      assert.ok(id > highest, `ID ${id} is not above ${highest}`);
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it("Redlock fencing: a majority that came back older never issues a token at or below one issued", async () => {
+    await cluster.restoreAll({ keepData: true });
+    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    let highest = 0n;
+    const take = async (client: Redlock) => {
+      const lock = await client.acquire(["stale:fence"], 2_000);
+      await lock.release();
+      if (lock.fence! > highest) highest = lock.fence!;
+      return lock.fence!;
+    };
+    try {
+      await within(recoveryMs, "a first lock", () => take(redlock));
+      const copy = await snapshotNode0("fences");
+      // Node 0 votes on fences again once repaired: it then holds the lock key.
+      await within(recoveryMs, "node 0 voting again", async () => {
+        const lock = await redlock.acquire(["probe"], 2_000);
+        await sleep(20);
+        const held = (await cluster.client(0).get("probe")) === lock.value;
+        await lock.release();
+        if (!held) throw new Error("node 0 does not vote yet");
+      });
+      await cluster.cluster.kill(1);
+      for (let i = 0; i < 20; i++) await take(redlock);
+      await restoreNode0(copy);
+    } finally {
+      await redlock.close();
+    }
+    await cluster.cluster.restart(1);
+    await cluster.cluster.kill(2);
+    const fresh = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      for (let i = 0; i < 5; i++) {
+        try {
+          const token = await take(fresh);
+          assert.fail(
+            `token ${token} issued by a majority that came back older (issued up to ${highest})`,
+          );
+        } catch (error) {
+          if (error instanceof assert.AssertionError) throw error;
+          assert.ok(error instanceof QuorumError, String(error));
+        }
+        await sleep(100);
+      }
+      const before = highest;
+      await cluster.cluster.restart(2);
+      const token = await within(recoveryMs * 2, "a lock after node 2 is back", () => take(fresh));
+      assert.ok(token > before, `token ${token} is not above ${before}`);
+    } finally {
+      await fresh.close();
+    }
+  });
+});
