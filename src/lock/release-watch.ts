@@ -23,7 +23,7 @@ export class ReleaseWatch {
   readonly available: boolean;
   private readonly ownPrefix: string;
   private readonly onReleased: (key: string) => void;
-  private subscriptions: Array<Subscription | undefined> | undefined;
+  private subscriptions: Array<ChannelSync | undefined> | undefined;
   /** Per watched key, the tag heard last (each node sends a copy). */
   private readonly lastTag = new Map<string, string>();
   private closed = false;
@@ -44,28 +44,27 @@ export class ReleaseWatch {
 
   watch(key: string): void {
     if (this.closed) return;
-    this.subscriptions ??= this.nodes.map((node) =>
-      node.transport.subscribe?.((channel, message) => this.hear(channel, message)),
-    );
+    this.subscriptions ??= this.nodes.map((node) => {
+      const subscription = node.transport.subscribe?.((channel, message) =>
+        this.hear(channel, message),
+      );
+      return subscription && new ChannelSync(subscription);
+    });
     this.lastTag.set(key, "");
-    for (const subscription of this.subscriptions) {
-      subscription?.add(releaseChannelPrefix + key).catch(() => {}); // polling covers it
-    }
+    for (const sync of this.subscriptions) sync?.want(releaseChannelPrefix + key, true);
   }
 
   unwatch(key: string): void {
     this.lastTag.delete(key);
     if (this.closed || !this.subscriptions) return;
-    for (const subscription of this.subscriptions) {
-      subscription?.remove(releaseChannelPrefix + key).catch(() => {});
-    }
+    for (const sync of this.subscriptions) sync?.want(releaseChannelPrefix + key, false);
   }
 
   async close(): Promise<void> {
     this.closed = true;
     const subscriptions = this.subscriptions ?? [];
     this.subscriptions = undefined;
-    await Promise.allSettled(subscriptions.map((subscription) => subscription?.close()));
+    await Promise.allSettled(subscriptions.map((sync) => sync?.close()));
   }
 
   private hear(channel: string, tag: string): void {
@@ -75,6 +74,73 @@ export class ReleaseWatch {
     if (last === undefined || last === tag) return;
     this.lastTag.set(key, tag);
     this.onReleased(key);
+  }
+}
+
+/**
+ * One node's pub/sub connection, kept subscribed to the channels wanted
+ * now. Waiters come and go far faster than a node answers SUBSCRIBE, and on
+ * a stalled or unreachable node every change would wait in the
+ * connection's queue without bound: so one batch of changes is in flight at
+ * a time, and what changes meanwhile is folded into the next batch (a key
+ * watched and unwatched in between costs nothing). A failed change is
+ * retried with the next one; messages are only hints.
+ */
+export class ChannelSync {
+  private readonly subscription: Subscription;
+  private readonly wanted = new Set<string>();
+  /** What the node was last asked for (in flight or done). */
+  private readonly asked = new Set<string>();
+  private syncing = false;
+
+  constructor(subscription: Subscription) {
+    this.subscription = subscription;
+  }
+
+  want(channel: string, on: boolean): void {
+    if (on) this.wanted.add(channel);
+    else this.wanted.delete(channel);
+    this.sync();
+  }
+
+  close(): Promise<void> {
+    this.wanted.clear();
+    return this.subscription.close();
+  }
+
+  private sync(): void {
+    if (this.syncing) return;
+    const add = [...this.wanted].filter((channel) => !this.asked.has(channel));
+    const remove = [...this.asked].filter((channel) => !this.wanted.has(channel));
+    if (add.length === 0 && remove.length === 0) return;
+    this.syncing = true;
+    for (const channel of add) this.asked.add(channel);
+    for (const channel of remove) this.asked.delete(channel);
+    const changes = [
+      ...add.map((channel) =>
+        this.subscription.add(channel).then(
+          () => true,
+          () => {
+            this.asked.delete(channel); // not subscribed: asked again with the next change
+            return false;
+          },
+        ),
+      ),
+      ...remove.map((channel) =>
+        this.subscription.remove(channel).then(
+          () => true,
+          () => {
+            this.asked.add(channel); // maybe still subscribed: unsubscribed with the next change
+            return false;
+          },
+        ),
+      ),
+    ];
+    void Promise.all(changes).then((done) => {
+      this.syncing = false;
+      // After a failure, wait for the next change rather than retry at once.
+      if (done.every(Boolean)) this.sync();
+    });
   }
 }
 

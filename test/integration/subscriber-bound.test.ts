@@ -1,0 +1,71 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { type NodeTransport, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
+import { IoredisTransport } from "../../src/node/ioredis-transport.js";
+import { endpointOfUrl } from "../../src/node/resolve.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+
+/**
+ * FAULTS.md I15, the pub/sub side: waiters come and go on a hot key while
+ * a node never answers SUBSCRIBE (stalled). Each wait used to send a
+ * SUBSCRIBE and an UNSUBSCRIBE that piled up in that node's connection
+ * queue without bound; now one batch of changes is in flight per node.
+ */
+describe("pub/sub subscriptions on a stalled node stay bounded", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 3 });
+  });
+  after(() => cluster.stop());
+
+  it("a thousand short waits send a handful of SUBSCRIBE/UNSUBSCRIBE, not two thousand", async () => {
+    // Real connections for the lock scripts; a pub/sub side that never
+    // answers (what a SIGSTOPped node's subscriber connection does), counted.
+    let sent = 0;
+    const transports: NodeTransport[] = cluster.urls.map((url, i) => {
+      const real = IoredisTransport.fromUrl(url, endpointOfUrl(url, i));
+      return {
+        endpoint: real.endpoint,
+        get epoch() {
+          return real.epoch;
+        },
+        send: (args, timeoutMs) => real.send(args, timeoutMs),
+        close: () => real.close(),
+        subscribe: () => ({
+          add: () => {
+            sent++;
+            return new Promise<void>(() => {});
+          },
+          remove: () => {
+            sent++;
+            return new Promise<void>(() => {});
+          },
+          close: async () => {},
+        }),
+      };
+    });
+    const holder = new Redlock(cluster.urls);
+    const waiter = new Redlock(transports, { retry: { retries: 1, delayMs: 1, jitterMs: 0 } });
+    try {
+      const lock = await holder.acquire(["hot"], 30_000);
+      const waits = 1_000;
+      for (let i = 0; i < waits; i++) {
+        // Fails its first round, waits (watching the key), fails again
+        // (a QuorumError when the machine is too loaded for 50 ms answers).
+        await assert.rejects(
+          waiter.acquire(["hot"], 1_000),
+          (error) => error instanceof ResourceLockedError || error instanceof QuorumError,
+        );
+      }
+      assert.equal(waiter.waitingCount, 0);
+      assert.ok(
+        sent <= 2 * transports.length,
+        `${sent} subscription commands sent for ${waits} waits on ${transports.length} stalled nodes`,
+      );
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+});
