@@ -12,7 +12,7 @@ export class TcpProxy {
   /** Hold every new connection instead of forwarding it. */
   hold = false;
   private readonly server: Server;
-  private readonly targetPort: number;
+  private targetPort: number;
   private readonly sockets = new Set<Socket>();
   private readonly held: Socket[] = [];
   private heldWaiters: Array<(socket: Socket) => void> = [];
@@ -60,6 +60,16 @@ export class TcpProxy {
     socket.on("close", () => upstream.destroy());
     socket.pipe(upstream);
     upstream.pipe(socket);
+  }
+
+  /**
+   * Sends new connections to another port from now on, and drops the open
+   * ones: the client reconnects to whatever server is behind that port now
+   * (an address that comes back as another server).
+   */
+  retarget(targetPort: number): void {
+    this.targetPort = targetPort;
+    for (const socket of this.sockets) socket.destroy();
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { QuorumError, Redlock } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { TcpProxy } from "../helpers/tcp-proxy.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * FAULTS.md L23, after first contact: an address that was its own server
+ * when first checked comes back, after a reconnect, as another node's
+ * server. Counting it twice would fake a majority; the check made after
+ * every reconnect takes it out instead.
+ */
+describe("a node that comes back as another node's server (guard rails after a reconnect)", () => {
+  let cluster: TestCluster;
+  let proxy: TcpProxy;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 3 });
+    proxy = await TcpProxy.start(cluster.cluster.node(2).port);
+  });
+  after(async () => {
+    await proxy.close();
+    await cluster.stop();
+  });
+
+  it("is taken out of service with a reason naming both addresses, never counted as a second node", async () => {
+    const urls = [cluster.urls[0]!, cluster.urls[1]!, proxy.url];
+    const redlock = new Redlock(urls, { retry: { retries: 0 } });
+    try {
+      await (await redlock.acquire(["alias"], 5_000)).release();
+      // The proxy's address now leads to node 0; node 1 goes down. Only
+      // node 0 is left, reachable under two names.
+      proxy.retarget(cluster.cluster.node(0).port);
+      await cluster.cluster.kill(1);
+      // The client reconnects within its backoff (at most 1 s); then the check runs.
+      const deadline = performance.now() + 1_000 + 3_000;
+      let last: unknown;
+      while (performance.now() < deadline) {
+        try {
+          const lock = await redlock.acquire(["alias"], 5_000);
+          assert.fail(`granted by ${lock.grantedNodeCount} votes from one server`);
+        } catch (error) {
+          if (error instanceof assert.AssertionError) throw error;
+          assert.ok(error instanceof QuorumError, String(error));
+          last = error;
+          if (/same Redis server/.test(error.message)) break;
+        }
+        await sleep(20);
+      }
+      assert.match(String(last), /same Redis server/);
+      // Named: both addresses, so the operator can see which two they are.
+      assert.match(String(last), new RegExp(`127\\.0\\.0\\.1:${proxy.port}`));
+    } finally {
+      await redlock.close();
+    }
+  });
+});
