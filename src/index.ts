@@ -43,7 +43,7 @@ export type {
 export { defaults, limits } from "./limits.js";
 export { Lock } from "./lock/lock.js";
 export type { AcquireOptions, RedlockOptions, RetryOptions, UsingOptions } from "./lock/options.js";
-export { Redlock } from "./lock/redlock.js";
+export { type InitReport, Redlock } from "./lock/redlock.js";
 export type { NodeInput } from "./node/resolve.js";
 export type { NodeStatus } from "./node/status.js";
 export type { NodeTransport } from "./node/transport.js";

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { InvalidArgumentError, RedquorumError } from "../errors.js";
 import { limits } from "../limits.js";
+import { markerKey } from "../node/lock-scripts.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
 
 /** How a node keeps its data: nothing, AOF fsynced every second, AOF fsynced on every write. */
@@ -23,6 +24,13 @@ export interface LocalClusterOptions {
   startTimeoutMs?: number;
   /** Extra redis-server arguments for every node, e.g. ["--maxmemory", "10mb"]. */
   extraArgs?: readonly string[];
+  /**
+   * Hand out the nodes initialised for locks, as `Redlock.init()` would on
+   * a new cluster (they are brand new by construction): the first acquire
+   * needs no `init()`. Nodes restarted later without their data are not
+   * (they lost their memory). Default true.
+   */
+  init?: boolean;
 }
 
 export type LocalNodeState = "running" | "paused" | "stopped";
@@ -61,7 +69,7 @@ export class LocalCluster implements AsyncDisposable {
   private readonly slots: NodeSlot[] = [];
   private stopped = false;
 
-  private constructor(options: Required<Omit<LocalClusterOptions, "nodeCount">>) {
+  private constructor(options: Required<Omit<LocalClusterOptions, "nodeCount" | "init">>) {
     this.persistence = options.persistence;
     this.serverPath = options.redisServerPath;
     this.startTimeoutMs = options.startTimeoutMs;
@@ -82,7 +90,7 @@ export class LocalCluster implements AsyncDisposable {
     }
     const cluster = new LocalCluster({
       persistence,
-      redisServerPath: input.redisServerPath ?? findRedisServer(),
+      redisServerPath: requireRedisServer(input.redisServerPath ?? findRedisServer()),
       baseDir: input.baseDir ?? tmpdir(),
       startTimeoutMs: requireInteger("startTimeoutMs", input.startTimeoutMs ?? 10_000, 1, 600_000),
       extraArgs: input.extraArgs ?? [],
@@ -103,6 +111,9 @@ export class LocalCluster implements AsyncDisposable {
         });
       }
       await Promise.all(cluster.slots.map((slot) => cluster.startOnFreePort(slot)));
+      if (input.init ?? true) {
+        await Promise.all(cluster.slots.map((slot) => send(slot.port, ["SET", markerKey, "1"])));
+      }
       return cluster;
     } catch (error) {
       await cluster.stop();
@@ -249,7 +260,12 @@ export class LocalCluster implements AsyncDisposable {
       if (slot.child === child) slot.state = "stopped";
     });
     const spawnError = new Promise<never>((_, reject) => {
-      child.once("error", (error) => reject(error));
+      child.once("error", (error) => {
+        slot.state = "stopped";
+        reject(
+          new RedquorumError("ERR_CLUSTER", `could not start ${this.serverPath}: ${error.message}`),
+        );
+      });
     });
     spawnError.catch(() => {});
     await Promise.race([this.waitForPing(slot, child), spawnError]);
@@ -258,7 +274,7 @@ export class LocalCluster implements AsyncDisposable {
   private async waitForPing(slot: NodeSlot, child: ChildProcess): Promise<void> {
     const deadline = performance.now() + this.startTimeoutMs;
     while (performance.now() < deadline) {
-      if (child.exitCode !== null || child.signalCode !== null) break;
+      if (child.exitCode !== null || child.signalCode !== null || slot.state === "stopped") break;
       if (await ping(slot.port)) return;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
@@ -273,7 +289,11 @@ export class LocalCluster implements AsyncDisposable {
 
 async function killSlot(slot: NodeSlot): Promise<void> {
   const child = slot.child;
-  if (!child || slot.state === "stopped") return;
+  // A child that never started (spawn failed) never exits either.
+  if (!child || slot.state === "stopped" || child.pid === undefined) {
+    slot.state = "stopped";
+    return;
+  }
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.kill("SIGKILL");
   await exited;
@@ -313,6 +333,42 @@ export function findRedisServer(): string {
     "redis-server was not found on PATH. Install it (Debian/Ubuntu: apt-get install -y redis-server, " +
       "or run `sh scripts/ensure-redis.sh` in this repository) or set REDQUORUM_REDIS_SERVER to its path.",
   );
+}
+
+/** The given redis-server path, if it is an executable file; else ERR_REDIS_NOT_FOUND. */
+function requireRedisServer(path: string): string {
+  try {
+    accessSync(path, constants.X_OK);
+  } catch (error) {
+    throw new RedquorumError(
+      "ERR_REDIS_NOT_FOUND",
+      `redis-server not found at ${JSON.stringify(path)} (${(error as Error).message}): pass ` +
+        "redisServerPath or set REDQUORUM_REDIS_SERVER to an executable redis-server, or install it " +
+        "(Debian/Ubuntu: apt-get install -y redis-server)",
+    );
+  }
+  return path;
+}
+
+/** One command on a fresh socket, for setting up a node; rejects on an error reply. */
+function send(port: number, args: readonly string[]): Promise<void> {
+  const frame = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`;
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.setTimeout(5_000, () => {
+      socket.destroy();
+      reject(new RedquorumError("ERR_CLUSTER", `node on port ${port} did not answer ${args[0]}`));
+    });
+    socket.once("error", reject);
+    socket.once("connect", () => socket.write(frame));
+    socket.once("data", (data) => {
+      socket.destroy();
+      const reply = data.toString();
+      if (reply.startsWith("-"))
+        reject(new RedquorumError("ERR_CLUSTER", `node on port ${port}: ${reply.trim()}`));
+      else resolve();
+    });
+  });
 }
 
 function freePort(): Promise<number> {

@@ -1,7 +1,6 @@
 import { raceAbort, type Timer, timerOf } from "../clock.js";
 import {
   ClosedError,
-  InitRefusedError,
   InvalidArgumentError,
   LockExpiredError,
   NodeError,
@@ -23,6 +22,7 @@ import {
   fenceRunKey,
   fenceScript,
   initNodeScript,
+  initState,
   internalKeyPrefix,
   lockReply,
   markerKey,
@@ -93,6 +93,15 @@ function handoffOutcome(
     else notHeld[i] = true;
   });
   return { won, replaced, notHeld };
+}
+
+/** What `Redlock.init()` found and did on one node. */
+export interface InitReport {
+  readonly endpoint: string;
+  readonly found: "in service" | "not marked" | "unreachable";
+  /** "marked": now in service; "left to recover": lost its memory in a cluster in use. */
+  readonly action: "marked" | "left to recover" | "none";
+  readonly detail: string;
 }
 
 /**
@@ -407,49 +416,90 @@ export class Redlock implements LockOwner {
   }
 
   /**
-   * Marks every node of a brand-new cluster as initialised, so the first
-   * acquire need not wait out the restart quarantine (a client cannot tell a
-   * new node from one that restarted empty). Needs every node, and is
-   * refused with `InitRefusedError` where a node holds any other key (a lock
-   * might be held). Also lifts a quarantine on such empty nodes.
+   * Makes a cluster that redquorum has never used ready for its first lock:
+   * a client cannot tell a brand-new node from one that restarted empty,
+   * whose quarantine it must serve. Safe to call at every start.
+   *
+   * If no node is in service yet (no node has the marker), every node is
+   * marked and any quarantine lifted: this needs every node, and whatever
+   * else the nodes hold (application keys, other clients' locks, NextId's
+   * keys) does not matter. If some node is in service, the cluster is in
+   * use: a node without the marker there lost its memory and must serve its
+   * quarantine (and have its fencing counters repaired), so init leaves it
+   * alone. Resolves with what it found and did on each node.
    */
-  init(): Promise<void> {
+  init(): Promise<InitReport[]> {
     this.assertOpen();
     // Tracked: close() waits for it instead of closing connections under it.
     return this.track(this.initNodes());
   }
 
-  private async initNodes(): Promise<void> {
-    await this.group.ready();
+  private async initNodes(): Promise<InitReport[]> {
+    await this.group.ready().catch(() => {}); // a node that failed its check is reported below
     this.assertOpen();
-    // Check every node first, write only if all are empty: a refused init
-    // must not reset a node that lost its memory while others hold locks.
-    for (const mode of ["check", "write"]) {
-      const round = await this.group.round(
-        (node) =>
-          node.evalScript(
-            initNodeScript,
-            [markerKey, quarantineKey, fenceRunKey, fenceFloorKey, fenceMaxKey],
-            [mode],
-          ),
-        { isYes: (reply) => reply === 0, stopEarly: false, timeoutMs: this.options.checkTimeoutMs },
-      );
-      const busy = this.group.nodes.flatMap((node, i) => {
-        const outcome = round.outcomes[i];
-        return outcome?.kind === "no" ? [`${node.endpoint} (${String(outcome.value)} keys)`] : [];
-      });
-      if (busy.length > 0) throw new InitRefusedError(busy);
-      const errors = nodeErrorsOf(round);
-      if (errors.length > 0) {
-        throw new QuorumError(
-          "init",
-          this.group.nodes.length,
-          this.group.nodes.length,
-          round.yesCount,
-          errors,
-        );
+    const keys = [markerKey, quarantineKey, fenceFloorKey];
+    const timeoutMs = this.options.checkTimeoutMs;
+    const check = await this.group.round(
+      (node) => node.evalScript(initNodeScript, keys, ["check"]),
+      {
+        isYes: () => true,
+        stopEarly: false,
+        timeoutMs,
+      },
+    );
+    const found = check.outcomes.map((outcome) =>
+      outcome?.kind === "yes" ? (outcome.value as [number, string, string?]) : undefined,
+    );
+    const inUse = found.some((reply) => reply?.[0] === initState.healthy);
+    const reports = this.group.nodes.map((node, i): InitReport => {
+      const reply = found[i];
+      const outcome = check.outcomes[i];
+      if (!reply) {
+        const error = outcome?.kind === "error" ? outcome.error.message : "no answer";
+        return { endpoint: node.endpoint, found: "unreachable", action: "none", detail: error };
       }
+      const marker = reply[1] ? `marker ${JSON.stringify(reply[1])}` : "no marker";
+      if (reply[0] === initState.healthy) {
+        return { endpoint: node.endpoint, found: "in service", action: "none", detail: marker };
+      }
+      return {
+        endpoint: node.endpoint,
+        found: "not marked",
+        action: inUse ? "left to recover" : "marked",
+        detail: inUse
+          ? `${marker} while other nodes are in service: it lost its memory, so it serves its ` +
+            "quarantine and has its fencing counters repaired from the others; marking it now " +
+            "could let a second client take a lock it forgot"
+          : marker,
+      };
+    });
+    if (inUse) return reports;
+    // A cluster redquorum never used: every node must be marked at once.
+    const errors = nodeErrorsOf(check);
+    if (errors.length > 0) {
+      throw new QuorumError("init", this.nodeCount, this.nodeCount, check.yesCount, errors);
     }
+    const write = await this.group.round(
+      (node, i) => node.evalScript(initNodeScript, keys, ["write", found[i]![2] ?? ""]),
+      {
+        isYes: (reply) => Array.isArray(reply) && reply[0] === initState.healthy,
+        stopEarly: false,
+        timeoutMs,
+      },
+    );
+    write.outcomes.forEach((outcome, i) => {
+      const report = reports[i]!;
+      if (report.action !== "marked" || outcome?.kind === "yes") return;
+      reports[i] = {
+        ...report,
+        action: "none",
+        detail:
+          outcome?.kind === "error"
+            ? outcome.error.message
+            : "it restarted or was flushed while init ran: it stays unmarked (run init() again)",
+      };
+    });
+    return reports;
   }
 
   /**
@@ -779,8 +829,8 @@ export class Redlock implements LockOwner {
         throw new NodeError(
           node.endpoint,
           new Error(
-            "fencing counters unknown: the node lost its memory (or the cluster was never " +
-              "initialised: run init() once on a new cluster); a repair from the other nodes is scheduled",
+            "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
+              "is scheduled (if these are new nodes redquorum never used, call redlock.init() once)",
           ),
         );
       }
@@ -789,8 +839,9 @@ export class Redlock implements LockOwner {
         throw new NodeError(
           node.endpoint,
           new Error(
-            "quarantined: it restarted without its data (or was flushed) and stays out of service " +
-              `for up to maxTtlMs (${this.options.maxTtlMs} ms)`,
+            "quarantined: it has no redquorum marker, so it may have restarted without its data " +
+              `(or been flushed), and stays out of service for up to maxTtlMs (${this.options.maxTtlMs} ms); ` +
+              "if these are new nodes redquorum never used, call redlock.init() once",
           ),
         );
       }

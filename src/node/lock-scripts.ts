@@ -46,6 +46,11 @@ export const lockReply = {
 // in mind that it lost its memory (so its fencing counters are unknown until
 // a repair writes the floor), and the value names this loss for repairs.
 // init writes "1". Both non-vote replies carry the marker.
+//
+// A node without a marker that has been up for at least maxTtlMs and was
+// never flushed has outlived every lock it could have forgotten: it needs
+// no quarantine (its fencing counters are still unknown: "lost:" sends
+// them to repair, or to init() on a cluster redquorum never used).
 const quarantineCheck = `
 local guard = redis.call('mget', KEYS[1], KEYS[2])
 local marker = guard[1]
@@ -55,8 +60,15 @@ if not marker then
   marker = 'lost:' .. now[1] .. '.' .. now[2]
   redis.call('set', KEYS[1], marker)
   if ARGV[3] ~= '0' then
-    redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
-    return {${lockReply.quarantined}, marker}
+    local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
+    local stats = redis.call('info', 'commandstats')
+    local flushed = string.find(stats, 'cmdstat_flushall:', 1, true)
+      or string.find(stats, 'cmdstat_flushdb:', 1, true)
+      or string.find(stats, 'cmdstat_swapdb:', 1, true)
+    if flushed or uptime * 1000 < tonumber(ARGV[3]) then
+      redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
+      return {${lockReply.quarantined}, marker}
+    end
   end
 end`;
 
@@ -284,21 +296,48 @@ return 1`,
 );
 
 /**
- * init on one node: KEYS[1] marker, KEYS[2] quarantine, then redquorum's
- * other node-wide keys. Refused (returns the number of other keys) when the
- * node holds any key that is not ours: a lock could be held. Otherwise
- * returns 0 and, with ARGV[1] = "write", writes the marker and lifts a
- * quarantine. init first checks every node, and writes only when all of
- * them are empty: a refused init changes nothing.
+ * What identifies the server's memory now: its run_id and how many times
+ * it was flushed (FLUSHALL, FLUSHDB, SWAPDB since its start or the last
+ * CONFIG RESETSTAT). A restart changes the first, a flush the second.
+ */
+const serverState = `
+local function serverState()
+  local runId = string.match(redis.call('info', 'server'), 'run_id:(%w+)') or ''
+  local stats = redis.call('info', 'commandstats')
+  local flushes = 0
+  for _, name in ipairs({'flushall', 'flushdb', 'swapdb'}) do
+    flushes = flushes + (tonumber(string.match(stats, 'cmdstat_' .. name .. ':calls=(%d+)')) or 0)
+  end
+  return runId .. '/' .. flushes
+end`;
+
+/** What init found on a node (first element of the init script's reply). */
+export const initState = {
+  /** Marker "1", or a repaired floor: in service for locks and fences. */
+  healthy: 2,
+  /** No marker, or one that says it lost its memory and is not repaired. */
+  unmarked: 1,
+  /** The node restarted or was flushed between init's check and its write. */
+  changed: 0,
+} as const;
+
+/**
+ * init on one node: KEYS[1] marker, KEYS[2] quarantine, KEYS[3] fence
+ * floor. ARGV[1] "check": answers {state, marker, server state}. ARGV[1]
+ * "write", ARGV[2] the server state the check saw: a node that is not
+ * healthy is marked "1" (its quarantine lifted) — what init does only on a
+ * cluster none of whose nodes is healthy, i.e. that redquorum never used
+ * (or that lost its memory everywhere at once). If the server restarted or
+ * was flushed since the check, nothing is written: {0}.
  */
 export const initNodeScript = new LuaScript(
   "init-node",
-  `local ours = redis.call('exists', unpack(KEYS))
-local others = redis.call('dbsize') - ours
-if others > 0 then return others end
-if ARGV[1] == 'write' then
-  redis.call('set', KEYS[1], '1')
-  redis.call('del', KEYS[2])
-end
-return 0`,
+  `${serverState}
+local marker = redis.call('get', KEYS[1])
+if marker == '1' or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
+if ARGV[1] == 'check' then return {${initState.unmarked}, marker or '', serverState()} end
+if serverState() ~= ARGV[2] then return {${initState.changed}} end
+redis.call('set', KEYS[1], '1')
+redis.call('del', KEYS[2])
+return {${initState.healthy}, '1'}`,
 );

@@ -3,7 +3,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
-import { LocalCluster } from "../../src/index.js";
+import { LocalCluster, Redlock, RedquorumError } from "../../src/index.js";
 
 /** Running, not dead or a zombie waiting to be reaped by init. */
 function alive(pid: number): boolean {
@@ -76,6 +76,47 @@ describe("LocalCluster", () => {
       assert.equal(await client.ping(), "PONG");
     } finally {
       client.disconnect();
+    }
+  });
+
+  it("a redis-server path that does not exist rejects with ERR_REDIS_NOT_FOUND, also in a script of its own", async () => {
+    await assert.rejects(
+      LocalCluster.start({ nodeCount: 2, redisServerPath: "/nope/redis-server" }),
+      (error: unknown) => {
+        assert.ok(error instanceof RedquorumError, String(error));
+        assert.equal(error.code, "ERR_REDIS_NOT_FOUND");
+        assert.match(error.message, /\/nope\/redis-server/);
+        return true;
+      },
+    );
+    // What a user's script meets: an error and exit code 1, not exit 13 in silence.
+    const script = `
+      import { LocalCluster } from "./src/index.ts";
+      await LocalCluster.start({ nodeCount: 2 });
+    `;
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "--input-type=module", "-e", script],
+      {
+        encoding: "utf8",
+        timeout: 30_000,
+        env: { ...process.env, REDQUORUM_REDIS_SERVER: "/nope/redis-server" },
+      },
+    );
+    assert.equal(run.status, 1, run.stderr);
+    assert.match(run.stderr, /ERR_REDIS_NOT_FOUND|redis-server not found/);
+  });
+
+  it("hands out nodes ready for locks: the first acquire needs no init()", async () => {
+    const fresh = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
+    const redlock = new Redlock(fresh.urls, { retry: { retries: 0 } });
+    try {
+      const lock = await redlock.acquire(["first"], 1_000);
+      assert.equal(lock.fence, 1n);
+      await lock.release();
+    } finally {
+      await redlock.close();
+      await fresh.stop();
     }
   });
 

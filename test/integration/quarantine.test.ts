@@ -1,12 +1,14 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
 import {
-  InitRefusedError,
   LocalCluster,
   type Lock,
+  NextId,
   QuorumError,
   Redlock,
   RedquorumError,
+  ResourceLockedError,
 } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
@@ -94,14 +96,20 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
     });
   }
 
-  it("a refused init() changes nothing: the node that restarted empty stays unmarked and out of service", async () => {
+  it("init() on a cluster in use leaves a node that restarted empty alone: unmarked, out of service, reported", async () => {
     const options = { maxTtlMs: 5_000, retry: { retries: 0 }, fencing: false };
     const a = new Redlock(cluster.urls, options);
     const b = new Redlock(cluster.urls, options);
     try {
       await holdOnFirstThree(a, 4_000);
       await cluster.cluster.restart(2, { keepData: false });
-      await assert.rejects(b.init(), InitRefusedError);
+      const reports = await b.init();
+      const endpoint = `127.0.0.1:${cluster.cluster.node(2).port}`;
+      const report = reports.find((r) => r.endpoint === endpoint);
+      assert.equal(report?.found, "not marked", JSON.stringify(reports));
+      assert.equal(report?.action, "left to recover");
+      assert.match(report!.detail, /quarantine/);
+      assert.ok(reports.filter((r) => r.found === "in service").length >= 3);
       assert.equal(await cluster.client(2).get("redquorum:marker"), null);
       await assert.rejects(b.acquire(["r"], 1_000), RedquorumError);
     } finally {
@@ -159,7 +167,7 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
 
 describe("Redlock.init()", () => {
   it("on a fresh cluster the first acquire succeeds at once; without it the nodes are quarantined", async () => {
-    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
     const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
     try {
       await assert.rejects(redlock.acquire(["r"], 1_000), (error: unknown) => {
@@ -177,13 +185,25 @@ describe("Redlock.init()", () => {
     }
   });
 
-  it("with fencing, a cluster used without init() says to run init(); init() then makes it work", async () => {
-    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 300, retry: { retries: 0 } });
+  it("nodes up longer than maxTtlMs without a marker need no quarantine; with fencing they ask for init(), which makes them work", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
+    const maxTtlMs = 1_000;
+    const redlock = new Redlock(cluster.urls, { maxTtlMs, retry: { retries: 0 } });
     try {
-      await assert.rejects(redlock.acquire(["r"], 200), /quarantined/);
-      await new Promise((r) => setTimeout(r, 400));
-      await assert.rejects(redlock.acquire(["r"], 200), /run init\(\) once on a new cluster/);
+      // Up longer than any lock could last, never flushed: nothing to forget.
+      await new Promise((r) => setTimeout(r, maxTtlMs + 1_100)); // uptime counts whole seconds
+      await assert.rejects(redlock.acquire(["r"], 200), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        assert.doesNotMatch(error.message, /quarantined/);
+        assert.match(error.message, /call redlock\.init\(\) once/);
+        return true;
+      });
+      const without = new Redlock(cluster.urls, { maxTtlMs, fencing: false });
+      try {
+        await (await without.acquire(["r"], 200)).release();
+      } finally {
+        await without.close();
+      }
       await redlock.init();
       const lock = await redlock.acquire(["r"], 200);
       assert.equal(lock.fence, 1n);
@@ -194,20 +214,40 @@ describe("Redlock.init()", () => {
     }
   });
 
-  it("is refused where a lock (or any other key) exists", async () => {
-    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
+  it("marks nodes that hold application keys, node-redlock locks and NextId's keys; on a cluster in use it changes nothing", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
     const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const clients = cluster.urls.map((url) => new Redis(url));
     try {
-      await redlock.init();
-      const lock = await redlock.acquire(["held"], 5_000);
-      await assert.rejects(redlock.init(), (error: unknown) => {
-        assert.ok(error instanceof InitRefusedError, String(error));
-        assert.equal(error.code, "ERR_INIT_REFUSED");
-        assert.ok(error.nodes.length >= 2);
-        return true;
-      });
+      // Servers already in use by others: an application key, a lock of
+      // another Redlock client (plain SET NX PX), NextId's counter.
+      for (const client of clients) {
+        await client.set("app:user:1", "alice");
+        await client.set("other-lock", "their-value", "PX", 60_000);
+      }
+      const ids = new NextId(cluster.urls, { key: "orders:id", unsafeAllowNonDurableNodes: true });
+      await ids.init();
+      await ids.next();
+      await ids.close();
+      const first = await redlock.init();
+      assert.deepEqual(
+        first.map((r) => [r.found, r.action]),
+        cluster.urls.map(() => ["not marked", "marked"]),
+      );
+      const lock = await redlock.acquire(["orders"], 5_000);
+      assert.equal(lock.fence, 1n);
+      // Their lock still excludes ours.
+      await assert.rejects(redlock.acquire(["other-lock"], 1_000), ResourceLockedError);
+      // Again, with our lock held: everything is in service, nothing changes.
+      const again = await redlock.init();
+      assert.deepEqual(
+        again.map((r) => [r.found, r.action]),
+        cluster.urls.map(() => ["in service", "none"]),
+      );
       await lock.release();
+      assert.equal(await clients[0]!.get("app:user:1"), "alice");
     } finally {
+      for (const client of clients) client.disconnect();
       await redlock.close();
       await cluster.stop();
     }

@@ -35,6 +35,13 @@ const noTimers: Clock = {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Node timeout of the waiters that park without a fallback timer: woken
+ * once, their one round must not fail because a loaded machine answered in
+ * more than the default 50 ms (these tests are about waking, not latency).
+ */
+const roundMs = 1_000;
+
 async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
   const deadline = performance.now() + 5_000;
   while (!(await check())) {
@@ -71,7 +78,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
     ],
   ]) {
     it(`in one instance, a release of ${held} hands the lock to the first waiter for ${wanted} in one round (no release round)`, async () => {
-      const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+      const redlock = new Redlock(cluster.urls, {
+        clock: noTimers,
+        nodeTimeoutMs: roundMs,
+        retry: { retries: 10 },
+      });
       try {
         const first = await redlock.acquire(held!, 10_000);
         const waiting = redlock.acquire(wanted!, 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -156,7 +167,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
 
   it("close() ends parked waits at once with ClosedError", async () => {
     const holder = new Redlock(cluster.urls);
-    const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    const redlock = new Redlock(cluster.urls, {
+      clock: noTimers,
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10 },
+    });
     try {
       const lock = await holder.acquire(["c"], 10_000);
       const waiting = redlock.acquire(["c"], 10_000);
@@ -171,7 +186,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
   });
 
   it("a handoff of a lock that was lost still reports the loss to the releaser", async () => {
-    const redlock = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    const redlock = new Redlock(cluster.urls, {
+      clock: noTimers,
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10 },
+    });
     try {
       const first = await redlock.acquire(["lost"], 10_000);
       const waiting = redlock.acquire(["lost"], 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -187,7 +206,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
 
   it("a waiter in another instance is woken through pub/sub when the holder releases", async () => {
     const holder = new Redlock(cluster.urls);
-    const waiter = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10 } });
+    const waiter = new Redlock(cluster.urls, {
+      clock: noTimers,
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10 },
+    });
     try {
       const lock = await holder.acquire(["p"], 10_000);
       const waiting = waiter.acquire(["p"], 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -261,7 +284,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
         Number(/connected_clients:(\d+)/.exec(await c.info("clients"))?.[1]);
       const baseline = 1; // the inspection client
       const holder = new Redlock(cluster.urls);
-      const waiter = new Redlock(clients as never, { clock: noTimers, retry: { retries: 10 } });
+      const waiter = new Redlock(clients as never, {
+        clock: noTimers,
+        nodeTimeoutMs: roundMs,
+        retry: { retries: 10 },
+      });
       try {
         const lock = await holder.acquire([adapter], 10_000);
         const waiting = waiter.acquire([adapter], 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -316,7 +343,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
 
   it("handoffs inside one instance do not starve a waiter of another instance", async () => {
     const busy = new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 5, jitterMs: 0 } });
-    const outsider = new Redlock(cluster.urls, { clock: noTimers, retry: { retries: 10_000 } });
+    const outsider = new Redlock(cluster.urls, {
+      clock: noTimers,
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10_000 },
+    });
     let stop = false;
     let busyGrants = 0;
     const workers = [0, 1, 2].map(async () => {
