@@ -140,6 +140,7 @@ export class NextId {
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
       recheckIntervalMs: this.options.recheckIntervalMs,
+      graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
       extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
       onAdmit: (node, info, timeoutMs) =>

@@ -134,6 +134,7 @@ export class Redlock implements LockOwner {
     this.group = new NodeGroup(createNodes(nodes), {
       checkTimeoutMs: this.options.checkTimeoutMs,
       recheckIntervalMs: this.options.recheckIntervalMs,
+      graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
       onAdmit: this.options.fencing
         ? (node, info, timeoutMs) =>

@@ -34,6 +34,8 @@ export interface NodeGroupOptions {
    * reconnect (a new connection may be a restarted server).
    */
   recheckIntervalMs: number;
+  /** How long first contact waits for the other checks once a majority passed (a node timeout). */
+  graceMs: number;
 }
 
 /**
@@ -71,16 +73,42 @@ export class NodeGroup {
   }
 
   /**
-   * Before the first operation: inspect every node at once and wait for all
-   * (bounded by `checkTimeoutMs`), so that two addresses of one server are
-   * refused before any key is written. Nodes that did not answer are checked
-   * later, before their first vote counts.
+   * Before the first operation: inspect every node at once and wait for
+   * every check (each bounded by `checkTimeoutMs`), so that two addresses of
+   * one server are refused before any key is written — but once a majority
+   * passed, no longer than `graceMs` for the rest.
    */
   async ready(): Promise<void> {
     if (this.refusal) throw this.refusal;
-    this.firstContact ??= Promise.allSettled(this.nodes.map((_, i) => this.check(i))).then(
-      () => {},
-    );
+    this.firstContact ??= new Promise<void>((resolve) => {
+      // Every check, but a stalled node costs one node timeout, not
+      // checkTimeoutMs: once a majority passed, the rest get `graceMs`
+      // more. A node not checked by then is checked before its first vote
+      // counts (and a refusal found then stops every operation).
+      let passed = 0;
+      let settled = 0;
+      let grace: ReturnType<typeof setTimeout> | undefined;
+      const done = () => {
+        clearTimeout(grace);
+        resolve();
+      };
+      for (let i = 0; i < this.nodes.length; i++) {
+        this.check(i)
+          .then(
+            () => {
+              passed++;
+              if (passed === this.quorum && settled + 1 < this.nodes.length) {
+                grace = setTimeout(done, this.options.graceMs);
+              }
+            },
+            () => {},
+          )
+          .finally(() => {
+            settled++;
+            if (settled === this.nodes.length) done();
+          });
+      }
+    });
     await this.firstContact;
     if (this.refusal) throw this.refusal;
   }
