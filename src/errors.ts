@@ -19,8 +19,7 @@ export type ErrorCode =
   | "ERR_ID_OVERFLOW"
   | "ERR_NOT_INITIALIZED"
   | "ERR_ALREADY_INITIALIZED"
-  | "ERR_QUEUE_FULL"
-  | "ERR_INIT_REFUSED";
+  | "ERR_QUEUE_FULL";
 
 export class RedquorumError extends Error {
   readonly code: ErrorCode;
@@ -230,20 +229,6 @@ export class AlreadyInitializedError extends RedquorumError {
     );
     this.key = key;
     this.endpoints = endpoints;
-  }
-}
-
-/** `Redlock.init()` found nodes that hold keys: it is only for a brand-new cluster. */
-export class InitRefusedError extends RedquorumError {
-  readonly nodes: readonly string[];
-
-  constructor(nodes: readonly string[]) {
-    super(
-      "ERR_INIT_REFUSED",
-      `init() refused: ${nodes.join(", ")} already hold keys, so a lock might be held; ` +
-        "init() is only for a brand-new cluster (otherwise let a quarantine run out)",
-    );
-    this.nodes = nodes;
   }
 }
 

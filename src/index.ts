@@ -18,7 +18,6 @@ export {
   DurabilityError,
   type ErrorCode,
   IdOverflowError,
-  InitRefusedError,
   InvalidArgumentError,
   LockExpiredError,
   LockLostError,
