@@ -83,6 +83,9 @@ export class IoredisTransport implements NodeTransport {
   private readonly onClose = () => {
     this.closes++;
   };
+  private readonly onReady = () => this.releaseParked();
+  // "end" alone when the connection could not even be attempted.
+  private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
 
   private constructor(
     client: IoredisLike,
@@ -95,17 +98,16 @@ export class IoredisTransport implements NodeTransport {
     this.owned = owned;
     this.endpoint = endpoint;
     client.on("close", this.onClose);
+    // Commands parked while the connection opens go out when it is ready, or fail when it closes.
+    client.on("ready", this.onReady);
+    client.on("close", this.onDown);
+    client.on("end", this.onDown);
     if (owned) {
       // Without a listener ioredis prints every connection error; we keep the
       // last one to explain why a node is unusable.
       client.on("error", (error) => {
         this.lastError = error;
       });
-      client.on("ready", () => this.releaseParked());
-      // "end" alone when the connection could not even be attempted.
-      const closed = () => this.failParked(this.downError("closed before it was ready"));
-      client.on("close", closed);
-      client.on("end", closed);
     }
   }
 
@@ -115,13 +117,18 @@ export class IoredisTransport implements NodeTransport {
     });
   }
 
-  static fromClient(client: IoredisLike): IoredisTransport {
+  /** How a caller's client is named in errors: host:port, or its socket path. */
+  static endpointOf(client: IoredisLike): string {
     const { host = "127.0.0.1", port = 6379, path } = client.options ?? {};
+    return path ?? `${host}:${port}`;
+  }
+
+  static fromClient(client: IoredisLike): IoredisTransport {
     const duplicate = client.duplicate?.bind(client);
     return new IoredisTransport(
       client,
       false,
-      path ?? `${host}:${port}`,
+      IoredisTransport.endpointOf(client),
       duplicate && (() => duplicate(subscriberOptions) as Redis),
     );
   }
@@ -133,9 +140,21 @@ export class IoredisTransport implements NodeTransport {
 
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
     const [command, ...rest] = args as [string, ...string[]];
-    // A caller's client queues or fails by its own options.
-    if (!this.owned) return this.client.call(command, ...rest);
     const status = this.client.status;
+    if (!this.owned) {
+      if (status === "ready") {
+        if (this.parked.length > 0) this.releaseParked();
+        return this.client.call(command, ...rest);
+      }
+      // A caller's client still opening its first connection is waited for,
+      // within the call's bounds (with its offline queue off, as the README
+      // advises, it would refuse the command: "Stream isn't writeable").
+      // Down, it queues or fails by its own options.
+      if (status === "wait" || status === "connecting" || status === "connect") {
+        return this.park(command, rest, timeoutMs);
+      }
+      return this.client.call(command, ...rest);
+    }
     if (status === "ready") {
       // The "ready" event that sends the parked commands comes a tick after
       // the status changes: until then they still go first.
@@ -238,6 +257,10 @@ export class IoredisTransport implements NodeTransport {
     if (!this.owned) {
       // A caller's client lives on: leave no listener of ours on it.
       this.client.removeListener("close", this.onClose);
+      this.client.removeListener("ready", this.onReady);
+      this.client.removeListener("close", this.onDown);
+      this.client.removeListener("end", this.onDown);
+      this.failParked(new Error("transport closed by close()"));
       return;
     }
     this.failParked(new Error("connection closed by close()"));

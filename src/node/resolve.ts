@@ -62,8 +62,12 @@ function planNode(input: NodeInput, index: number): NodePlan {
     return { identity: input, endpoint: input.endpoint, create: () => input };
   }
   if (isIoredisLike(input)) {
-    const transport = IoredisTransport.fromClient(input);
-    return { identity: input, endpoint: transport.endpoint, create: () => transport };
+    // Made only once every input is valid: it adds listeners to the client.
+    return {
+      identity: input,
+      endpoint: IoredisTransport.endpointOf(input),
+      create: () => IoredisTransport.fromClient(input),
+    };
   }
   if (isNodeRedisLike(input)) {
     const transport = new NodeRedisTransport(input);
