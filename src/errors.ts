@@ -130,7 +130,7 @@ export class QuorumError extends RedquorumError {
   readonly nodeCount: number;
   readonly successCount: number;
   /** One entry per failed node, with its endpoint and cause. */
-  readonly nodeErrors: readonly NodeError[];
+  declare readonly nodeErrors: readonly NodeError[];
 
   constructor(
     operation: string,
@@ -139,18 +139,24 @@ export class QuorumError extends RedquorumError {
     successCount: number,
     nodeErrors: readonly NodeError[],
   ) {
-    const detail = nodeErrors.map((error) => error.message).join("; ");
+    // One line per failed node, once: the node errors are not repeated as a
+    // cause or as an enumerable property (an uncaught error prints both).
+    const lines = nodeErrors.map((error) => `\n  ${error.message}`).join("");
+    const refused =
+      nodeErrors.length > 0 && nodeErrors.every((error) => /ECONNREFUSED/.test(error.message));
     super(
       "ERR_QUORUM",
       `${operation} reached ${successCount} of ${nodeCount} nodes, needs ${quorum}` +
-        (detail ? ` (${detail})` : ""),
-      { cause: nodeErrors.length === 1 ? nodeErrors[0] : new AggregateError(nodeErrors) },
+        (lines ? `:${lines}` : "") +
+        (refused
+          ? `\nis Redis running at ${nodeErrors.map((error) => error.endpoint).join(", ")}?`
+          : ""),
     );
     this.operation = operation;
     this.quorum = quorum;
     this.nodeCount = nodeCount;
     this.successCount = successCount;
-    this.nodeErrors = nodeErrors;
+    Object.defineProperty(this, "nodeErrors", { value: nodeErrors, enumerable: false });
   }
 }
 

@@ -98,12 +98,14 @@ export class Lock implements AsyncDisposable {
    * validity counts from the start of this call. Fails with
    * `LockExpiredError` when the validity has already run out (it never
    * re-creates keys), or `QuorumError` when too few nodes answered; on
-   * failure the lock keeps its old validity.
+   * failure the lock keeps its old validity (or less, if some nodes may have
+   * applied a shorter TTL). Resolves to this lock.
    */
-  extend(ttlMs: number, options: { signal?: AbortSignal } = {}): Promise<void> {
+  extend(ttlMs: number, options: { signal?: AbortSignal } = {}): Promise<this> {
     const run = this.extending.then(() => this.extendNow(ttlMs, options.signal));
     this.extending = run.catch(() => {});
-    return run;
+    // Resolves to this same lock, so node-redlock's `lock = await lock.extend(t)` keeps working.
+    return run.then(() => this);
   }
 
   private async extendNow(ttlMs: number, signal: AbortSignal | undefined): Promise<void> {

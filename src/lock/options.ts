@@ -126,7 +126,8 @@ const foreignOptionHints: Record<string, string> = {
   retryCount: "use retry: { retries }",
   retryDelay: "use retry: { delayMs }",
   retryJitter: "use retry: { jitterMs }",
-  automaticExtensionThreshold: "automatic extension is not available yet",
+  automaticExtensionThreshold:
+    "use redlock.using(resources, ttlMs, routine, { extendThresholdMs })",
   timeout: "use nodeTimeoutMs (per node call) or waitMs (per acquire)",
 };
 

@@ -529,6 +529,22 @@ export class Redlock implements LockOwner {
     return this.close();
   }
 
+  /** node-redlock's form of `lock.release()`. */
+  release(lock: Lock): Promise<void> {
+    if (!(lock instanceof Lock)) {
+      return Promise.reject(new InvalidArgumentError("lock", "expected a Lock from acquire()"));
+    }
+    return lock.release();
+  }
+
+  /** node-redlock's form of `lock.extend(ttlMs)`; resolves to the same lock. */
+  extend(lock: Lock, ttlMs: number): Promise<Lock> {
+    if (!(lock instanceof Lock)) {
+      return Promise.reject(new InvalidArgumentError("lock", "expected a Lock from acquire()"));
+    }
+    return lock.extend(ttlMs);
+  }
+
   /** @internal */
   async extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
     this.assertOpen();
