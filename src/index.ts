@@ -46,4 +46,5 @@ export { type InitReport, Redlock } from "./lock/redlock.js";
 export type { NodeInput } from "./node/resolve.js";
 export type { NodeStatus } from "./node/status.js";
 export type { NodeTransport } from "./node/transport.js";
+export type { Logger, NodeState, RedquorumEvent } from "./observe.js";
 export type { NodeWarning } from "./quorum/node-group.js";

@@ -22,6 +22,7 @@ import {
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
@@ -132,12 +133,15 @@ export class NextId {
   private readonly rounds = new Set<Promise<void>>();
   private closed = false;
   private closing: Promise<void> | undefined;
+  private readonly observer: Observer;
   private repairCount = 0;
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
     this.options = resolveNextIdOptions(options);
     this.keys = [this.options.key, `${this.options.key}:marker`, `${this.options.key}:lost`];
+    this.observer = new Observer(this.options.observe);
     this.group = new NodeGroup(createNodes(nodes), {
+      observer: this.observer,
       checkTimeoutMs: this.options.checkTimeoutMs,
       recheckIntervalMs: this.options.recheckIntervalMs,
       graceMs: this.options.nodeTimeoutMs,
@@ -331,9 +335,20 @@ export class NextId {
     this.proposedMax = proposal;
     this.roundsInFlight++;
     const sequence = ++this.roundsSent;
+    const startMs = this.observer.counting ? this.options.clock.now() : 0;
     const round: Promise<void> = this.propose(proposal)
       .then(
-        (result) => this.finishRound(batch, proposal, result, sequence),
+        (result) => {
+          if (this.observer.counting) {
+            this.observer.emit({
+              type: "id-round",
+              outcome: result.yesCount >= this.group.quorum ? "won" : "lost",
+              ids,
+              durationMs: this.options.clock.now() - startMs,
+            });
+          }
+          this.finishRound(batch, proposal, result, sequence);
+        },
         (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
       )
       // A bug (a failed assertion) must still settle every call of the round.
@@ -647,6 +662,7 @@ export class NextId {
       });
     this.knownMax = maxOf(this.knownMax, value);
     this.repairCount++;
+    this.observer.node(lostNode.endpoint, "repaired", `ID counter raised to ${value}`);
     this.options.onRepair({ endpoint: lostNode.endpoint, value });
   }
 
@@ -667,6 +683,11 @@ export class NextId {
       const status = checked[0];
       // Only proposals leave a loss token; reads answer without one.
       if (needsRepair(status) && checked[1] !== undefined) {
+        this.observer.node(
+          node.endpoint,
+          "needs repair",
+          status === suspect ? "restarted (a new run_id)" : "lost its ID counter",
+        );
         this.scheduleRepair(index, String(checked[1]));
       }
       return checked;

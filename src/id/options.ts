@@ -2,6 +2,12 @@ import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clo
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/lock-scripts.js";
+import {
+  type Logger,
+  type ObserveOptions,
+  type RedquorumEvent,
+  resolveObserveOptions,
+} from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
@@ -77,6 +83,10 @@ export interface NextIdOptions {
   /** Called after a node's lost counter was repaired. Default: `process.emitWarning`. */
   onRepair?: (event: RepairEvent) => void;
   onWarning?: (warning: NodeWarning) => void;
+  /** Node state changes (unreachable, quarantined, repaired, excluded, back in service), as log lines. */
+  logger?: Logger;
+  /** Every event (node state changes, lock operations or ID rounds with outcome and duration), for metrics. */
+  onEvent?: (event: RedquorumEvent) => void;
   clock?: Clock;
   random?: RandomSource;
 }
@@ -100,6 +110,7 @@ export interface ResolvedNextIdOptions {
   readonly unsafeSkipMarkerCheck: boolean;
   readonly onRepair: (event: RepairEvent) => void;
   readonly onWarning: (warning: NodeWarning) => void;
+  readonly observe: ObserveOptions;
   readonly clock: Clock;
   readonly random: RandomSource;
 }
@@ -135,6 +146,8 @@ const optionNames = [
   "unsafeSkipMarkerCheck",
   "onRepair",
   "onWarning",
+  "logger",
+  "onEvent",
   "clock",
   "random",
 ] as const;
@@ -241,6 +254,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       options.onWarning ??
         ((warning: NodeWarning) => process.emitWarning(warning.message, { code: warning.code })),
     ),
+    observe: resolveObserveOptions("options", options),
     clock: (options.clock as Clock | undefined) ?? systemClock,
     random: (options.random as RandomSource | undefined) ?? cryptoRandom,
   };

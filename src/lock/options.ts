@@ -2,6 +2,12 @@ import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clo
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/lock-scripts.js";
+import {
+  type Logger,
+  type ObserveOptions,
+  type RedquorumEvent,
+  resolveObserveOptions,
+} from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
@@ -60,6 +66,10 @@ export interface RedlockOptions {
   retry?: RetryOptions;
   /** Called for a node setting that endangers locks (eviction). Default: `process.emitWarning`. */
   onWarning?: (warning: NodeWarning) => void;
+  /** Node state changes (unreachable, quarantined, repaired, excluded, back in service), as log lines. */
+  logger?: Logger;
+  /** Every event (node state changes, lock operations or ID rounds with outcome and duration), for metrics. */
+  onEvent?: (event: RedquorumEvent) => void;
   /** Monotonic time source (tests and simulation). Default: `performance.now()`. */
   clock?: Clock;
   /** Randomness for lock values and jitter (tests and simulation). Default: `node:crypto`. */
@@ -101,6 +111,7 @@ export interface ResolvedRedlockOptions {
   readonly fencing: boolean;
   readonly retry: ResolvedRetry;
   readonly onWarning: (warning: NodeWarning) => void;
+  readonly observe: ObserveOptions;
   readonly clock: Clock;
   readonly random: RandomSource;
 }
@@ -117,6 +128,8 @@ const redlockOptionNames = [
   "fencing",
   "retry",
   "onWarning",
+  "logger",
+  "onEvent",
   "clock",
   "random",
 ] as const;
@@ -193,6 +206,7 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     fencing: requireBoolean("options.fencing", options.fencing ?? true),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
     onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
+    observe: resolveObserveOptions("options", options),
     clock: (options.clock as Clock | undefined) ?? systemClock,
     random: (options.random as RandomSource | undefined) ?? cryptoRandom,
   };

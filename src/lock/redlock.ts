@@ -6,6 +6,7 @@ import {
   NodeError,
   QueueFullError,
   QuorumError,
+  RedquorumError,
   ResourceLockedError,
 } from "../errors.js";
 import { FenceMemory, fenceKeyOf, isGrantReply, tallyFences } from "../fencing/fence-votes.js";
@@ -33,6 +34,7 @@ import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
+import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
@@ -117,6 +119,7 @@ export class Redlock implements LockOwner {
   /** Operations running now; `close()` waits for them. */
   private readonly active = new Set<Promise<unknown>>();
   private readonly fenceMemory = new FenceMemory();
+  private readonly observer: Observer;
   private readonly fenceRepairs = new Map<number, Promise<void>>();
   /** Aborted by close(): stops repairs waiting to run. */
   private readonly lifetime = new AbortController();
@@ -131,7 +134,9 @@ export class Redlock implements LockOwner {
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
+    this.observer = new Observer(this.options.observe);
     this.group = new NodeGroup(createNodes(nodes), {
+      observer: this.observer,
       checkTimeoutMs: this.options.checkTimeoutMs,
       recheckIntervalMs: this.options.recheckIntervalMs,
       graceMs: this.options.nodeTimeoutMs,
@@ -193,7 +198,31 @@ export class Redlock implements LockOwner {
     ttlMs: number,
     options: AcquireOptions = {},
   ): Promise<Lock> {
-    return this.track(this.acquireLock(resources, ttlMs, options));
+    return this.track(
+      this.counted("acquire", resources, this.acquireLock(resources, ttlMs, options)),
+    );
+  }
+
+  /** Reports an operation's outcome and duration to `onEvent`, if anyone listens. */
+  private counted<T>(
+    type: "acquire" | "extend" | "release",
+    resources: readonly string[],
+    operation: Promise<T>,
+  ): Promise<T> {
+    if (!this.observer.counting) return operation;
+    const startMs = this.options.clock.now();
+    const report = (outcome: string) =>
+      this.observer.emit({
+        type,
+        resources,
+        outcome,
+        durationMs: this.options.clock.now() - startMs,
+      });
+    operation.then(
+      () => report("ok"),
+      (error: unknown) => report(error instanceof RedquorumError ? error.code : "error"),
+    );
+    return operation;
   }
 
   private async acquireLock(
@@ -546,7 +575,15 @@ export class Redlock implements LockOwner {
   }
 
   /** @internal */
-  async extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
+  extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
+    return this.counted("extend", lock.resources, this.extendLockNow(lock, ttlMs, signal));
+  }
+
+  private async extendLockNow(
+    lock: Lock,
+    ttlMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<number> {
     this.assertOpen();
     const ttl = requireTtl(ttlMs, this.options);
     signal?.throwIfAborted();
@@ -603,7 +640,7 @@ export class Redlock implements LockOwner {
   releaseLock(lock: Lock, valid: boolean): Promise<void> {
     // Tracked as a whole: close() waits for it, including a release round
     // that only starts after a handoff failed because of the close.
-    return this.track(this.releaseLockNow(lock, !valid));
+    return this.track(this.counted("release", lock.resources, this.releaseLockNow(lock, !valid)));
   }
 
   private async releaseLockNow(lock: Lock, expired: boolean): Promise<void> {
@@ -802,11 +839,14 @@ export class Redlock implements LockOwner {
         if (outcome?.kind === "yes" && outcome.value! > highest) highest = outcome.value!;
       }
       const node = this.group.nodes[index]!;
-      await raceAbort(
+      const applied = await raceAbort(
         node.evalScript(fenceRepairScript, keys, [marker, highest.toString()]),
         signal,
         this.options.nodeTimeoutMs,
       );
+      if (applied === 1) {
+        this.observer.node(node.endpoint, "repaired", `fencing floor raised to ${highest}`);
+      }
     })()
       .catch(() => {}) // the next vote that meets the unknown counters schedules another try
       .finally(() => this.fenceRepairs.delete(index));
@@ -842,6 +882,11 @@ export class Redlock implements LockOwner {
       if (!Array.isArray(reply)) return reply;
       const [code, marker] = reply as [unknown, unknown];
       if (code === lockReply.fencesUnknown) {
+        this.observer.node(
+          node.endpoint,
+          "needs repair",
+          `fencing counters unknown (marker ${String(marker)})`,
+        );
         this.scheduleFenceRepair(index, String(marker));
         throw new NodeError(
           node.endpoint,
@@ -852,6 +897,7 @@ export class Redlock implements LockOwner {
         );
       }
       if (code === lockReply.quarantined) {
+        this.observer.node(node.endpoint, "quarantined", "it may have lost its memory");
         this.scheduleFenceRepair(index, String(marker));
         throw new NodeError(
           node.endpoint,

@@ -2,6 +2,7 @@ import { NodeConfigurationError, NodeError } from "../errors.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
+import type { Observer } from "../observe.js";
 import { quorumOf, type RoundOptions, type RoundResult, runRound, settledRound } from "./round.js";
 
 export interface NodeWarning {
@@ -36,6 +37,8 @@ export interface NodeGroupOptions {
   recheckIntervalMs: number;
   /** How long first contact waits for the other checks once a majority passed (a node timeout). */
   graceMs: number;
+  /** Told when a node's checks fail, exclude it, or pass again. */
+  observer?: Observer;
 }
 
 /**
@@ -200,9 +203,17 @@ export class NodeGroup {
             this.excluded[index] = undefined;
             this.checkedEpoch[index] = epoch;
             this.checkedAtMs[index] = startedMs;
+            this.options.observer?.node(this.nodes[index]!.endpoint, "in service", "checks passed");
           },
           (error: unknown) => {
             const first = this.infos[index] === undefined && !this.excluded[index];
+            const endpoint = this.nodes[index]!.endpoint;
+            const reason = error instanceof Error ? error.message : String(error);
+            this.options.observer?.node(
+              endpoint,
+              error instanceof NodeConfigurationError ? "excluded" : "unreachable",
+              reason,
+            );
             if (error instanceof NodeConfigurationError) {
               if (first && this.checkedEpoch[index] === -1) this.refuse(error);
               const node = this.nodes[index]!;

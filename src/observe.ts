@@ -1,0 +1,137 @@
+/**
+ * What redquorum tells the application about itself: a logger in the shape
+ * pino, winston and `console` share (a method per level, message first),
+ * and structured events a metrics library can count. Both are optional;
+ * neither may break an operation (a throwing callback is ignored).
+ */
+import { requireFunction, requireOptionsObject } from "./validate.js";
+
+type LogMethod = (message: string, fields?: Record<string, unknown>) => void;
+
+/** `console`, a winston logger, or anything with these methods (each optional). */
+export interface Logger {
+  debug?: LogMethod;
+  info?: LogMethod;
+  warn?: LogMethod;
+  error?: LogMethod;
+}
+
+/** How a node's service changed, as one client sees it. */
+export type NodeState =
+  /** Could not be reached or checked (down, refusing, timing out). */
+  | "unreachable"
+  /** Checked and in service again after being unreachable or excluded. */
+  | "in service"
+  /** A check found a configuration that is not safe (durability, role, alias): out until fixed. */
+  | "excluded"
+  /** Answered that it is in the restart quarantine (it lost its memory). */
+  | "quarantined"
+  /** Lost its memory or restarted: its counters (fencing or IDs) are excluded until repaired. */
+  | "needs repair"
+  /** Its counters were raised from the other nodes: in service again. */
+  | "repaired";
+
+export type RedquorumEvent =
+  | {
+      readonly type: "node";
+      readonly endpoint: string;
+      readonly state: NodeState;
+      readonly detail: string;
+    }
+  | {
+      readonly type: "acquire" | "extend" | "release";
+      readonly resources: readonly string[];
+      /** "ok", or the failing error's code (ERR_RESOURCE_LOCKED, ERR_QUORUM, …). */
+      readonly outcome: string;
+      readonly durationMs: number;
+    }
+  | {
+      readonly type: "id-round";
+      readonly outcome: "won" | "lost";
+      /** IDs the round's calls asked for. */
+      readonly ids: number;
+      readonly durationMs: number;
+    };
+
+export interface ObserveOptions {
+  /** Node state changes are logged (warn when a node goes out, info when it comes back). */
+  logger?: Logger;
+  /** Every event: node state changes, lock operations, ID rounds. */
+  onEvent?: (event: RedquorumEvent) => void;
+}
+
+const levelOf: Record<NodeState, keyof Logger> = {
+  unreachable: "warn",
+  "in service": "info",
+  excluded: "error",
+  quarantined: "warn",
+  "needs repair": "warn",
+  repaired: "info",
+};
+
+/** Fans events out to the caller's hooks, and keeps each node's last state so only changes are told. */
+export class Observer {
+  private readonly logger: Logger | undefined;
+  private readonly onEvent: ((event: RedquorumEvent) => void) | undefined;
+  private readonly nodeStates = new Map<string, NodeState>();
+
+  constructor(options: ObserveOptions) {
+    this.logger = options.logger;
+    this.onEvent = options.onEvent;
+  }
+
+  /** Whether anyone listens to operation events (they cost a clock read each). */
+  get counting(): boolean {
+    return this.onEvent !== undefined;
+  }
+
+  node(endpoint: string, state: NodeState, detail: string): void {
+    // "in service" is only news after a node was out.
+    const before = this.nodeStates.get(endpoint);
+    if (before === state || (state === "in service" && before === undefined)) return;
+    this.nodeStates.set(endpoint, state);
+    this.log(levelOf[state], `redquorum: ${endpoint} ${state}: ${detail}`, {
+      endpoint,
+      state,
+      detail,
+    });
+    this.emit({ type: "node", endpoint, state, detail });
+  }
+
+  emit(event: RedquorumEvent): void {
+    if (!this.onEvent) return;
+    try {
+      this.onEvent(event);
+    } catch {
+      // The application's hook must not break a lock or an ID.
+    }
+  }
+
+  private log(level: keyof Logger, message: string, fields: Record<string, unknown>): void {
+    const method = this.logger?.[level];
+    if (typeof method !== "function") return;
+    try {
+      method.call(this.logger, message, fields);
+    } catch {
+      // Same: logging never fails an operation.
+    }
+  }
+}
+
+/** Validates the `logger` and `onEvent` options. */
+export function resolveObserveOptions(
+  name: string,
+  input: Record<string, unknown>,
+): ObserveOptions {
+  const logger = input.logger;
+  if (logger !== undefined) {
+    requireOptionsObject(`${name}.logger`, logger);
+  }
+  return {
+    logger: logger as Logger | undefined,
+    onEvent:
+      input.onEvent === undefined
+        ? undefined
+        : requireFunction<(event: RedquorumEvent) => void>(`${name}.onEvent`, input.onEvent),
+  };
+}
