@@ -2,9 +2,12 @@
  * The main job for now: a local 5-node cluster and 5 workers contending for
  * one lock, printing who held it when, while nodes fail underneath.
  *
- *   npm start            (or: npx tsx examples/demo.ts [seconds])
+ * Run it from the repository root with `npm start` (installs redis-server if
+ * missing, builds dist/, runs this for 6 s), or after `npm run build`:
+ * `npx tsx examples/demo.ts [seconds]`. It imports "redquorum" as a user
+ * would: the package's own name resolves to the built dist/ through `exports`.
  */
-import { LocalCluster, QuorumError, Redlock, ResourceLockedError } from "../src/index.js";
+import { LocalCluster, QuorumError, Redlock, ResourceLockedError } from "redquorum";
 
 const seconds = Number(process.argv[2] ?? 6);
 const workerCount = 5;

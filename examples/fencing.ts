@@ -5,12 +5,14 @@
  * still believing it holds the lock and writes too. The store checks the
  * fencing token, so A's late write is refused.
  *
- *   npx tsx examples/fencing.ts
+ * Run it from the repository root, after `npm run build` (it imports
+ * "redquorum", which resolves to the built dist/ through the package's
+ * `exports`), with redis-server installed: `npx tsx examples/fencing.ts`.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { Redis } from "ioredis";
-import { fencedSet, LocalCluster, Redlock } from "../src/index.js";
+import { fencedSet, LocalCluster, Redlock } from "redquorum";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -22,7 +24,7 @@ const store = new Redis(cluster.urls[0]!); // the protected resource: any store 
 
 const clientA = `
   import { Redis } from "ioredis";
-  import { Redlock, fencedSet } from "./src/index.ts";
+  import { Redlock, fencedSet } from "redquorum";
   const urls = ${JSON.stringify(cluster.urls)};
   const redlock = new Redlock(urls);
   const store = new Redis(urls[0]);
@@ -39,7 +41,7 @@ const clientA = `
 `;
 
 try {
-  const a = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", clientA], {
+  const a = spawn(process.execPath, ["--input-type=module", "-e", clientA], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   let output = "";

@@ -19,6 +19,7 @@ import {
   readScript,
   repairScript,
 } from "../node/id-scripts.js";
+import { configValue } from "../node/inspect.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -744,7 +745,7 @@ async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void
       }
       throw error;
     }
-    return Array.isArray(reply) ? String(reply[1] ?? "") : "";
+    return configValue(reply, name);
   };
   const appendonly = await setting("appendonly");
   if (appendonly !== "yes") {

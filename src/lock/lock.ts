@@ -4,8 +4,9 @@ import { LockExpiredError } from "../errors.js";
 /** What a Lock needs from the Redlock that granted it. Internal. */
 export interface LockOwner {
   readonly clock: Clock;
+  /** @internal */
   extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number>;
-  /** `valid`: whether the lock still had validity when `release()` was called. */
+  /** @internal `valid`: whether the lock still had validity when `release()` was called. */
   releaseLock(lock: Lock, valid: boolean): Promise<void>;
 }
 

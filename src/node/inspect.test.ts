@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { evictsKeysWithTtl, nodeInfoFrom, parseInfo } from "./inspect.js";
+import { configValue, evictsKeysWithTtl, nodeInfoFrom, parseInfo } from "./inspect.js";
 
 const sample = [
   "# Server",
@@ -60,5 +60,16 @@ describe("INFO parsing", () => {
       evictsKeysWithTtl({ ...base, maxmemoryBytes: 0, maxmemoryPolicy: "allkeys-lru" }),
       false,
     );
+  });
+});
+
+describe("configValue", () => {
+  it("reads CONFIG GET replies over RESP2 (array) and RESP3 (Map or object)", () => {
+    assert.equal(configValue(["appendfsync", "always"], "appendfsync"), "always");
+    assert.equal(configValue(["a", "1", "appendfsync", "no"], "appendfsync"), "no");
+    assert.equal(configValue(new Map([["appendfsync", "everysec"]]), "appendfsync"), "everysec");
+    assert.equal(configValue({ appendonly: "yes" }, "appendonly"), "yes");
+    assert.equal(configValue([], "appendonly"), "");
+    assert.equal(configValue(null, "appendonly"), "");
   });
 });

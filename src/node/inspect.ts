@@ -47,3 +47,20 @@ export async function inspectNode(node: RedisNode, timeoutMs: number): Promise<N
 export function evictsKeysWithTtl(info: NodeInfo): boolean {
   return info.maxmemoryBytes > 0 && info.maxmemoryPolicy !== "noeviction";
 }
+
+/**
+ * The value in a `CONFIG GET name` reply: a [name, value] array over RESP2,
+ * a map over RESP3 (node-redis 6 clients default to it), as a Map or a
+ * plain object depending on the client; "" when absent.
+ */
+export function configValue(reply: unknown, name: string): string {
+  if (Array.isArray(reply)) {
+    const at = reply.findIndex((item, i) => i % 2 === 0 && String(item) === name);
+    return at >= 0 ? String(reply[at + 1] ?? "") : "";
+  }
+  if (reply instanceof Map) return String(reply.get(name) ?? "");
+  if (typeof reply === "object" && reply !== null) {
+    return String((reply as Record<string, unknown>)[name] ?? "");
+  }
+  return "";
+}

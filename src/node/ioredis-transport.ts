@@ -1,7 +1,11 @@
 import { Redis, type RedisOptions } from "ioredis";
 import type { NodeTransport, Subscription } from "./transport.js";
 
-/** The part of an ioredis client we use; matched structurally so any ioredis 5.x copy works. */
+/**
+ * The part of an ioredis client we use, matched structurally so a client of
+ * any supported ioredis version (5.2.5 or later, 6.x) fits, whichever copy of
+ * ioredis redquorum itself got: nothing here names ioredis' own types.
+ */
 export interface IoredisLike {
   status: string;
   options: { host?: string; port?: number; path?: string };
@@ -11,7 +15,8 @@ export interface IoredisLike {
   once(event: string, listener: (...args: unknown[]) => void): unknown;
   removeListener(event: string, listener: (...args: unknown[]) => void): unknown;
   on(event: string, listener: (...args: unknown[]) => void): unknown;
-  duplicate?(options?: RedisOptions): unknown;
+  /** Typed loosely: each ioredis version has its own `RedisOptions`. */
+  duplicate?(options?: object): unknown;
   /** The connection's socket (ioredis exposes it); corked to batch a tick's commands. */
   stream?: { cork(): void; uncork(): void };
 }

@@ -3,7 +3,12 @@ import type { NodeTransport, Subscription } from "./transport.js";
 /** How long closing a pub/sub duplicate waits for its connect in progress, ms. */
 const connectSettleMs = 1_000;
 
-/** The part of a node-redis (`redis` package, v4 or later) client we use. */
+/**
+ * The part of a node-redis client we use (`redis` package 4.0.1 up to 5.x,
+ * checked by scripts/check-package.mjs), matched structurally. A 6.x client
+ * speaks RESP3 by default, whose CONFIG GET replies redquorum does not read
+ * yet: create it with `RESP: 2`.
+ */
 export interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
   isOpen: boolean;

@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.js";
-import { nodeInfoFrom } from "./inspect.js";
+import { configValue, nodeInfoFrom } from "./inspect.js";
 import type { RedisNode } from "./redis-node.js";
 
 /** One node as `status()` reports it: what the CLI's `status` command prints. */
@@ -49,7 +49,7 @@ export async function readNodeStatus(
       runId: info.runId,
       redisVersion: info.redisVersion,
       appendonly: info.aofEnabled ? "yes" : "no",
-      appendfsync: Array.isArray(fsync) ? String(fsync[1]) : undefined,
+      appendfsync: fsync === undefined ? undefined : configValue(fsync, "appendfsync") || undefined,
       maxmemoryBytes: info.maxmemoryBytes,
       maxmemoryPolicy: info.maxmemoryPolicy,
       marker: marker === 1,
