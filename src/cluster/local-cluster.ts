@@ -1,5 +1,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+} from "node:fs";
 import { createConnection, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -146,26 +154,39 @@ export class LocalCluster implements AsyncDisposable {
     await killSlot(this.slot(index));
   }
 
-  /** SIGSTOP: the process stops answering but keeps its sockets open, like a stalled machine. */
+  /**
+   * SIGSTOP: the process stops answering but keeps its sockets open, like a
+   * stalled machine. Returns once the process is stopped (a signal is
+   * delivered asynchronously; on Linux this polls its state in /proc, for
+   * at most `startTimeoutMs`), so whatever the caller sends next meets a
+   * stopped node. Synchronous, as callers rely on.
+   */
   pause(index: number): void {
     const slot = this.slot(index);
     if (slot.state !== "running")
       throw new RedquorumError("ERR_CLUSTER", `node ${index} is ${slot.state}`);
     slot.child?.kill("SIGSTOP");
     slot.state = "paused";
+    this.waitForProcessState(slot, "stopped");
   }
 
+  /** SIGCONT; returns once the process runs again (see `pause`). */
   resume(index: number): void {
     const slot = this.slot(index);
     if (slot.state !== "paused")
       throw new RedquorumError("ERR_CLUSTER", `node ${index} is ${slot.state}`);
     slot.child?.kill("SIGCONT");
     slot.state = "running";
+    this.waitForProcessState(slot, "running");
   }
 
   /**
-   * Kills the node if it runs, then starts it again on the same port. With
-   * `keepData` (default) it reloads its AOF; without, it comes back empty.
+   * Kills the node if it runs, then starts it again on the same port (clients
+   * hold its URL, so it cannot move). With `keepData` (default) it reloads
+   * its AOF; without, it comes back empty. The port may have been taken
+   * meanwhile, say by a client's ephemeral socket (a client reconnecting to
+   * the dead port can even connect to itself): this waits for it to be free
+   * again, for at most `startTimeoutMs`, then fails naming the port.
    */
   async restart(index: number, options: { keepData?: boolean } = {}): Promise<void> {
     const slot = this.slot(index);
@@ -174,7 +195,31 @@ export class LocalCluster implements AsyncDisposable {
       rmSync(slot.dataDir, { recursive: true, force: true });
       mkdirSync(slot.dataDir);
     }
-    await this.startProcess(slot);
+    const deadline = performance.now() + this.startTimeoutMs;
+    for (;;) {
+      let holder = await portHolder(slot.port);
+      if (holder === undefined) {
+        try {
+          await this.startProcess(slot);
+          return;
+        } catch (error) {
+          // Taken between the check and redis-server's bind: wait for it again.
+          const inUse = slot.log.some((line) => /address already in use/i.test(line));
+          holder = await portHolder(slot.port);
+          if (!inUse && holder === undefined) throw error;
+        }
+      }
+      if (performance.now() >= deadline) {
+        slot.state = "stopped";
+        throw new RedquorumError(
+          "ERR_CLUSTER",
+          `cannot restart node ${index}: its port ${slot.port} is still in use after ` +
+            `${this.startTimeoutMs} ms (${holder ?? "redis-server: address already in use"}); ` +
+            "the node must keep its port, since clients hold its URL",
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   /** Kills every node and removes the data directories. Safe to call twice. */
@@ -200,6 +245,37 @@ export class LocalCluster implements AsyncDisposable {
       }
     }
     rmSync(this.baseDir, { recursive: true, force: true });
+  }
+
+  /**
+   * Waits until the node's process is in `want` state, as /proc/<pid>/stat
+   * shows it (Linux); where there is no /proc, returns at once. Bounded by
+   * `startTimeoutMs`; a process that exits meanwhile is an error too.
+   */
+  private waitForProcessState(slot: NodeSlot, want: "stopped" | "running"): void {
+    const pid = slot.child?.pid;
+    if (pid === undefined) return;
+    const deadline = performance.now() + this.startTimeoutMs;
+    for (;;) {
+      const state = processState(pid);
+      if (state === undefined) return; // no /proc here: nothing to poll
+      if (state === "gone" || state === "Z" || state === "X") {
+        throw new RedquorumError(
+          "ERR_CLUSTER",
+          `node ${slot.index} (pid ${pid}) exited instead of being ${want}`,
+        );
+      }
+      const stopped = state === "T" || state === "t";
+      if (stopped === (want === "stopped")) return;
+      if (performance.now() >= deadline) {
+        throw new RedquorumError(
+          "ERR_CLUSTER",
+          `node ${slot.index} (pid ${pid}) is not ${want} ${this.startTimeoutMs} ms after the signal ` +
+            `(process state ${state})`,
+        );
+      }
+      sleepSync(1);
+    }
   }
 
   private slot(index: number): NodeSlot {
@@ -297,6 +373,46 @@ async function killSlot(slot: NodeSlot): Promise<void> {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.kill("SIGKILL");
   await exited;
+}
+
+/**
+ * The state letter of process `pid` from /proc/<pid>/stat ("R", "S", "T"...),
+ * "gone" if it has no entry there, undefined where there is no /proc at all.
+ */
+function processState(pid: number): string | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return existsSync("/proc/self/stat") ? "gone" : undefined;
+  }
+  // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")".
+  return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+}
+
+const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+
+/** Blocks the thread for `ms` (pause and resume stay synchronous for their callers). */
+function sleepSync(ms: number): void {
+  Atomics.wait(sleepCell, 0, 0, ms);
+}
+
+/**
+ * Whether something holds 127.0.0.1:`port` so that redis-server could not
+ * bind it: a description of the conflict, or undefined when it is free. A
+ * listening probe binds as redis-server does (SO_REUSEADDR).
+ */
+function portHolder(port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.unref();
+    probe.once("error", (error: NodeJS.ErrnoException) =>
+      resolve(`${error.code ?? "error"}: ${error.message}`),
+    );
+    probe.listen({ port, host: "127.0.0.1", exclusive: true }, () =>
+      probe.close(() => resolve(undefined)),
+    );
+  });
 }
 
 interface NodeSlot {

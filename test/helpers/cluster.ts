@@ -15,6 +15,22 @@ export async function startCluster(options: LocalClusterOptions = {}): Promise<T
 /** The node marker of the restart quarantine (what `Redlock.init()` writes). */
 export const markerKey = "redquorum:marker";
 
+/** Bound on each call of an inspection client (`TestCluster.client`). */
+export const inspectionTimeoutMs = 2_000;
+
+/** redquorum's keys that stay after every lock is gone (see `keysByNode`). */
+export function outlivesLocks(key: string): boolean {
+  return (
+    key === markerKey ||
+    key.startsWith("redquorum:fence:") ||
+    key === "redquorum:fence-max" ||
+    key === "redquorum:fence-floor" ||
+    key === "redquorum:run" ||
+    key === "redquorum:id" ||
+    key.startsWith("redquorum:id:")
+  );
+}
+
 export class TestCluster {
   readonly cluster: LocalCluster;
   private readonly clients = new Map<number, Redis>();
@@ -27,11 +43,17 @@ export class TestCluster {
     return this.cluster.urls;
   }
 
-  /** A plain ioredis connection to node `index`, for setting up and inspecting state. */
+  /**
+   * A plain ioredis connection to node `index`, for setting up and
+   * inspecting state. Every call is bounded: on a paused or killed node it
+   * fails (after `inspectionTimeoutMs`, or after one reconnect attempt)
+   * instead of hanging the test.
+   */
   client(index: number): Redis {
     let client = this.clients.get(index);
     if (!client || client.status === "end") {
       client = new Redis(this.cluster.urls[index]!, {
+        commandTimeout: inspectionTimeoutMs,
         maxRetriesPerRequest: 1,
         retryStrategy: () => 100,
       });
@@ -47,12 +69,14 @@ export class TestCluster {
   }
 
   /**
-   * Every key on every node, by node, leaving out redquorum's own keys (the
-   * node marker and the fencing counters, which outlive every lock).
+   * Every key on every node, by node, leaving out only the keys that
+   * legitimately outlive every lock: the node marker, the fencing counters
+   * and fencing state, and NextId's keys under "redquorum:id". Any other
+   * key, redquorum's own included (a quarantine left behind, say), shows.
    */
   async keysByNode(): Promise<string[][]> {
     return this.onAll(async (client) =>
-      (await client.keys("*")).filter((key) => !key.startsWith("redquorum:")).sort(),
+      (await client.keys("*")).filter((key) => !outlivesLocks(key)).sort(),
     );
   }
 

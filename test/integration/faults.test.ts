@@ -83,29 +83,52 @@ describe("node failures (5 nodes, Q = 3)", () => {
   });
 
   it("a paused node (SIGSTOP) costs about the node timeout, not the TTL", async () => {
-    const redlock = new Redlock(cluster.urls, { ...fast, nodeTimeoutMs: 50 });
+    const nodeTimeoutMs = 50;
+    const ttlMs = 10_000;
+    const redlock = new Redlock(cluster.urls, { ...fast, nodeTimeoutMs });
     try {
       // First contact (connections, INFO checks) while every node answers.
       await (await redlock.acquire(["warm"], 1_000)).release();
       cluster.cluster.pause(2);
       const start = performance.now();
-      const lock = await redlock.acquire(["r"], 10_000);
+      const lock = await redlock.acquire(["r"], ttlMs);
       const acquireMs = performance.now() - start;
+      // The validity is the TTL less the drift and the time the round took:
+      // the paused node cost the round nothing of the TTL.
+      const drift = ttlMs * 0.01 + 2;
+      const remaining = lock.remainingMs();
+      assert.ok(
+        remaining > ttlMs - drift - (performance.now() - start) - 1,
+        `remaining ${remaining} ms after a ${acquireMs} ms acquire`,
+      );
+      assert.ok(lock.grantedNodeCount >= 3);
       await lock.release();
       const cycleMs = performance.now() - start;
+      assert.equal(lock.released, true);
+      assert.equal(lock.remainingMs(), 0);
+      // The release deleted the key on every running node.
+      await waitForNoKey(cluster, "r", [0, 1, 3, 4]);
       // The acquire needs only the 3 fastest; the release waits out the
-      // paused node's timeout. Both stay far below the 10 s TTL.
-      assert.ok(acquireMs < 1_000, `acquire took ${acquireMs} ms`);
-      assert.ok(cycleMs < 1_000, `acquire + release took ${cycleMs} ms`);
-      assert.ok(lock.remainingMs() === 0 || lock.released);
+      // paused node's timeout. Neither comes near the TTL (what a client
+      // that waited for the paused node would cost): a tenth of it is
+      // 200 node timeouts.
+      assert.ok(acquireMs < ttlMs / 10, `acquire took ${acquireMs} ms`);
+      assert.ok(cycleMs < ttlMs / 10, `acquire + release took ${cycleMs} ms`);
     } finally {
       cluster.cluster.resume(2);
       await redlock.close();
     }
+    // Resumed, the node runs its queued acquire and release, in order.
+    await waitForNoKey(cluster, "r");
   });
 
   it("a node restarted empty is quarantined for maxTtlMs, then used again", async () => {
-    const maxTtlMs = 1_000;
+    // A node first reached when it has been up for maxTtlMs needs no
+    // quarantine (it outlived every lock it could have forgotten), and the
+    // client reaches a restarted node only on its next reconnect attempt
+    // (backoff up to 1 s): maxTtlMs well above that, or no quarantine shows.
+    const reconnectBackoffCapMs = 1_000;
+    const maxTtlMs = 3 * reconnectBackoffCapMs;
     // Fencing off: with 2 nodes down and 2 that lost their counters, no
     // majority could repair the counters (see the fencing tests).
     const redlock = new Redlock(cluster.urls, { ...fast, maxTtlMs, fencing: false });
@@ -125,7 +148,7 @@ describe("node failures (5 nodes, Q = 3)", () => {
       // Until the client has reconnected to the restarted nodes (ioredis
       // backs off up to 1 s between tries) they fail as unreachable; once
       // reached, they answer that they are quarantined. No lock meanwhile.
-      const reachedBy = performance.now() + 1_000 + maxTtlMs;
+      const reachedBy = performance.now() + reconnectBackoffCapMs + maxTtlMs;
       for (let quarantined = 0; quarantined === 0; ) {
         await assert.rejects(redlock.acquire(["r"], 1_000), (error: unknown) => {
           assert.ok(error instanceof QuorumError, String(error));
@@ -136,7 +159,9 @@ describe("node failures (5 nodes, Q = 3)", () => {
         });
         if (quarantined === 0) await new Promise((r) => setTimeout(r, 20));
       }
-      const deadline = performance.now() + 5_000;
+      // The quarantine began at most now: it ends within maxTtlMs, and the
+      // other restarted node is reached within one more reconnect.
+      const deadline = performance.now() + maxTtlMs + reconnectBackoffCapMs;
       let lock: Awaited<ReturnType<Redlock["acquire"]>> | undefined;
       while (!lock) {
         try {
@@ -160,7 +185,13 @@ describe("node failures (5 nodes, Q = 3)", () => {
   for (const failed of subsets(5)) {
     const expectLock = failed.length <= 2;
     it(`nodes {${failed.join(",")}} paused: ${expectLock ? "acquires" : "QuorumError"}`, async () => {
-      const redlock = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 50 });
+      // A lock must come through whatever the paused nodes do, but a
+      // running node may miss one short timeout on a loaded machine: a few
+      // retries where a lock is expected (none where none can be had).
+      const redlock = new Redlock(cluster.urls, {
+        retry: expectLock ? { retries: 5, delayMs: 10, jitterMs: 5 } : { retries: 0 },
+        nodeTimeoutMs: 200,
+      });
       try {
         await (await redlock.acquire(["warm"], 1_000)).release();
         for (const i of failed) cluster.cluster.pause(i);

@@ -5,6 +5,7 @@ import { createClient } from "redis";
 import NodeRedlock from "redlock";
 import {
   LockExpiredError,
+  limits,
   QuorumError,
   Redlock,
   ResourceLockedError,
@@ -262,13 +263,35 @@ describe("Redlock on 5 real redis-server nodes", () => {
   });
 
   it("QuorumError names the failing nodes when a majority refuses with errors", async () => {
-    // WRONGTYPE on 3 nodes: the key is a list there.
-    for (const i of [0, 1, 2]) await cluster.client(i).rpush("r", "x");
-    const lock = redlock.acquire(["r"], 5_000);
-    await assert.rejects(lock, (error: unknown) => {
-      assert.ok(error instanceof QuorumError || error instanceof ResourceLockedError);
-      return true;
+    // The fencing counter of "r" is a list on nodes 0, 2 and 4: reading it
+    // fails the acquire script there with WRONGTYPE, a real node error (a
+    // list under the lock key itself would only look held). Nodes 1 and 3
+    // grant: 2 of 5, no quorum. With the longest node timeout no answer is
+    // cut short by a slow machine: the only node errors are the script's.
+    const failing = [0, 2, 4];
+    for (const i of failing) await cluster.client(i).rpush("redquorum:fence:r", "x");
+    const patient = new Redlock(cluster.urls, {
+      retry: { retries: 0 },
+      nodeTimeoutMs: limits.nodeTimeoutMsMax,
     });
+    try {
+      await assert.rejects(patient.acquire(["r"], 5_000), (error: unknown) => {
+        assert.ok(error instanceof QuorumError, String(error));
+        // The round ends once lost: the granting nodes may not have answered yet.
+        assert.ok(error.successCount <= 2, error.message);
+        const named = error.nodeErrors.map((e) => e.endpoint).sort();
+        const expected = failing.map((i) => cluster.urls[i]!.replace("redis://", "")).sort();
+        assert.deepEqual(named, expected, error.message);
+        for (const nodeError of error.nodeErrors) assert.match(nodeError.message, /WRONGTYPE/);
+        for (const endpoint of expected) assert.ok(error.message.includes(endpoint), error.message);
+        return true;
+      });
+    } finally {
+      await patient.close();
+    }
+    // The failed attempt left no lock key: not on the granting nodes, and
+    // not on the failing ones (their script set the key before it failed).
+    assert.deepEqual(await cluster.onAll((c) => c.get("r")), [null, null, null, null, null]);
   });
 });
 

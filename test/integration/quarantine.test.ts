@@ -11,7 +11,7 @@ import {
   ResourceLockedError,
 } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { inspectionTimeoutMs, startCluster, type TestCluster } from "../helpers/cluster.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -29,15 +29,29 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
 
   /** A acquires "r" so that its key is on nodes 0, 1, 2 only. */
   async function holdOnFirstThree(a: Redlock, ttlMs: number): Promise<{ lock: Lock; hold: Hold }> {
+    // First contact while every node answers: A's acquire then goes out to
+    // all five at once, and waits in the paused nodes' sockets (a node
+    // still being checked would get it only after its check, or never).
+    await (await a.acquire(["warm"], ttlMs)).release();
     cluster.cluster.pause(3);
     cluster.cluster.pause(4);
     const lock = await a.acquire(["r"], ttlMs);
     const hold = { client: "A", startMs: performance.now(), endMs: lock.validUntilMs };
     cluster.cluster.resume(3);
     cluster.cluster.resume(4);
-    // The paused nodes run the queued acquire when resumed; undo it there.
+    // The paused nodes run the queued acquire once resumed; undo it there.
+    // It was in their sockets before they stopped, so it runs as soon as
+    // they do: bounded by the inspection client's reconnect and timeout.
     for (const i of [3, 4]) {
-      while ((await cluster.client(i).get("r")) !== lock.value) await sleep(2);
+      const deadline = performance.now() + inspectionTimeoutMs;
+      for (;;) {
+        const value = await cluster.client(i).get("r");
+        if (value === lock.value) break;
+        if (performance.now() > deadline) {
+          assert.fail(`node ${i} did not run A's queued acquire once resumed (r = ${value})`);
+        }
+        await sleep(2);
+      }
       await cluster.client(i).del("r");
     }
     const values = await cluster.onAll((c) => c.get("r"));
