@@ -1,0 +1,63 @@
+/** What every command shares: the nodes, output on stdout, diagnostics on stderr. */
+import { Option } from "commander";
+import type { NodeWarning } from "../quorum/node-group.js";
+import { UsageError } from "./errors.js";
+
+export const nodesEnv = "REDQUORUM_NODES";
+
+export interface NodesOptions {
+  nodes?: string;
+}
+
+export const nodesOption = (): Option =>
+  new Option("--nodes <urls>", "comma-separated redis:// URLs of the Redis masters").env(nodesEnv);
+
+export const jsonOption = (): Option => new Option("--json", "print the result as JSON");
+
+/** The node URLs from --nodes or $REDQUORUM_NODES. */
+export function nodesFrom(options: NodesOptions): string[] {
+  const nodes = (options.nodes ?? "")
+    .split(",")
+    .map((url) => url.trim())
+    .filter((url) => url.length > 0);
+  if (nodes.length === 0) {
+    throw new UsageError(
+      "--nodes",
+      `give the Redis masters as comma-separated redis:// URLs, with --nodes or $${nodesEnv}`,
+    );
+  }
+  return nodes;
+}
+
+/** Data: stdout. */
+export function printData(text: string): void {
+  process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
+}
+
+export function printJson(value: unknown): void {
+  printData(JSON.stringify(value, (_key, v) => (typeof v === "bigint" ? v.toString() : v), 2));
+}
+
+/** Diagnostics: stderr, prefixed with the program's name. */
+export function diagnose(message: string): void {
+  process.stderr.write(`redquorum: ${message}\n`);
+}
+
+/** Risky node settings (eviction) as one stderr line each, instead of process warnings. */
+export function onWarning(warning: NodeWarning): void {
+  diagnose(`warning: ${warning.endpoint}: ${warning.message}`);
+}
+
+/** A text table with aligned columns. */
+export function formatTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}

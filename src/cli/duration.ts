@@ -1,0 +1,29 @@
+/**
+ * Durations on the command line: an integer followed by a unit, `500ms`,
+ * `30s`, `5m` or `1h`. A bare number is refused (seconds or milliseconds?).
+ */
+import { UsageError } from "./errors.js";
+
+const unitMs: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+export const durationHint = "an integer followed by ms, s, m or h, e.g. 500ms, 30s, 5m";
+
+/** Milliseconds of `text`; throws `UsageError` naming `argument` when it is not a duration. */
+export function parseDuration(text: string, argument: string): number {
+  const match = /^(\d+)(ms|s|m|h)$/.exec(text.trim());
+  const ms = match ? Number(match[1]) * unitMs[match[2]!]! : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms > 2 ** 31 - 1) {
+    throw new UsageError(
+      argument,
+      `${JSON.stringify(text)} is not a duration: expected ${durationHint}`,
+    );
+  }
+  return ms;
+}
+
+/** Formats milliseconds back the way they are written on the command line. */
+export function formatDuration(ms: number): string {
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000}m`;
+  if (ms >= 1_000 && ms % 1_000 === 0) return `${ms / 1_000}s`;
+  return `${ms}ms`;
+}

@@ -1,0 +1,80 @@
+/**
+ * The command line's exit codes, in one table: printed at the end of every
+ * `--help` and in the README's "Command line" section. `exitCodeOf` maps
+ * every error (the library's typed errors and the CLI's own) to one of them.
+ */
+import { constants } from "node:os";
+import {
+  ContentionError,
+  InvalidArgumentError,
+  LockExpiredError,
+  LockLostError,
+  NodeConfigurationError,
+  NodeError,
+  NotInitializedError,
+  QueueFullError,
+  QuorumError,
+  ResourceLockedError,
+} from "../errors.js";
+import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
+
+export const exitCodes = {
+  ok: 0,
+  unexpected: 1,
+  usage: 2,
+  unavailable: 3,
+  lockNotAcquired: 4,
+  lockLost: 5,
+} as const;
+
+export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
+
+/** Rows of the table: code, meaning. */
+export const exitCodeTable: readonly (readonly [string, string])[] = [
+  ["0", "success; status: the cluster is safe for locks"],
+  ["1", "unexpected error"],
+  ["2", "bad arguments or usage"],
+  [
+    "3",
+    "cluster unavailable (too few nodes, misconfigured, not initialised); status: not safe for locks",
+  ],
+  ["4", "lock: the lock could not be had within --wait (the command was not run)"],
+  ["5", "lock: the lock was lost while the command ran (SIGTERM, then SIGKILL after --kill-after)"],
+  ["126, 127", "lock: the command could not be run (not executable, not found), as in shells"],
+  ["other", "lock: the command's own exit code; 128 + n if it was killed by signal n"],
+];
+
+/** The table as plain text, for the `--help` epilogue. */
+export function exitCodeHelp(): string {
+  const width = Math.max(...exitCodeTable.map(([code]) => code.length));
+  const rows = exitCodeTable.map(([code, meaning]) => `  ${code.padEnd(width)}  ${meaning}`);
+  return `\nExit codes:\n${rows.join("\n")}\n`;
+}
+
+/** 128 + the signal's number, as shells report a process killed by it. */
+export function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 0);
+}
+
+/** The one place where errors become exit codes. */
+export function exitCodeOf(error: unknown): number {
+  if (error instanceof UsageError || error instanceof InvalidArgumentError) return exitCodes.usage;
+  if (error instanceof InterruptedError) return signalExitCode(error.signal);
+  if (error instanceof LockNotAcquiredError || error instanceof ResourceLockedError) {
+    return exitCodes.lockNotAcquired;
+  }
+  // (`lock` itself returns lockLost for a LockExpiredError after the command ran.)
+  if (error instanceof LockLostError) return exitCodes.lockLost;
+  if (
+    error instanceof LockExpiredError || // an acquire round slower than the TTL
+    error instanceof QuorumError ||
+    error instanceof NodeConfigurationError || // also DurabilityError
+    error instanceof NodeError ||
+    error instanceof NotInitializedError ||
+    error instanceof ContentionError ||
+    error instanceof QueueFullError
+  ) {
+    return exitCodes.unavailable;
+  }
+  return exitCodes.unexpected; // ClosedError, AlreadyInitializedError, IdOverflowError, bugs
+}

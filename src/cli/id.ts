@@ -1,0 +1,76 @@
+/** `redquorum id init` and `redquorum id next`: NextId's counter. */
+import { Command, Option } from "commander";
+import { NextId } from "../id/next-id.js";
+import {
+  diagnose,
+  jsonOption,
+  type NodesOptions,
+  nodesFrom,
+  nodesOption,
+  printData,
+  printJson,
+} from "./common.js";
+import { UsageError } from "./errors.js";
+
+interface IdOptions extends NodesOptions {
+  key: string;
+}
+
+interface NextOptions extends IdOptions {
+  count: number;
+  json?: boolean;
+}
+
+const countMax = 10_000;
+
+function parseCount(text: string): number {
+  const count = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(count >= 1 && count <= countMax)) {
+    throw new UsageError(
+      "--count",
+      `${JSON.stringify(text)}: expected an integer from 1 to ${countMax}`,
+    );
+  }
+  return count;
+}
+
+const keyOption = () =>
+  new Option("--key <key>", "the counter's Redis key").default("redquorum:id");
+
+async function withNextId<T>(options: IdOptions, run: (ids: NextId) => Promise<T>): Promise<T> {
+  const ids = new NextId(nodesFrom(options), { key: options.key });
+  try {
+    return await run(ids);
+  } finally {
+    await ids.close();
+  }
+}
+
+export function idCommand(): Command {
+  const id = new Command("id").description(
+    "strictly increasing IDs agreed by a majority (needs appendonly yes + appendfsync always)",
+  );
+  id.command("init")
+    .description("initialise the counter on a new cluster (needs every node)")
+    .addOption(nodesOption())
+    .addOption(keyOption())
+    .action(async (options: IdOptions) => {
+      await withNextId(options, (ids) => ids.init());
+      diagnose(`initialised the ID counter ${JSON.stringify(options.key)}`);
+    });
+  id.command("next")
+    .description("take new IDs, printed one per line as decimal strings")
+    .addOption(nodesOption())
+    .addOption(keyOption())
+    .addOption(
+      new Option("--count <n>", `how many IDs (1 to ${countMax})`).default(1).argParser(parseCount),
+    )
+    .addOption(jsonOption())
+    .action(async (options: NextOptions) => {
+      const batch = await withNextId(options, (ids) => ids.nextBatch(options.count));
+      const strings = batch.map(String);
+      if (options.json) printJson(strings);
+      else printData(strings.join("\n"));
+    });
+  return id;
+}

@@ -1,0 +1,45 @@
+/** `redquorum init`: Redlock.init(), and per node what it found and did. */
+import { Command } from "commander";
+import { Redlock } from "../lock/redlock.js";
+import {
+  formatTable,
+  jsonOption,
+  type NodesOptions,
+  nodesFrom,
+  nodesOption,
+  onWarning,
+  printData,
+  printJson,
+} from "./common.js";
+
+interface InitOptions extends NodesOptions {
+  json?: boolean;
+}
+
+export function initCommand(): Command {
+  return new Command("init")
+    .description(
+      "mark the nodes of a cluster redquorum has not used yet (safe to run at every start: " +
+        "on a cluster in use it changes nothing and reports each node)",
+    )
+    .addOption(nodesOption())
+    .addOption(jsonOption())
+    .action(async (options: InitOptions) => {
+      const redlock = new Redlock(nodesFrom(options), { onWarning });
+      try {
+        const reports = await redlock.init();
+        if (options.json) {
+          printJson(reports);
+        } else {
+          printData(
+            formatTable(
+              ["NODE", "FOUND", "ACTION", "DETAIL"],
+              reports.map((r) => [r.endpoint, r.found, r.action, r.detail]),
+            ),
+          );
+        }
+      } finally {
+        await redlock.close();
+      }
+    });
+}

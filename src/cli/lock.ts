@@ -1,0 +1,180 @@
+/**
+ * `redquorum lock <resource…> -- <command> [args…]`: a distributed flock(1).
+ * Acquires within --wait, runs the command with the lock kept extended
+ * (`redlock.using`), and releases it when the command exits. If the lock is
+ * lost meanwhile the command gets SIGTERM, then SIGKILL after --kill-after.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { Command, Option } from "commander";
+import { LockExpiredError, ResourceLockedError } from "../errors.js";
+import { defaults, limits } from "../limits.js";
+import type { Lock } from "../lock/lock.js";
+import { Redlock } from "../lock/redlock.js";
+import { diagnose, type NodesOptions, nodesFrom, nodesOption, onWarning } from "./common.js";
+import { durationHint, formatDuration, parseDuration } from "./duration.js";
+import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
+import { exitCodes, signalExitCode } from "./exit-codes.js";
+
+interface LockOptions extends NodesOptions {
+  ttl: number;
+  wait: number;
+  killAfter: number;
+}
+
+const forwardedSignals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+const ttlMinMs = 100;
+
+const durationOption = (flags: string, description: string, fallback: string) =>
+  new Option(flags, `${description} (${durationHint})`)
+    .default(parseDuration(fallback, flags), fallback)
+    .argParser((text) => parseDuration(text, flags.split(" ")[0]!));
+
+/** The command run under the lock: started once, its exit turned into an exit code. */
+class ChildRun {
+  private child: ChildProcess | undefined;
+  private killTimer: ReturnType<typeof setTimeout> | undefined;
+  lost = false;
+
+  constructor(
+    private readonly argv: readonly string[],
+    private readonly killAfterMs: number,
+  ) {}
+
+  get started(): boolean {
+    return this.child !== undefined;
+  }
+
+  /** Runs the command; resolves with the exit code redquorum should pass on. */
+  run(env: NodeJS.ProcessEnv): Promise<number> {
+    const [command, ...args] = this.argv;
+    return new Promise((resolve) => {
+      const child = spawn(command!, args, { stdio: "inherit", env });
+      this.child = child;
+      let spawned = false;
+      child.once("spawn", () => {
+        spawned = true;
+      });
+      child.once("error", (error: NodeJS.ErrnoException) => {
+        if (spawned) return; // a failed kill(): the exit still comes
+        diagnose(`cannot run ${JSON.stringify(command)}: ${error.message}`);
+        resolve(error.code === "ENOENT" ? 127 : 126);
+      });
+      child.once("exit", (code, signal) => {
+        clearTimeout(this.killTimer);
+        resolve(code ?? signalExitCode(signal ?? "SIGKILL"));
+      });
+    });
+  }
+
+  /** Passes a signal redquorum got on to the command. */
+  forward(signal: NodeJS.Signals): void {
+    if (this.child?.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+  }
+
+  /** The lock is gone: SIGTERM now, SIGKILL after the grace period. */
+  lose(reason: unknown): void {
+    this.lost = true;
+    const message = reason instanceof Error ? reason.message : String(reason);
+    diagnose(
+      `${message}; sending SIGTERM to the command (SIGKILL in ${formatDuration(this.killAfterMs)})`,
+    );
+    this.forward("SIGTERM");
+    this.killTimer = setTimeout(() => this.forward("SIGKILL"), this.killAfterMs);
+  }
+}
+
+export function lockCommand(childArgv: () => readonly string[]): Command {
+  return new Command("lock")
+    .description(
+      "run a command while holding a lock on the resources (a distributed flock): the command " +
+        "gets REDQUORUM_FENCE (the fencing token) and REDQUORUM_RESOURCES (comma-separated)",
+    )
+    .usage("[options] <resource...> -- <command> [args...]")
+    .argument("<resource...>", "the resources to lock, all or none")
+    .addOption(nodesOption())
+    .addOption(
+      durationOption("--ttl <duration>", "lock TTL, renewed while the command runs", "30s"),
+    )
+    .addOption(durationOption("--wait <duration>", "how long to wait for the lock", "10s"))
+    .addOption(
+      durationOption("--kill-after <duration>", "grace period between SIGTERM and SIGKILL", "5s"),
+    )
+    .action(async (resources: string[], options: LockOptions) => {
+      const argv = childArgv();
+      if (argv.length === 0) {
+        throw new UsageError(
+          "<command>",
+          "give the command to run after --, e.g. `lock jobs -- ./job.sh`",
+        );
+      }
+      if (options.ttl < ttlMinMs || options.ttl > defaults.maxTtlMs) {
+        throw new UsageError(
+          "--ttl",
+          `${formatDuration(options.ttl)}: expected ${formatDuration(ttlMinMs)} to ${formatDuration(defaults.maxTtlMs)} ` +
+            "(the lock is renewed while the command runs)",
+        );
+      }
+      process.exitCode = await runLocked(resources, argv, options);
+    });
+}
+
+async function runLocked(
+  resources: string[],
+  argv: readonly string[],
+  options: LockOptions,
+): Promise<number> {
+  const redlock = new Redlock(nodesFrom(options), { onWarning });
+  const run = new ChildRun(argv, options.killAfter);
+  const interrupted = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (run.started) run.forward(signal);
+    else interrupted.abort(new InterruptedError(signal));
+  };
+  for (const signal of forwardedSignals) process.on(signal, onSignal);
+  let exitCode: number | undefined;
+  try {
+    await redlock.using(
+      resources,
+      options.ttl,
+      async (signal: AbortSignal, lock: Lock) => {
+        interrupted.signal.throwIfAborted();
+        signal.throwIfAborted();
+        signal.addEventListener("abort", () => run.lose(signal.reason), { once: true });
+        exitCode = await run.run({
+          ...process.env,
+          REDQUORUM_FENCE: lock.fence?.toString() ?? "",
+          REDQUORUM_RESOURCES: resources.join(","),
+        });
+      },
+      {
+        waitMs: options.wait,
+        // --wait bounds the waiting, not a count of attempts.
+        retry: { retries: options.wait > 0 ? limits.retriesMax : 0 },
+        signal: interrupted.signal,
+      },
+    );
+    return exitCode!;
+  } catch (error) {
+    if (!run.started) {
+      if (error instanceof ResourceLockedError) {
+        throw new LockNotAcquiredError(
+          `could not get the lock within ${formatDuration(options.wait)}: ${error.message}`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    if (run.lost) return exitCodes.lockLost; // already said why
+    if (error instanceof LockExpiredError) {
+      diagnose(`the lock ran out before the command ended: ${error.message}`);
+      return exitCodes.lockLost;
+    }
+    // The command ran under the lock; only the release failed (nodes down):
+    // the keys expire by themselves within the TTL.
+    diagnose(`warning: could not release the lock (it expires within --ttl): ${String(error)}`);
+    return exitCode!;
+  } finally {
+    for (const signal of forwardedSignals) process.off(signal, onSignal);
+    await redlock.close();
+  }
+}

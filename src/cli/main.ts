@@ -1,0 +1,58 @@
+/**
+ * The `redquorum` command line (built to dist/cli.js, the package's bin).
+ * Builds the commander program, runs one command, and turns its outcome
+ * into process.exitCode (see exit-codes.ts): nothing here calls
+ * process.exit(), so the process ends once the connections are closed.
+ */
+import { Command, CommanderError } from "commander";
+import { RedquorumError } from "../errors.js";
+import { diagnose } from "./common.js";
+import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
+import { idCommand } from "./id.js";
+import { initCommand } from "./init.js";
+import { lockCommand } from "./lock.js";
+import { statusCommand } from "./status.js";
+
+export function buildProgram(childArgv: () => readonly string[]): Command {
+  const program = new Command("redquorum")
+    .description(
+      "Redlock locks with fencing tokens and majority-agreed IDs over N Redis masters.\n" +
+        "Data goes to stdout, diagnostics to stderr.",
+    )
+    .exitOverride()
+    .showSuggestionAfterError()
+    .addHelpText("afterAll", exitCodeHelp());
+  program.addCommand(initCommand());
+  program.addCommand(statusCommand());
+  program.addCommand(idCommand());
+  program.addCommand(lockCommand(childArgv));
+  return program;
+}
+
+/** Runs the command line `args` (without node and the script); resolves with the exit code. */
+export async function main(args: readonly string[]): Promise<number> {
+  // `lock … -- <command> [args…]`: everything after the first `--` is the
+  // command's, never parsed as redquorum's options.
+  const dash = args.indexOf("--");
+  const split = args[0] === "lock" && dash >= 0;
+  const childArgv = split ? args.slice(dash + 1) : [];
+  const program = buildProgram(() => childArgv);
+  process.exitCode = undefined;
+  try {
+    await program.parseAsync(split ? args.slice(0, dash) : args, { from: "user" });
+    return typeof process.exitCode === "number" ? process.exitCode : exitCodes.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // commander has printed the help or its one-line error already.
+      return error.exitCode === 0 ? exitCodes.ok : exitCodes.usage;
+    }
+    const code = exitCodeOf(error);
+    const message = error instanceof Error ? error.message : String(error);
+    // A stack only for what is not one of the typed errors (a bug).
+    const typed = error instanceof RedquorumError || code !== exitCodes.unexpected;
+    diagnose(typed || !(error instanceof Error) ? message : (error.stack ?? message));
+    return code;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

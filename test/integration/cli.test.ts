@@ -1,0 +1,202 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import { LocalCluster } from "../../src/index.js";
+
+/** Bound on one CLI run: tsx's start (about 1 s on this machine) plus the command's work. */
+const runTimeoutMs = 15_000;
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `redquorum <args>` from the source, no build needed. */
+function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
+  return spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+function finished(child: ChildProcess): Promise<Run> {
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr!.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`CLI still running after ${runTimeoutMs} ms; stderr: ${stderr}`));
+    }, runTimeoutMs);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+function cli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
+  return finished(startCli(args, env));
+}
+
+async function waitForFile(path: string, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!existsSync(path)) {
+    if (performance.now() > deadline) throw new Error(`${path} not created within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("redquorum command line", () => {
+  let cluster: LocalCluster;
+  let clients: Redis[];
+  let env: NodeJS.ProcessEnv;
+  let dir: string;
+
+  /** How many nodes hold `key`. */
+  const holders = async (key: string) =>
+    (await Promise.all(clients.map((c) => c.exists(key)))).reduce((a, b) => a + b, 0);
+
+  before(async () => {
+    // New nodes, not marked: what `redquorum init` is for. aof-always for NextId.
+    cluster = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always", init: false });
+    clients = cluster.urls.map((url) => {
+      const client = new Redis(url, { commandTimeout: 2_000, maxRetriesPerRequest: 1 });
+      client.on("error", () => {});
+      return client;
+    });
+    env = { REDQUORUM_NODES: cluster.urls.join(",") };
+    dir = mkdtempSync(join(tmpdir(), "redquorum-cli-"));
+  });
+
+  after(async () => {
+    for (const client of clients) client.disconnect();
+    rmSync(dir, { recursive: true, force: true });
+    await cluster.stop();
+  });
+
+  it("refuses a bad duration with exit 2 and one line naming the argument", async () => {
+    const run = await cli(["lock", "--ttl", "30", "r", "--", "true"], env);
+    assert.equal(run.code, 2);
+    assert.equal(run.stdout, "");
+    assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+    assert.match(run.stderr, /--ttl.*"30".*ms, s, m or h/);
+  });
+
+  it("status says a new cluster is not safe (exit 3); after init every node is marked", async () => {
+    const before = await cli(["status"], env);
+    assert.equal(before.code, 3, before.stderr);
+    assert.match(before.stdout, /locks: NOT safe/);
+    assert.match(before.stdout, /no marker: run `redquorum init`/);
+
+    const init = await cli(["init", "--json"], env);
+    assert.equal(init.code, 0, init.stderr);
+    const reports = JSON.parse(init.stdout) as { found: string; action: string }[];
+    assert.deepEqual(
+      reports.map((r) => [r.found, r.action]),
+      Array(3).fill(["not marked", "marked"]),
+    );
+
+    const status = await cli(["status", "--json", "--nodes", cluster.urls.join(",")]);
+    assert.equal(status.code, 0, status.stderr);
+    const { nodes, verdict } = JSON.parse(status.stdout);
+    assert.equal(nodes.length, 3);
+    for (const node of nodes) {
+      assert.equal(node.reachable, true);
+      assert.equal(node.marker, true);
+      assert.equal(node.quarantineRemainingMs, 0);
+      assert.equal(node.appendfsync, "always");
+    }
+    assert.equal(verdict.locks.safe, true);
+    assert.equal(verdict.ids.safe, true);
+  });
+
+  it("id next --count 3 prints 3 increasing IDs, one per line", async () => {
+    const init = await cli(["id", "init"], env);
+    assert.equal(init.code, 0, init.stderr);
+    const run = await cli(["id", "next", "--count", "3"], env);
+    assert.equal(run.code, 0, run.stderr);
+    const ids = run.stdout.trimEnd().split("\n").map(BigInt);
+    assert.equal(ids.length, 3);
+    assert.ok(ids[0]! < ids[1]! && ids[1]! < ids[2]!, run.stdout);
+    const json = await cli(["id", "next", "--json"], env);
+    const [next] = JSON.parse(json.stdout) as string[];
+    assert.ok(BigInt(next!) > ids[2]!);
+  });
+
+  it("lock runs the command with its fence and exits with its code, then releases", async () => {
+    const run = await cli(
+      [
+        "lock",
+        "cli:job",
+        "--ttl",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        'echo "$REDQUORUM_FENCE $REDQUORUM_RESOURCES"; exit 7',
+      ],
+      env,
+    );
+    assert.equal(run.code, 7, run.stderr);
+    assert.match(run.stdout, /^\d+ cli:job\n$/);
+    assert.equal(await holders("cli:job"), 0);
+  });
+
+  it("a second lock gives up after --wait with exit 4 without running; SIGTERM reaches the command", async () => {
+    const ready = join(dir, "ready");
+    const trapped = join(dir, "trapped");
+    const ran = join(dir, "second-ran");
+    const holder = startCli(
+      [
+        "lock",
+        "cli:held",
+        "--",
+        "sh",
+        "-c",
+        `trap 'echo term > ${trapped}; exit 0' TERM; touch ${ready}; while :; do sleep 0.05; done`,
+      ],
+      env,
+    );
+    const held = finished(holder);
+    await waitForFile(ready, runTimeoutMs);
+    assert.equal(await holders("cli:held"), 3);
+
+    const second = await cli(["lock", "cli:held", "--wait", "200ms", "--", "touch", ran], env);
+    assert.equal(second.code, 4, second.stderr);
+    assert.match(second.stderr, /could not get the lock within 200ms/);
+    assert.equal(existsSync(ran), false);
+
+    holder.kill("SIGTERM");
+    const run = await held;
+    assert.equal(run.code, 0, run.stderr); // the command's code: it trapped SIGTERM and exited 0
+    assert.equal(readFileSync(trapped, "utf8"), "term\n");
+    assert.equal(await holders("cli:held"), 0);
+  });
+
+  it("a lost lock sends the command SIGTERM and exits 5", async () => {
+    const ready = join(dir, "lost-ready");
+    const holder = startCli(
+      ["lock", "cli:lost", "--ttl", "1s", "--", "sh", "-c", `touch ${ready}; exec sleep 30`],
+      env,
+    );
+    const held = finished(holder);
+    await waitForFile(ready, runTimeoutMs);
+    // Someone deletes the lock: the next extension (at half the TTL) is refused.
+    await Promise.all(clients.map((c) => c.del("cli:lost")));
+    const run = await held;
+    assert.equal(run.code, 5, run.stderr);
+    assert.match(run.stderr, /lost the lock.*SIGTERM/);
+  });
+});
