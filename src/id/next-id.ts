@@ -148,16 +148,7 @@ export class NextId {
       graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
       extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
-      onAdmit: (node, info, timeoutMs) =>
-        raceAbort(
-          node.evalScript(
-            certifyScript,
-            [...this.keys, this.options.key + idKeySuffixes[2]],
-            [info.runId],
-          ),
-          undefined,
-          timeoutMs,
-        ).then(() => {}),
+      certify: { script: certifyScript, keys: [...this.keys, this.options.key + idKeySuffixes[2]] },
       scripts: [proposeScript, readScript, repairScript, initScript],
     });
   }
@@ -724,30 +715,30 @@ function asRedquorumError(error: unknown): RedquorumError {
  * `appendonly yes` and `appendfsync always`, read with CONFIG GET.
  */
 async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void> {
-  const setting = async (name: string): Promise<string> => {
-    let reply: unknown;
-    try {
-      reply = await node.command(["CONFIG", "GET", name], { timeoutMs });
-    } catch (error) {
-      const message =
-        error instanceof Error
-          ? error.cause instanceof Error
-            ? error.cause.message
-            : error.message
-          : "";
-      if (/unknown command|NOPERM|not allowed/i.test(message)) {
-        throw new DurabilityError(
-          node.endpoint,
-          "CONFIG",
-          `${node.endpoint} does not allow CONFIG GET (${message.trim()}), so its persistence cannot be checked: ` +
-            "if it runs with appendonly yes and appendfsync always, pass unsafeAllowNonDurableNodes: true",
-        );
-      }
-      throw error;
+  // One round trip for the three settings (a pattern, so Redis 6.2 takes it
+  // too): this runs again after every reconnect and recheck interval.
+  let reply: unknown;
+  try {
+    reply = await node.command(["CONFIG", "GET", "*append*"], { timeoutMs });
+  } catch (error) {
+    const message =
+      error instanceof Error
+        ? error.cause instanceof Error
+          ? error.cause.message
+          : error.message
+        : "";
+    if (/unknown command|NOPERM|not allowed/i.test(message)) {
+      throw new DurabilityError(
+        node.endpoint,
+        "CONFIG",
+        `${node.endpoint} does not allow CONFIG GET (${message.trim()}), so its persistence cannot be checked: ` +
+          "if it runs with appendonly yes and appendfsync always, pass unsafeAllowNonDurableNodes: true",
+      );
     }
-    return configValue(reply, name);
-  };
-  const appendonly = await setting("appendonly");
+    throw error;
+  }
+  const setting = (name: string) => configValue(reply, name);
+  const appendonly = setting("appendonly");
   if (appendonly !== "yes") {
     throw new DurabilityError(
       node.endpoint,
@@ -756,7 +747,7 @@ async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void
         "appendfsync always, or a restarted node can forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
     );
   }
-  const appendfsync = await setting("appendfsync");
+  const appendfsync = setting("appendfsync");
   if (appendfsync !== "always") {
     throw new DurabilityError(
       node.endpoint,
@@ -767,7 +758,7 @@ async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void
   }
   // With "yes", Redis skips fsync while a rewrite or save child runs, even
   // with appendfsync always: an acknowledged write can be lost then.
-  const noFsyncOnRewrite = await setting("no-appendfsync-on-rewrite");
+  const noFsyncOnRewrite = setting("no-appendfsync-on-rewrite");
   if (noFsyncOnRewrite !== "no") {
     throw new DurabilityError(
       node.endpoint,

@@ -141,17 +141,8 @@ export class Redlock implements LockOwner {
       recheckIntervalMs: this.options.recheckIntervalMs,
       graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
-      onAdmit: this.options.fencing
-        ? (node, info, timeoutMs) =>
-            raceAbort(
-              node.evalScript(
-                fenceCertifyScript,
-                [markerKey, fenceFloorKey, fenceRunKey],
-                [info.runId],
-              ),
-              undefined,
-              timeoutMs,
-            ).then(() => {})
+      certify: this.options.fencing
+        ? { script: fenceCertifyScript, keys: [markerKey, fenceFloorKey, fenceRunKey] }
         : undefined,
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });

@@ -85,12 +85,13 @@ export class IoredisTransport implements NodeTransport {
   /** Commands issued while the owned connection was being opened, in issue order. */
   private readonly parked: Parked[] = [];
   private closes = 0;
-  private readonly onClose = () => {
-    this.closes++;
-  };
   private readonly onReady = () => this.releaseParked();
   // "end" alone when the connection could not even be attempted.
   private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
+  private readonly onClose = () => {
+    this.closes++;
+    this.onDown();
+  };
 
   private constructor(
     client: IoredisLike,
@@ -102,10 +103,10 @@ export class IoredisTransport implements NodeTransport {
     this.openSubscriber = openSubscriber;
     this.owned = owned;
     this.endpoint = endpoint;
-    client.on("close", this.onClose);
-    // Commands parked while the connection opens go out when it is ready, or fail when it closes.
+    // Commands parked while the connection opens go out when it is ready,
+    // or fail when it closes; each close is a new epoch.
     client.on("ready", this.onReady);
-    client.on("close", this.onDown);
+    client.on("close", this.onClose);
     client.on("end", this.onDown);
     if (owned) {
       // Without a listener ioredis prints every connection error; we keep the
@@ -146,35 +147,24 @@ export class IoredisTransport implements NodeTransport {
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
     const [command, ...rest] = args as [string, ...string[]];
     const status = this.client.status;
-    if (!this.owned) {
-      if (status === "ready") {
-        if (this.parked.length > 0) this.releaseParked();
-        return this.client.call(command, ...rest);
-      }
-      // A caller's client still opening its first connection is waited for,
-      // within the call's bounds (with its offline queue off, as the README
-      // advises, it would refuse the command: "Stream isn't writeable").
-      // Down, it queues or fails by its own options.
-      if (status === "wait" || status === "connecting" || status === "connect") {
-        return this.park(command, rest, timeoutMs);
-      }
-      return this.client.call(command, ...rest);
-    }
     if (status === "ready") {
       // The "ready" event that sends the parked commands comes a tick after
       // the status changes: until then they still go first.
       if (this.parked.length > 0) this.releaseParked();
-      return this.sendCorked(command, rest);
+      return this.owned ? this.sendCorked(command, rest) : this.client.call(command, ...rest);
     }
-    if (isDown(status)) {
-      // Fail at once: waiting for a reconnect would only spend the caller's
-      // time. Commands parked before this one fail with it (they would
-      // otherwise go out after it, and out of order, once reconnected).
-      const error = this.downError(status);
-      this.failParked(error);
-      return Promise.reject(error);
-    }
-    return this.park(command, rest, timeoutMs);
+    // Still opening the connection: wait for it within the call's bounds (a
+    // caller's client with its offline queue off, as the README advises,
+    // would refuse the command: "Stream isn't writeable").
+    if (!isDown(status)) return this.park(command, rest, timeoutMs);
+    // Down: a caller's client queues or fails by its own options. Ours fails
+    // at once (waiting for a reconnect would only spend the caller's time),
+    // with the commands parked before (they would otherwise go out after
+    // this one, out of order, once reconnected).
+    if (!this.owned) return this.client.call(command, ...rest);
+    const error = this.downError(status);
+    this.failParked(error);
+    return Promise.reject(error);
   }
 
   /**
@@ -261,9 +251,8 @@ export class IoredisTransport implements NodeTransport {
   async close(): Promise<void> {
     if (!this.owned) {
       // A caller's client lives on: leave no listener of ours on it.
-      this.client.removeListener("close", this.onClose);
       this.client.removeListener("ready", this.onReady);
-      this.client.removeListener("close", this.onDown);
+      this.client.removeListener("close", this.onClose);
       this.client.removeListener("end", this.onDown);
       this.failParked(new Error("transport closed by close()"));
       return;

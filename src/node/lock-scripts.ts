@@ -51,7 +51,21 @@ export const lockReply = {
 // never flushed has outlived every lock it could have forgotten: it needs
 // no quarantine (its fencing counters are still unknown: "lost:" sends
 // them to repair, or to init() on a cluster redquorum never used).
-const quarantineCheck = `
+/**
+ * How many times the server was flushed (FLUSHALL, FLUSHDB, SWAPDB) since
+ * it started or since the last CONFIG RESETSTAT, from INFO commandstats.
+ */
+const flushCount = `
+local function flushCount()
+  local stats = redis.call('info', 'commandstats')
+  local flushes = 0
+  for _, name in ipairs({'flushall', 'flushdb', 'swapdb'}) do
+    flushes = flushes + (tonumber(string.match(stats, 'cmdstat_' .. name .. ':calls=(%d+)')) or 0)
+  end
+  return flushes
+end`;
+
+const quarantineCheck = `${flushCount}
 local guard = redis.call('mget', KEYS[1], KEYS[2])
 local marker = guard[1]
 if guard[2] then return {${lockReply.quarantined}, marker or ''} end
@@ -61,11 +75,7 @@ if not marker then
   redis.call('set', KEYS[1], marker)
   if ARGV[3] ~= '0' then
     local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
-    local stats = redis.call('info', 'commandstats')
-    local flushed = string.find(stats, 'cmdstat_flushall:', 1, true)
-      or string.find(stats, 'cmdstat_flushdb:', 1, true)
-      or string.find(stats, 'cmdstat_swapdb:', 1, true)
-    if flushed or uptime * 1000 < tonumber(ARGV[3]) then
+    if flushCount() > 0 or uptime * 1000 < tonumber(ARGV[3]) then
       redis.call('set', KEYS[2], '1', 'PX', ARGV[3])
       return {${lockReply.quarantined}, marker}
     end
@@ -300,15 +310,10 @@ return 1`,
  * it was flushed (FLUSHALL, FLUSHDB, SWAPDB since its start or the last
  * CONFIG RESETSTAT). A restart changes the first, a flush the second.
  */
-const serverState = `
+const serverState = `${flushCount}
 local function serverState()
   local runId = string.match(redis.call('info', 'server'), 'run_id:(%w+)') or ''
-  local stats = redis.call('info', 'commandstats')
-  local flushes = 0
-  for _, name in ipairs({'flushall', 'flushdb', 'swapdb'}) do
-    flushes = flushes + (tonumber(string.match(stats, 'cmdstat_' .. name .. ':calls=(%d+)')) or 0)
-  end
-  return runId .. '/' .. flushes
+  return runId .. '/' .. flushCount()
 end`;
 
 /** What init found on a node (first element of the init script's reply). */

@@ -1,4 +1,5 @@
-import { NodeConfigurationError, NodeError } from "../errors.js";
+import { raceAbort } from "../clock.js";
+import { NodeConfigurationError, NodeError, NodeTimeoutError } from "../errors.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -22,11 +23,11 @@ export interface NodeGroupOptions {
   extraCheck?: (node: RedisNode, timeoutMs: number) => Promise<void>;
   /**
    * Run at every (re)check before the node's votes count again, with the
-   * run_id just read: where the owner keeps state that a restart can take
-   * back in time (counters), it records the run_id on the node and treats a
-   * different one as a possible loss.
+   * run_id just read as its one argument: where the owner keeps state that a
+   * restart can take back in time (counters), the script records the run_id
+   * on the node and treats a different one as a possible loss.
    */
-  onAdmit?: (node: RedisNode, info: NodeInfo, timeoutMs: number) => Promise<void>;
+  certify?: { readonly script: LuaScript; readonly keys: readonly string[] };
   /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
   scripts?: readonly LuaScript[];
   /**
@@ -206,7 +207,8 @@ export class NodeGroup {
             this.options.observer?.node(this.nodes[index]!.endpoint, "in service", "checks passed");
           },
           (error: unknown) => {
-            const first = this.infos[index] === undefined && !this.excluded[index];
+            // Never passed a check and never excluded: this is first contact.
+            const first = this.checkedEpoch[index] === -1 && !this.excluded[index];
             const endpoint = this.nodes[index]!.endpoint;
             const reason = error instanceof Error ? error.message : String(error);
             this.options.observer?.node(
@@ -215,7 +217,7 @@ export class NodeGroup {
               reason,
             );
             if (error instanceof NodeConfigurationError) {
-              if (first && this.checkedEpoch[index] === -1) this.refuse(error);
+              if (first) this.refuse(error);
               const node = this.nodes[index]!;
               this.excluded[index] = new NodeError(node.endpoint, error);
               this.checkedAtMs[index] = startedMs;
@@ -233,19 +235,22 @@ export class NodeGroup {
 
   private async inspect(index: number): Promise<void> {
     const node = this.nodes[index]!;
-    const { extraCheck, onAdmit, scripts = [], checkTimeoutMs } = this.options;
+    const { extraCheck, certify, scripts = [], checkTimeoutMs } = this.options;
     const info = await inspectNode(node, checkTimeoutMs);
     this.admit(index, info);
     // A new connection may reach a restarted server, with an empty script cache.
     if (this.checkedEpoch[index] !== node.epoch) {
-      await Promise.all(
-        scripts.map((script) =>
-          node.command(["SCRIPT", "LOAD", script.source], { timeoutMs: checkTimeoutMs }),
-        ),
-      );
+      await Promise.all(scripts.map((script) => node.loadScript(script, checkTimeoutMs)));
     }
     await extraCheck?.(node, checkTimeoutMs);
-    await onAdmit?.(node, info, checkTimeoutMs);
+    if (certify) {
+      await raceAbort(
+        node.evalScript(certify.script, certify.keys, [info.runId]),
+        undefined,
+        checkTimeoutMs,
+        () => new NodeTimeoutError(node.endpoint, checkTimeoutMs),
+      );
+    }
     this.infos[index] = info;
   }
 
