@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { verdictOf } from "../node/verdict.js";
 import { formatDuration, parseDuration } from "./duration.js";
 import { UsageError } from "./errors.js";
-import { verdictOf } from "./status.js";
 
 describe("parseDuration", () => {
   it("reads an integer followed by ms, s, m or h", () => {

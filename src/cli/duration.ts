@@ -2,6 +2,7 @@
  * Durations on the command line: an integer followed by a unit, `500ms`,
  * `30s`, `5m` or `1h`. A bare number is refused (seconds or milliseconds?).
  */
+import { Option } from "commander";
 import { UsageError } from "./errors.js";
 
 const unitMs: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
@@ -26,4 +27,29 @@ export function formatDuration(ms: number): string {
   if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000}m`;
   if (ms >= 1_000 && ms % 1_000 === 0) return `${ms / 1_000}s`;
   return `${ms}ms`;
+}
+
+/**
+ * A duration option with its default written as on the command line, and
+ * optionally a range: a value outside it is refused naming the option.
+ */
+export function durationOption(
+  flags: string,
+  description: string,
+  fallback: string,
+  range: { minMs: number; maxMs: number } = { minMs: 0, maxMs: 2 ** 31 - 1 },
+): Option {
+  const name = flags.split(" ", 1)[0]!;
+  return new Option(flags, `${description} (${durationHint})`)
+    .default(parseDuration(fallback, name), fallback)
+    .argParser((text) => {
+      const ms = parseDuration(text, name);
+      if (ms < range.minMs || ms > range.maxMs) {
+        throw new UsageError(
+          name,
+          `${JSON.stringify(text)}: expected ${formatDuration(range.minMs)} to ${formatDuration(range.maxMs)}`,
+        );
+      }
+      return ms;
+    });
 }

@@ -14,6 +14,7 @@ import {
   NotInitializedError,
   QueueFullError,
   QuorumError,
+  RedquorumError,
   ResourceLockedError,
 } from "../errors.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
@@ -36,7 +37,7 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
   ["2", "bad arguments or usage"],
   [
     "3",
-    "cluster unavailable (too few nodes, misconfigured, not initialised); status: not safe for locks",
+    "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server); status: not safe for locks",
   ],
   ["4", "lock: the lock could not be had within --wait (the command was not run)"],
   ["5", "lock: the lock was lost while the command ran (SIGTERM, then SIGKILL after --kill-after)"],
@@ -74,6 +75,10 @@ export function exitCodeOf(error: unknown): number {
     error instanceof ContentionError ||
     error instanceof QueueFullError
   ) {
+    return exitCodes.unavailable;
+  }
+  // `dev` without redis-server: nothing to run the cluster on.
+  if (error instanceof RedquorumError && error.code === "ERR_REDIS_NOT_FOUND") {
     return exitCodes.unavailable;
   }
   return exitCodes.unexpected; // ClosedError, AlreadyInitializedError, IdOverflowError, bugs

@@ -1,6 +1,7 @@
 /** `redquorum id init` and `redquorum id next`: NextId's counter. */
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
+import { idLimits } from "../id/options.js";
 import {
   diagnose,
   jsonOption,
@@ -10,7 +11,7 @@ import {
   printData,
   printJson,
 } from "./common.js";
-import { UsageError } from "./errors.js";
+import { parseInteger } from "./integer.js";
 
 interface IdOptions extends NodesOptions {
   key: string;
@@ -21,18 +22,9 @@ interface NextOptions extends IdOptions {
   json?: boolean;
 }
 
-const countMax = 10_000;
+const countMax = idLimits.batchCountMax;
 
-function parseCount(text: string): number {
-  const count = /^\d+$/.test(text) ? Number(text) : Number.NaN;
-  if (!(count >= 1 && count <= countMax)) {
-    throw new UsageError(
-      "--count",
-      `${JSON.stringify(text)}: expected an integer from 1 to ${countMax}`,
-    );
-  }
-  return count;
-}
+const parseCount = (text: string) => parseInteger(text, "--count", 1, countMax);
 
 const keyOption = () =>
   new Option("--key <key>", "the counter's Redis key").default("redquorum:id");

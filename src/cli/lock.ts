@@ -5,13 +5,13 @@
  * lost meanwhile the command gets SIGTERM, then SIGKILL after --kill-after.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import { LockExpiredError, ResourceLockedError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import type { Lock } from "../lock/lock.js";
 import { Redlock } from "../lock/redlock.js";
 import { diagnose, type NodesOptions, nodesFrom, nodesOption, onWarning } from "./common.js";
-import { durationHint, formatDuration, parseDuration } from "./duration.js";
+import { durationOption, formatDuration } from "./duration.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 import { exitCodes, signalExitCode } from "./exit-codes.js";
 
@@ -23,11 +23,6 @@ interface LockOptions extends NodesOptions {
 
 const forwardedSignals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 const ttlMinMs = 100;
-
-const durationOption = (flags: string, description: string, fallback: string) =>
-  new Option(flags, `${description} (${durationHint})`)
-    .default(parseDuration(fallback, flags), fallback)
-    .argParser((text) => parseDuration(text, flags.split(" ")[0]!));
 
 /** The command run under the lock: started once, its exit turned into an exit code. */
 class ChildRun {

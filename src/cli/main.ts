@@ -4,14 +4,39 @@
  * into process.exitCode (see exit-codes.ts): nothing here calls
  * process.exit(), so the process ends once the connections are closed.
  */
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RedquorumError } from "../errors.js";
 import { diagnose } from "./common.js";
+import { devCommand } from "./dev.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { idCommand } from "./id.js";
 import { initCommand } from "./init.js";
 import { lockCommand } from "./lock.js";
+import { serveCommand } from "./serve.js";
 import { statusCommand } from "./status.js";
+
+/**
+ * The package's version, read from its package.json: the nearest one above
+ * this file named "redquorum" (dist/cli.js when installed, src/cli/main.ts
+ * in the repository).
+ */
+function packageVersion(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+      if (pkg.name === "redquorum") return String(pkg.version);
+    } catch {
+      // No package.json here: look further up.
+    }
+    const parent = dirname(dir);
+    if (parent === dir) return "unknown";
+    dir = parent;
+  }
+}
 
 export function buildProgram(childArgv: () => readonly string[]): Command {
   const program = new Command("redquorum")
@@ -19,13 +44,16 @@ export function buildProgram(childArgv: () => readonly string[]): Command {
       "Redlock locks with fencing tokens and majority-agreed IDs over N Redis masters.\n" +
         "Data goes to stdout, diagnostics to stderr.",
     )
+    .version(packageVersion(), "-V, --version", "print the version")
     .exitOverride()
     .showSuggestionAfterError()
     .addHelpText("afterAll", exitCodeHelp());
+  program.addCommand(devCommand());
   program.addCommand(initCommand());
   program.addCommand(statusCommand());
   program.addCommand(idCommand());
   program.addCommand(lockCommand(childArgv));
+  program.addCommand(serveCommand());
   return program;
 }
 

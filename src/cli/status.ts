@@ -2,6 +2,7 @@
 import { Command } from "commander";
 import { Redlock } from "../lock/redlock.js";
 import type { NodeStatus } from "../node/status.js";
+import { type Verdict, verdictOf } from "../node/verdict.js";
 import {
   formatTable,
   jsonOption,
@@ -16,66 +17,6 @@ import { exitCodes } from "./exit-codes.js";
 
 interface StatusOptions extends NodesOptions {
   json?: boolean;
-}
-
-export interface Verdict {
-  readonly safe: boolean;
-  /** Nodes that count, and how many are needed. */
-  readonly usable: number;
-  readonly needed: number;
-  /** Why a node does not count, one line per node; empty when every node counts. */
-  readonly reasons: readonly string[];
-}
-
-export interface ClusterVerdict {
-  readonly locks: Verdict;
-  readonly ids: Verdict;
-}
-
-/** Why a node cannot take part in locks, or undefined when it can. */
-function lockProblem(node: NodeStatus): string | undefined {
-  if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
-  if (node.role !== "master") return `role ${node.role ?? "unknown"}, not master`;
-  if ((node.quarantineRemainingMs ?? 0) > 0) {
-    return `quarantined for ${Math.ceil(node.quarantineRemainingMs! / 1000)} s more`;
-  }
-  if (!node.marker) return "no marker: run `redquorum init` on a new cluster";
-  return undefined;
-}
-
-/** Why a node cannot take part in IDs, or undefined when it can. */
-function idProblem(node: NodeStatus): string | undefined {
-  const problem = lockProblem(node);
-  if (problem) return problem;
-  if (node.appendonly !== "yes") return `appendonly ${node.appendonly ?? "unknown"}, needs yes`;
-  if (node.appendfsync !== "always") {
-    return `appendfsync ${node.appendfsync ?? "unknown (CONFIG disabled?)"}, needs always`;
-  }
-  return undefined;
-}
-
-function verdictBy(
-  nodes: readonly NodeStatus[],
-  problemOf: (node: NodeStatus) => string | undefined,
-): Verdict {
-  const needed = Math.floor(nodes.length / 2) + 1;
-  const reasons: string[] = [];
-  let usable = 0;
-  for (const node of nodes) {
-    const problem = problemOf(node);
-    if (problem) reasons.push(`${node.endpoint}: ${problem}`);
-    else usable++;
-  }
-  return { safe: usable >= needed, usable, needed, reasons };
-}
-
-/**
- * Safe for locks: a majority of the nodes reachable, masters, marked and not
- * quarantined. Safe for IDs: a majority that are all that and also run
- * appendonly yes + appendfsync always.
- */
-export function verdictOf(nodes: readonly NodeStatus[]): ClusterVerdict {
-  return { locks: verdictBy(nodes, lockProblem), ids: verdictBy(nodes, idProblem) };
 }
 
 function persistenceOf(node: NodeStatus): string {

@@ -23,6 +23,7 @@ import { configValue } from "../node/inspect.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
@@ -157,6 +158,11 @@ export class NextId {
     return this.group.nodes.length;
   }
 
+  /** Each node as events and errors name it (`host:port`), in the order given. */
+  get endpoints(): string[] {
+    return this.group.nodes.map((node) => node.endpoint);
+  }
+
   get quorum(): number {
     return this.group.quorum;
   }
@@ -226,6 +232,25 @@ export class NextId {
       );
     }
     this.requireAll("init", writes);
+  }
+
+  /**
+   * Each node as it is now, for IDs: reachable, PING latency, role, run_id,
+   * persistence, and `marker`: whether the counter's marker says the node
+   * holds its counter (false after a loss, or "suspect" after a restart,
+   * until repaired). Never rejects for a failing node: it is reported
+   * unreachable, with the reason.
+   */
+  status(): Promise<NodeStatus[]> {
+    this.assertOpen();
+    return Promise.all(
+      this.group.nodes.map((node) =>
+        readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
+          marker: this.keys[1],
+          markerOk: (value) => value === "1",
+        }),
+      ),
+    );
   }
 
   /**

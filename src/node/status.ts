@@ -28,7 +28,13 @@ export async function readNodeStatus(
   node: RedisNode,
   clock: Clock,
   timeoutMs: number,
-  keys: { marker: string; quarantine: string },
+  keys: {
+    marker: string;
+    /** Whether the marker's value means "in service" (default: it exists). */
+    markerOk?: (value: string) => boolean;
+    /** The restart quarantine's key; IDs have none. */
+    quarantine?: string;
+  },
 ): Promise<NodeStatus> {
   try {
     const start = clock.now();
@@ -36,8 +42,8 @@ export async function readNodeStatus(
     const latencyMs = clock.now() - start;
     const [infoText, marker, quarantine, fsync] = await Promise.all([
       node.command(["INFO"], { timeoutMs }),
-      node.command(["EXISTS", keys.marker], { timeoutMs }),
-      node.command(["PTTL", keys.quarantine], { timeoutMs }),
+      node.command(["GET", keys.marker], { timeoutMs }),
+      keys.quarantine === undefined ? -2 : node.command(["PTTL", keys.quarantine], { timeoutMs }),
       node.command(["CONFIG", "GET", "appendfsync"], { timeoutMs }).catch(() => undefined),
     ]);
     const info = nodeInfoFrom(node.endpoint, String(infoText));
@@ -52,7 +58,7 @@ export async function readNodeStatus(
       appendfsync: fsync === undefined ? undefined : configValue(fsync, "appendfsync") || undefined,
       maxmemoryBytes: info.maxmemoryBytes,
       maxmemoryPolicy: info.maxmemoryPolicy,
-      marker: marker === 1,
+      marker: marker != null && (keys.markerOk?.(String(marker)) ?? true),
       quarantineRemainingMs: typeof quarantine === "number" && quarantine > 0 ? quarantine : 0,
     };
   } catch (error) {

@@ -267,6 +267,35 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("status() reports each node for IDs: the counter's marker, false once lost or suspect", async () => {
+    const ids = new NextId(cluster.urls, { key: "status" });
+    try {
+      await ids.init();
+      await ids.next();
+      await cluster.client(1).del("status:marker");
+      await cluster.client(2).set("status:marker", "suspect");
+      const nodes = await ids.status();
+      assert.deepEqual(
+        nodes.map((n) => n.endpoint),
+        ids.endpoints,
+      );
+      assert.deepEqual(
+        nodes.map((n) => [n.reachable, n.marker, n.appendfsync]),
+        [
+          [true, true, "always"],
+          [true, false, "always"],
+          [true, false, "always"],
+          [true, true, "always"],
+          [true, true, "always"],
+        ],
+      );
+      // IDs have no restart quarantine.
+      assert.ok(nodes.every((n) => n.quarantineRemainingMs === 0));
+    } finally {
+      await ids.close();
+    }
+  });
+
   it("refuses bad options", () => {
     assert.throws(
       () => new NextId(cluster.urls, { strategy: "fast" as never }),

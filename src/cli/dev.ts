@@ -1,0 +1,199 @@
+/**
+ * `redquorum dev`: a local cluster of real redis-server nodes, initialised for
+ * locks and IDs, in the foreground. Prints REDQUORUM_NODES=… (its one data
+ * line) and stops every node, removing its data, on SIGINT/SIGTERM/SIGHUP.
+ */
+import { once } from "node:events";
+import { existsSync } from "node:fs";
+import { rmdir } from "node:fs/promises";
+import { resolve } from "node:path";
+import { Command, Option } from "commander";
+import { LocalCluster, type LocalClusterOptions } from "../cluster/local-cluster.js";
+import { NextId } from "../id/next-id.js";
+import { limits } from "../limits.js";
+import { Redlock } from "../lock/redlock.js";
+import type { NodeWarning } from "../quorum/node-group.js";
+import { diagnose, jsonOption, nodesEnv, printData } from "./common.js";
+import { UsageError } from "./errors.js";
+import { signalExitCode } from "./exit-codes.js";
+
+const persistenceModes = { always: "aof-always", everysec: "aof-everysec", none: "none" } as const;
+type PersistenceFlag = keyof typeof persistenceModes;
+
+/** As LocalCluster's, but baseDir defaults to ".redquorum"; `log` gets the progress lines. */
+type ClusterOptions = Pick<LocalClusterOptions, "nodeCount" | "persistence" | "baseDir">;
+export type DevClusterOptions = ClusterOptions & { log?: (line: string) => void };
+
+export interface DevCluster {
+  readonly cluster: LocalCluster;
+  readonly urls: string[];
+  /** Kills every node and removes its data. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** Starts the nodes and initialises them for locks (marker) and, if durable, IDs (counter). */
+export async function startDevCluster(options: DevClusterOptions = {}): Promise<DevCluster> {
+  const log = options.log ?? (() => {});
+  const baseDir = resolve(options.baseDir ?? ".redquorum");
+  const madeBaseDir = !existsSync(baseDir);
+  const startedAt = performance.now();
+  log(`starting ${options.nodeCount ?? 5} redis-server nodes under ${baseDir}`);
+  // init: false, so that Redlock.init() below marks the nodes as `redquorum init` would.
+  const cluster = await LocalCluster.start({
+    nodeCount: options.nodeCount ?? 5,
+    persistence: options.persistence ?? "aof-always",
+    baseDir,
+    init: false,
+  });
+  const stop = async () => {
+    await cluster.stop();
+    // No empty directory left in the project if it was ours (rmdir keeps a non-empty one).
+    if (madeBaseDir) await rmdir(baseDir).catch(() => {});
+  };
+  try {
+    const onWarning = (w: NodeWarning) => log(`warning: ${w.endpoint}: ${w.message}`);
+    const redlock = new Redlock(cluster.urls, { onWarning });
+    const reports = await redlock.init().finally(() => redlock.close());
+    // NextId would refuse these nodes (DurabilityError): leave its counter alone.
+    const durable = cluster.persistence === "aof-always";
+    if (durable) {
+      const ids = new NextId(cluster.urls, { onWarning });
+      await ids.init().finally(() => ids.close());
+    }
+    const ms = Math.round(performance.now() - startedAt);
+    log(`started and initialised in ${ms} ms; data in ${cluster.baseDir}`);
+    for (const node of cluster.nodes) {
+      const report = reports[node.index]!;
+      const locks = report.action === "marked" ? "marked" : `${report.action} (${report.detail})`;
+      const ids = durable ? "counter initialised" : "not initialised";
+      log(`  node ${node.index}  ${node.url}  pid ${node.pid}  locks: ${locks}  IDs: ${ids}`);
+    }
+    if (!durable) log(`IDs: persistence ${cluster.persistence}: NextId needs appendfsync always`);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { cluster, urls: cluster.urls, stop };
+}
+
+function parseNodeCount(text: string): number {
+  const count = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(count >= 1 && count <= limits.nodeCountMax)) {
+    throw new UsageError(
+      "--nodes",
+      `${JSON.stringify(text)}: expected a node count from 1 to ${limits.nodeCountMax} ` +
+        "(odd recommended; dev starts the nodes, so it takes a count, not URLs)",
+    );
+  }
+  return count;
+}
+
+function parsePersistence(text: string): PersistenceFlag {
+  if (Object.hasOwn(persistenceModes, text)) return text as PersistenceFlag;
+  const allowed = Object.keys(persistenceModes).join(", ");
+  throw new UsageError("--persistence", `${JSON.stringify(text)}: expected one of ${allowed}`);
+}
+
+/**
+ * Reports a node whose redis-server exited (LocalCluster marks it stopped) and
+ * runs on: killing nodes is a way to experiment. The timer also keeps the
+ * process alive should every node die.
+ */
+function watchNodes(cluster: LocalCluster, stopping: () => boolean): NodeJS.Timeout {
+  const reported = new Set<number>();
+  return setInterval(() => {
+    if (stopping()) return;
+    const nodes = cluster.nodes;
+    const up = nodes.filter((node) => node.state !== "stopped").length;
+    for (const node of nodes) {
+      if (node.state !== "stopped" || reported.has(node.index)) continue;
+      reported.add(node.index);
+      const majority = Math.floor(nodes.length / 2) + 1;
+      diagnose(`node ${node.index} (${node.url}) exited; ${up} left, a majority is ${majority}`);
+    }
+  }, 500);
+}
+
+type DevOptions = { nodes: number; persistence: PersistenceFlag; dir: string; json?: boolean };
+
+const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+export function devCommand(): Command {
+  return new Command("dev")
+    .description(
+      "start a local cluster of redis-server nodes, initialised for locks and IDs, in the " +
+        "foreground until Ctrl-C",
+    )
+    .addOption(
+      new Option("--nodes <count>", `how many nodes, 1 to ${limits.nodeCountMax} (odd recommended)`)
+        .default(5)
+        .argParser(parseNodeCount),
+    )
+    .addOption(
+      new Option(
+        "--persistence <mode>",
+        "AOF fsync: always, everysec or none (IDs refuse the last two)",
+      )
+        .default("always")
+        .argParser(parsePersistence),
+    )
+    .addOption(
+      new Option("--dir <path>", "where the data goes (removed on stop)").default(".redquorum"),
+    )
+    .addOption(jsonOption())
+    .addHelpText(
+      "after",
+      `\nstdout gets one line, ${nodesEnv}=redis://127.0.0.1:<port>,… (--json: one JSON object);\n` +
+        `the rest goes to stderr. --nodes is a count here, and $${nodesEnv} is not read.\n` +
+        "SIGINT (Ctrl-C), SIGTERM or SIGHUP stops every node, removes the data and exits 0;\n" +
+        "a second one while still starting exits at once (128 + signal), the nodes killed.\n",
+    )
+    .action(async (options: DevOptions) => {
+      let dev: DevCluster | undefined;
+      const stopping = new AbortController(); // aborted with the first signal
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (!stopping.signal.aborted) {
+          stopping.abort(signal);
+        } else if (dev === undefined) {
+          // Impatient while starting: process.exit runs LocalCluster's exit
+          // handler, which SIGKILLs the nodes started so far and removes the data.
+          diagnose(`${signal} again while starting: exiting now`);
+          process.exit(signalExitCode(signal));
+        } else {
+          // stop() SIGKILLed every node at once; only waiting for them is left.
+          diagnose(`${signal}: already stopping`);
+        }
+      };
+      // Listening before the cluster starts also keeps LocalCluster from installing
+      // its own handlers (it only does where nobody listens): one owner of the signals.
+      for (const signal of stopSignals) process.on(signal, onSignal);
+      let watch: NodeJS.Timeout | undefined;
+      try {
+        dev = await startDevCluster({
+          nodeCount: options.nodes,
+          persistence: persistenceModes[options.persistence],
+          baseDir: options.dir,
+          log: diagnose,
+        });
+        const { urls, cluster } = dev;
+        const line = `${nodesEnv}=${urls.join(",")}`;
+        if (!stopping.signal.aborted) {
+          const json = { nodes: urls, dir: cluster.baseDir, persistence: options.persistence };
+          printData(options.json ? JSON.stringify(json) : line);
+          diagnose(`in another shell: export ${line}`);
+          diagnose("  then: redquorum status");
+          diagnose("press Ctrl-C to stop the nodes and remove their data");
+        }
+        watch = watchNodes(cluster, () => stopping.signal.aborted);
+        if (!stopping.signal.aborted) await once(stopping.signal, "abort");
+        diagnose(
+          `${stopping.signal.reason}: stopping ${urls.length} nodes, removing ${cluster.baseDir}`,
+        );
+      } finally {
+        clearInterval(watch);
+        await dev?.stop();
+        for (const signal of stopSignals) process.off(signal, onSignal);
+      }
+      diagnose("stopped");
+    });
+}

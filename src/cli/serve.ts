@@ -1,0 +1,202 @@
+/**
+ * `redquorum serve`: the HTTP ID server (src/server/id-server.ts) with its
+ * configuration from flags and environment, JSON-line logs on stderr, and
+ * a drain on SIGTERM/SIGINT/SIGHUP: no new connections, the requests in
+ * flight answered, then NextId closed and exit 0.
+ */
+import { Command, Option } from "commander";
+import { NextId } from "../id/next-id.js";
+import { idDefaults, idLimits } from "../id/options.js";
+import { IdServer } from "../server/id-server.js";
+import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
+import { IdServerMetrics } from "../server/metrics.js";
+import { type NodesOptions, nodesFrom, nodesOption } from "./common.js";
+import { durationOption, formatDuration } from "./duration.js";
+import { parseInteger } from "./integer.js";
+
+interface ServeOptions extends NodesOptions {
+  port: number;
+  host: string;
+  key: string;
+  maxCount: number;
+  maxBodyBytes: number;
+  maxInFlight: number;
+  drainTimeout: number;
+  nodeTimeout: number;
+  pipelineDepth: number;
+  logLevel: LogLevel;
+}
+
+const stopSignals: readonly NodeJS.Signals[] = ["SIGTERM", "SIGINT", "SIGHUP"];
+
+const integerOption = (
+  flags: string,
+  help: string,
+  env: string,
+  min: number,
+  max: number,
+  value: number,
+) => {
+  const name = flags.split(" ", 1)[0]!;
+  return new Option(flags, `${help} (${min} to ${max})`)
+    .env(env)
+    .default(value)
+    .argParser((text) => parseInteger(text, name, min, max));
+};
+
+export function serveCommand(): Command {
+  return new Command("serve")
+    .description(
+      'the HTTP ID server: POST /v1/ids {"count": n} → {"ids": ["…"]}, GET /healthz, ' +
+        "GET /metrics (Prometheus); logs one JSON line per event on stderr; SIGTERM drains",
+    )
+    .addOption(nodesOption())
+    .addOption(
+      integerOption(
+        "--port <n>",
+        "TCP port; 0 picks a free one",
+        "REDQUORUM_PORT",
+        0,
+        65_535,
+        8080,
+      ),
+    )
+    .addOption(
+      new Option("--host <address>", "address to listen on (0.0.0.0 for every interface)")
+        .env("REDQUORUM_HOST")
+        .default("127.0.0.1"),
+    )
+    .addOption(
+      new Option("--key <key>", "the counter's Redis key (run `redquorum id init` once first)")
+        .env("REDQUORUM_ID_KEY")
+        .default("redquorum:id"),
+    )
+    .addOption(
+      integerOption(
+        "--max-count <n>",
+        "most IDs one request may ask for",
+        "REDQUORUM_MAX_COUNT",
+        1,
+        idLimits.batchCountMax,
+        1_000,
+      ),
+    )
+    .addOption(
+      integerOption(
+        "--max-body-bytes <n>",
+        "largest request body",
+        "REDQUORUM_MAX_BODY_BYTES",
+        16,
+        1_048_576,
+        1_024,
+      ),
+    )
+    .addOption(
+      integerOption(
+        "--max-in-flight <n>",
+        "ID requests answered at once; more get 503 with Retry-After",
+        "REDQUORUM_MAX_IN_FLIGHT",
+        1,
+        100_000,
+        1_024,
+      ),
+    )
+    .addOption(
+      durationOption(
+        "--drain-timeout <duration>",
+        "how long SIGTERM waits for requests in flight",
+        "10s",
+      ).env("REDQUORUM_DRAIN_TIMEOUT"),
+    )
+    .addOption(
+      durationOption(
+        "--node-timeout <duration>",
+        "bound on each node's answer in a round",
+        "200ms",
+        { minMs: 1, maxMs: 1_000 },
+      ).env("REDQUORUM_NODE_TIMEOUT"),
+    )
+    .addOption(
+      integerOption(
+        "--pipeline-depth <n>",
+        "NextId rounds in flight at once (each serves every request waiting for it)",
+        "REDQUORUM_PIPELINE_DEPTH",
+        1,
+        idLimits.pipelineDepthMax,
+        idDefaults.pipelineDepth,
+      ),
+    )
+    .addOption(
+      new Option("--log-level <level>", "least severe log level written")
+        .choices(logLevels)
+        .env("REDQUORUM_LOG_LEVEL")
+        .default("info"),
+    )
+    .action(async (options: ServeOptions) => {
+      await serve(options);
+    });
+}
+
+async function serve(options: ServeOptions): Promise<void> {
+  const nodes = nodesFrom(options);
+  // The metrics are named by NextId's endpoints, so they are made after it.
+  let metrics: IdServerMetrics | undefined;
+  const log = jsonLogger((line) => process.stderr.write(line), options.logLevel);
+  const ids = new NextId(nodes, {
+    key: options.key,
+    nodeTimeoutMs: options.nodeTimeout,
+    pipelineDepth: options.pipelineDepth,
+    logger: log,
+    onWarning: (warning) =>
+      log.warn(warning.message, { node: warning.endpoint, code: warning.code }),
+    onEvent: (event) => metrics?.onEvent(event),
+  });
+  metrics = new IdServerMetrics(ids.endpoints);
+  const server = new IdServer(ids, {
+    maxCount: options.maxCount,
+    maxBodyBytes: options.maxBodyBytes,
+    maxInFlight: options.maxInFlight,
+    drainTimeoutMs: options.drainTimeout,
+    healthCacheMs: 1_000,
+    log,
+    metrics,
+  });
+
+  let stop!: (signal: NodeJS.Signals) => void;
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    stop = resolve;
+  });
+  const onSignal = (signal: NodeJS.Signals) => stop(signal);
+  for (const signal of stopSignals) process.on(signal, onSignal);
+  try {
+    const address = await server.listen(options.port, options.host);
+    const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+    log.info("listening", {
+      url: `http://${host}:${address.port}`,
+      nodes,
+      key: options.key,
+      maxCount: options.maxCount,
+      maxInFlight: options.maxInFlight,
+    });
+    // What the cluster looks like now; the server listens either way
+    // (nodes may come up later: /healthz tells).
+    void ids.status().then(
+      (statuses) => {
+        const down = statuses.filter((s) => !s.reachable).map((s) => s.endpoint);
+        if (down.length > 0) log.warn("nodes unreachable at start", { nodes: down });
+      },
+      () => {},
+    );
+    const signal = await stopped;
+    log.info("draining", { signal, drainTimeout: formatDuration(options.drainTimeout) });
+    // A second signal while draining: stop waiting for the requests in flight.
+    const drained = server.close();
+    const { unfinished } = await drained;
+    if (unfinished > 0) log.warn("drain timed out", { unfinished });
+  } finally {
+    for (const signal of stopSignals) process.off(signal, onSignal);
+    await server.close();
+    await ids.close();
+  }
+  log.info("stopped");
+}
