@@ -150,6 +150,17 @@ function checkProject({ name, dependencies, overrides }) {
   check(`${label}: locks, fences, wake-up and NextId on real redis-servers`, () =>
     run(process.execPath, ["runtime.mjs"], { cwd: dir, timeoutMs: 90_000 }).trim(),
   );
+  check(`${label}: the installed bin`, () => {
+    // What `npx redquorum` runs: the bin link npm made from the tarball.
+    const bin = join(dir, "node_modules", ".bin", "redquorum");
+    const version = run(bin, ["--version"], { cwd: dir }).trim();
+    if (version !== rootPackage.version) throw new Error(`--version printed ${version}`);
+    const help = run(bin, ["--help"], { cwd: dir });
+    for (const command of ["dev", "init", "status", "id", "lock", "serve"]) {
+      if (!help.includes(`\n  ${command}`)) throw new Error(`--help lists no ${command}`);
+    }
+    return `redquorum --version: ${version}; --help lists dev, init, status, id, lock, serve`;
+  });
 }
 
 // The consumer's code, type-checked as ESM (.mts), CommonJS (.cts) and for a bundler (.ts).

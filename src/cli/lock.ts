@@ -21,10 +21,23 @@ interface LockOptions extends NodesOptions {
   killAfter: number;
 }
 
-const forwardedSignals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+const forwardedSignals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"];
 const ttlMinMs = 100;
+/** How often a process group still running is looked at while it is being stopped. */
+const groupPollMs = 20;
+/** After SIGKILL, how long the group may take to go (it cannot refuse; only reaping takes time). */
+const reapWaitMs = 1_000;
 
-/** The command run under the lock: started once, its exit turned into an exit code. */
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The command run under the lock, in a process group of its own: every
+ * signal goes to the group, so what the command started (a script's
+ * children) stops with it, and a terminal's Ctrl-C reaches it once, through
+ * redquorum (as `timeout(1)` does). Nothing of the group may outlive the
+ * lock: when the command exits, what it left running is stopped before
+ * the release.
+ */
 class ChildRun {
   private child: ChildProcess | undefined;
   private killTimer: ReturnType<typeof setTimeout> | undefined;
@@ -39,11 +52,12 @@ class ChildRun {
     return this.child !== undefined;
   }
 
-  /** Runs the command; resolves with the exit code redquorum should pass on. */
+  /** Runs the command; resolves with the exit code redquorum should pass on, once its group is gone. */
   run(env: NodeJS.ProcessEnv): Promise<number> {
     const [command, ...args] = this.argv;
     return new Promise((resolve) => {
-      const child = spawn(command!, args, { stdio: "inherit", env });
+      // detached: a new session and process group (Node has no setpgid alone).
+      const child = spawn(command!, args, { stdio: "inherit", env, detached: true });
       this.child = child;
       let spawned = false;
       child.once("spawn", () => {
@@ -55,15 +69,24 @@ class ChildRun {
         resolve(error.code === "ENOENT" ? 127 : 126);
       });
       child.once("exit", (code, signal) => {
-        clearTimeout(this.killTimer);
-        resolve(code ?? signalExitCode(signal ?? "SIGKILL"));
+        const exitCode = code ?? signalExitCode(signal ?? "SIGKILL");
+        this.stopGroup().then(() => {
+          clearTimeout(this.killTimer);
+          resolve(exitCode);
+        });
       });
     });
   }
 
-  /** Passes a signal redquorum got on to the command. */
+  /** Passes a signal on to the command's process group. */
   forward(signal: NodeJS.Signals): void {
-    if (this.child?.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    const pid = this.child?.pid;
+    if (pid === undefined) return;
+    try {
+      process.kill(-pid, signal);
+    } catch {
+      // ESRCH: the group is gone; its exit is on its way.
+    }
   }
 
   /** The lock is gone: SIGTERM now, SIGKILL after the grace period. */
@@ -75,6 +98,41 @@ class ChildRun {
     );
     this.forward("SIGTERM");
     this.killTimer = setTimeout(() => this.forward("SIGKILL"), this.killAfterMs);
+  }
+
+  private groupAlive(): boolean {
+    const pid = this.child?.pid;
+    if (pid === undefined) return false;
+    try {
+      process.kill(-pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * The command exited; processes it started may still run in its group
+   * (a backgrounded job, a script killed before its children). They would
+   * work on after the release, outside the lock: SIGTERM, SIGKILL after the
+   * grace period, and wait until they are gone.
+   */
+  private async stopGroup(): Promise<void> {
+    if (!this.groupAlive()) return;
+    diagnose(
+      "the command exited but processes it started are still running: sending them SIGTERM " +
+        `(SIGKILL in ${formatDuration(this.killAfterMs)}) before the lock is released`,
+    );
+    this.forward("SIGTERM");
+    const killAt = performance.now() + this.killAfterMs;
+    while (this.groupAlive() && performance.now() < killAt) await sleep(groupPollMs);
+    if (!this.groupAlive()) return;
+    this.forward("SIGKILL");
+    const giveUpAt = performance.now() + reapWaitMs;
+    while (this.groupAlive() && performance.now() < giveUpAt) await sleep(groupPollMs);
+    // Still there after SIGKILL: zombies nobody reaps (redquorum as PID 1 in a container).
+    if (this.groupAlive())
+      diagnose("warning: the command's process group is still not gone after SIGKILL");
   }
 }
 

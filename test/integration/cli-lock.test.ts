@@ -1,0 +1,560 @@
+/**
+ * `redquorum lock` end to end, against real redis-server processes: mutual
+ * exclusion and fence order between concurrent CLI processes, the exit codes
+ * of a command that cannot be run, --kill-after (on the command and on what
+ * it started), signal forwarding, and a lock whose majority dies under the
+ * command (with `status --json` before and after). The CLI runs from the
+ * source (`node --import tsx`), spawned directly (no shell), so its signal
+ * dispositions are the defaults.
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import { LocalCluster } from "../../src/index.js";
+import { findOverlaps, type Hold } from "../helpers/checkers.js";
+
+/** tsx's start of one CLI process: about 1 s on this machine, 3 s under load. */
+const cliStartMs = 3_000;
+/** A `node -e` or `sh -c` command's start under load (about 50 ms idle). */
+const commandStartMs = 500;
+/** Bound on a CLI that runs a short command (or none): its start, a few rounds, the close. */
+const shortRunMs = cliStartMs + 12_000;
+/** Bound on the release's deletes reaching the nodes that were not part of its majority. */
+const releaseSettleMs = 2_000;
+/** How often the test polls a file or the nodes. */
+const pollMs = 20;
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Every CLI this file started, and the pid of every command they ran: after() kills leftovers. */
+const children = new Set<ChildProcess>();
+const pidFiles: string[] = [];
+
+/** `redquorum <args>` from the source, no build needed, no shell in between. */
+function startCli(args: readonly string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  child.once("close", () => children.delete(child));
+  return child;
+}
+
+/** The run's exit and output; fails (with the CLI's stderr) if it runs longer than `timeoutMs`. */
+function finished(child: ChildProcess, timeoutMs: number): Promise<Run> {
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr!.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`CLI still running after ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+function cli(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {
+  return finished(startCli(args, env), timeoutMs);
+}
+
+/** What a failed assertion prints about a run. */
+const show = (run: Run) =>
+  `exit ${run.code} (signal ${run.signal}); stderr: ${JSON.stringify(run.stderr)}; ` +
+  `stdout: ${JSON.stringify(run.stdout)}`;
+
+/** Waits for `path` to exist; fails early, with the CLI's stderr, if the CLI exits first. */
+async function waitForFile(
+  path: string,
+  timeoutMs: number,
+  running?: { child: ChildProcess; run: Promise<Run> },
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!existsSync(path)) {
+    if (running && (running.child.exitCode !== null || running.child.signalCode !== null)) {
+      throw new Error(`the CLI exited before ${path} appeared; ${show(await running.run)}`);
+    }
+    if (performance.now() > deadline) throw new Error(`${path} not created within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
+
+/** Whether process `pid` exists (kill 0: ESRCH when it does not). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ESRCH") return false;
+    throw error;
+  }
+}
+
+/** Alive and not a zombie (an orphan killed a moment ago may wait to be reaped). */
+function running(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false; // gone between the two looks
+  }
+}
+
+/** A pid written by a command (`echo $$ > file`), remembered for after()'s cleanup. */
+function pidFile(dir: string, name: string): string {
+  const path = join(dir, name);
+  pidFiles.push(path);
+  return path;
+}
+
+function killLeftovers(): void {
+  for (const child of children) child.kill("SIGKILL");
+  for (const path of pidFiles) {
+    try {
+      const pid = Number(readFileSync(path, "utf8").trim());
+      if (pid > 0) process.kill(pid, "SIGKILL");
+    } catch {
+      // no such file, or the process is gone: nothing to clean up
+    }
+  }
+}
+
+function clientsOf(cluster: LocalCluster): Redis[] {
+  return cluster.urls.map((url) => {
+    const client = new Redis(url, {
+      commandTimeout: 2_000,
+      maxRetriesPerRequest: 1,
+      retryStrategy: () => 100,
+    });
+    client.on("error", () => {});
+    return client;
+  });
+}
+
+/** EXISTS `key` on every node, in node order. */
+const existsOn = (clients: readonly Redis[], key: string) =>
+  Promise.all(clients.map((client) => client.exists(key)));
+
+/**
+ * Waits until no node holds `key`. The release resolves once a majority
+ * deleted it; the other deletes are sent and land just after. The TTLs in
+ * these tests are far above `releaseSettleMs`, so only a release empties the
+ * nodes this fast, not expiry.
+ */
+async function assertReleased(clients: readonly Redis[], key: string, why: string): Promise<void> {
+  const deadline = performance.now() + releaseSettleMs;
+  for (;;) {
+    const found = await existsOn(clients, key);
+    if (found.every((n) => n === 0)) return;
+    if (performance.now() > deadline) {
+      assert.fail(
+        `${key} still on nodes ${JSON.stringify(found)} ${releaseSettleMs} ms after the CLI exited; ${why}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
+
+after(() => killLeftovers());
+
+describe("redquorum lock, end to end", () => {
+  let cluster: LocalCluster;
+  let clients: Redis[];
+  let env: NodeJS.ProcessEnv;
+  let dir: string;
+
+  before(async () => {
+    cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
+    clients = clientsOf(cluster);
+    env = { REDQUORUM_NODES: cluster.urls.join(",") };
+    dir = mkdtempSync(join(tmpdir(), "redquorum-cli-lock-"));
+  });
+
+  after(async () => {
+    killLeftovers();
+    for (const client of clients ?? []) client.disconnect();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await cluster?.stop();
+  });
+
+  describe("concurrent runs on one resource", () => {
+    const workers = 3;
+    const rounds = 3;
+    const holdMs = 200;
+    /**
+     * A run may wait for every other hold of the test, each a command's
+     * start plus its hold; 5 times that, rounded up to whole seconds.
+     */
+    const waitMs =
+      Math.ceil(((workers * rounds - 1) * (commandStartMs + holdMs) * 5) / 1_000) * 1_000;
+    const runTimeoutMs = cliStartMs + waitMs + commandStartMs + holdMs + 5_000;
+
+    it(`${workers} CLIs at a time, ${rounds} times: no two holds overlap, fences increase in hold order, all exit 0`, {
+      timeout: rounds * runTimeoutMs + 10_000,
+    }, async () => {
+      const log = join(dir, "mx.log");
+      // Both lines on CLOCK_MONOTONIC (process.hrtime), which every process
+      // on the machine shares, in ms with µs precision.
+      const hold = [
+        "const fs = require('node:fs');",
+        "const now = () => (Number(process.hrtime.bigint() / 1000n) / 1000).toFixed(3);",
+        "const line = (s) => fs.appendFileSync(process.env.MX_LOG, s + '\\n');",
+        "line('start ' + process.pid + ' ' + process.env.REDQUORUM_FENCE + ' ' + now());",
+        `setTimeout(() => line('end ' + process.pid + ' ' + now()), ${holdMs});`,
+      ].join("\n");
+      const args = ["lock", "cli:mx", "--wait", `${waitMs}ms`, "--", process.execPath, "-e"];
+      const runs: Run[] = [];
+      await Promise.all(
+        Array.from({ length: workers }, async () => {
+          for (let round = 0; round < rounds; round++) {
+            runs.push(await cli([...args, hold], { ...env, MX_LOG: log }, runTimeoutMs));
+          }
+        }),
+      );
+      for (const run of runs) assert.equal(run.code, 0, show(run));
+
+      const lines = readFileSync(log, "utf8").trimEnd().split("\n");
+      const starts = new Map<string, { fence: bigint; atMs: number }>();
+      const holds: (Hold & { fence: bigint })[] = [];
+      for (const line of lines) {
+        const [kind, pid, ...rest] = line.split(" ");
+        if (kind === "start") {
+          assert.match(rest[0]!, /^\d+$/, `no fence in ${JSON.stringify(line)}`);
+          starts.set(pid!, { fence: BigInt(rest[0]!), atMs: Number(rest[1]) });
+        } else {
+          const start = starts.get(pid!);
+          assert.ok(start, `an end without a start: ${JSON.stringify(line)}`);
+          holds.push({
+            client: `pid ${pid} fence ${start.fence}`,
+            startMs: start.atMs,
+            endMs: Number(rest[0]),
+            fence: start.fence,
+          });
+        }
+      }
+      assert.equal(holds.length, workers * rounds, `every run held once:\n${lines.join("\n")}`);
+
+      const overlaps = findOverlaps(holds);
+      assert.deepEqual(overlaps, [], `overlapping holds:\n${lines.join("\n")}`);
+
+      const byStart = [...holds].sort((a, b) => a.startMs - b.startMs);
+      for (let i = 1; i < byStart.length; i++) {
+        assert.ok(
+          byStart[i]!.fence > byStart[i - 1]!.fence,
+          `fence ${byStart[i]!.fence} (${byStart[i]!.client}) held after fence ` +
+            `${byStart[i - 1]!.fence} (${byStart[i - 1]!.client}):\n${lines.join("\n")}`,
+        );
+      }
+      await assertReleased(clients, "cli:mx", "after the last run");
+    });
+  });
+
+  it("exit 126 for a command that is not executable: one stderr line, the lock released", {
+    timeout: shortRunMs + releaseSettleMs + 5_000,
+  }, async () => {
+    const script = join(dir, "not-executable.sh");
+    writeFileSync(script, "#!/bin/sh\nexit 0\n", { mode: 0o644 });
+    const run = await cli(["lock", "cli:126", "--", script], env, shortRunMs);
+    assert.equal(run.code, 126, show(run));
+    assert.equal(run.stdout, "", show(run));
+    const lines = run.stderr.trimEnd().split("\n");
+    assert.equal(lines.length, 1, show(run));
+    assert.match(lines[0]!, /cannot run .*not-executable\.sh.*EACCES/, show(run));
+    await assertReleased(clients, "cli:126", show(run));
+  });
+
+  it("exit 127 for a command that is not found: one stderr line, the lock released", {
+    timeout: shortRunMs + releaseSettleMs + 5_000,
+  }, async () => {
+    const command = "redquorum-test-no-such-command";
+    const run = await cli(["lock", "cli:127", "--", command, "arg"], env, shortRunMs);
+    assert.equal(run.code, 127, show(run));
+    assert.equal(run.stdout, "", show(run));
+    const lines = run.stderr.trimEnd().split("\n");
+    assert.equal(lines.length, 1, show(run));
+    assert.match(lines[0]!, new RegExp(`cannot run .*${command}.*ENOENT`), show(run));
+    await assertReleased(clients, "cli:127", show(run));
+  });
+
+  describe("--kill-after", () => {
+    const ttlMs = 1_000;
+    const killAfterMs = 300;
+    /** The next extension (at half the TTL) is refused, SIGTERM, SIGKILL, exit: generous. */
+    const lostExitMs = ttlMs + killAfterMs + 10_000;
+
+    it("a command that ignores SIGTERM gets SIGKILL after --kill-after when the lock is lost; exit 5", {
+      timeout: cliStartMs + lostExitMs + 10_000,
+    }, async () => {
+      const ready = join(dir, "kill-ready");
+      const pids = pidFile(dir, "kill-pid");
+      const child = startCli(
+        [
+          "lock",
+          "cli:kill",
+          "--ttl",
+          `${ttlMs}ms`,
+          "--kill-after",
+          `${killAfterMs}ms`,
+          "--",
+          "sh",
+          "-c",
+          `trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
+        ],
+        env,
+      );
+      const run = finished(child, cliStartMs + lostExitMs);
+      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      const pid = Number(readFileSync(pids, "utf8").trim());
+      assert.ok(alive(pid), `the command (pid ${pid}) runs`);
+
+      // Someone deletes the lock: the next extension is refused.
+      await Promise.all(clients.map((c) => c.del("cli:kill")));
+      const done = await run;
+      assert.equal(done.code, 5, show(done));
+      assert.match(
+        done.stderr,
+        new RegExp(`lost the lock[\\s\\S]*SIGTERM[\\s\\S]*SIGKILL in ${killAfterMs}ms`),
+        show(done),
+      );
+      assert.equal(alive(pid), false, `the command (pid ${pid}) outlived redquorum; ${show(done)}`);
+    });
+
+    it("a lost lock stops what the command started too: no process of it runs after --kill-after", {
+      timeout: cliStartMs + lostExitMs + killAfterMs + 10_000,
+    }, async () => {
+      const ready = join(dir, "tree-ready");
+      const pids = pidFile(dir, "tree-grandchild-pid");
+      // A script running a job (`./job.sh` running `pg_dump`, say): sh waits
+      // for its child; `; true` keeps sh from exec'ing it. The grandchild's
+      // output goes to /dev/null so it cannot hold the CLI's pipes open.
+      const child = startCli(
+        [
+          "lock",
+          "cli:tree",
+          "--ttl",
+          `${ttlMs}ms`,
+          "--kill-after",
+          `${killAfterMs}ms`,
+          "--",
+          "sh",
+          "-c",
+          `sh -c "echo \\$\\$ > ${pids}; touch ${ready}; exec sleep 60" >/dev/null 2>&1; true`,
+        ],
+        env,
+      );
+      const run = finished(child, cliStartMs + lostExitMs);
+      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      const grandchild = Number(readFileSync(pids, "utf8").trim());
+      try {
+        assert.ok(alive(grandchild), `the command's child (pid ${grandchild}) runs`);
+        await Promise.all(clients.map((c) => c.del("cli:tree")));
+        const done = await run;
+        assert.equal(done.code, 5, show(done));
+        // redquorum has exited; a process killed meanwhile gets a moment to be reaped.
+        const deadline = performance.now() + killAfterMs + 2_000;
+        while (running(grandchild) && performance.now() < deadline) {
+          await new Promise((r) => setTimeout(r, pollMs));
+        }
+        assert.equal(
+          running(grandchild),
+          false,
+          `the command's child (pid ${grandchild}) still runs, outside the lock, ` +
+            `${killAfterMs + 2_000} ms after redquorum exited 5; ${show(done)}`,
+        );
+      } finally {
+        if (running(grandchild)) process.kill(grandchild, "SIGKILL");
+      }
+    });
+  });
+
+  it("a command that exits leaving a process running: that process is stopped before the release", {
+    timeout: cliStartMs + 15_000,
+  }, async () => {
+    const pids = pidFile(dir, "left-behind-pid");
+    // A script that starts a job in the background and exits at once: the
+    // job would work on after the release, outside the lock.
+    const run = await finished(
+      startCli(
+        [
+          "lock",
+          "cli:left",
+          "--kill-after",
+          "300ms",
+          "--",
+          "sh",
+          "-c",
+          `sleep 60 >/dev/null 2>&1 & echo $! > ${pids}; exit 6`,
+        ],
+        env,
+      ),
+      cliStartMs + 10_000,
+    );
+    const leftBehind = Number(readFileSync(pids, "utf8").trim());
+    try {
+      assert.equal(run.code, 6, show(run)); // the command's own code
+      assert.match(run.stderr, /processes it started are still running: sending them SIGTERM/);
+      assert.equal(running(leftBehind), false, `pid ${leftBehind} outlived the lock; ${show(run)}`);
+      await assertReleased(clients, "cli:left", show(run));
+    } finally {
+      if (running(leftBehind)) process.kill(leftBehind, "SIGKILL");
+    }
+  });
+
+  describe("signal forwarding", () => {
+    const cases = [
+      { signal: "SIGINT", trap: "INT", code: 0 },
+      { signal: "SIGHUP", trap: "HUP", code: 3 },
+    ] as const;
+
+    for (const { signal, trap, code } of cases) {
+      it(`${signal} to redquorum reaches the command; redquorum exits with its code (${code}) and releases`, {
+        timeout: cliStartMs + commandStartMs + shortRunMs + releaseSettleMs + 10_000,
+      }, async () => {
+        const resource = `cli:${trap.toLowerCase()}`;
+        const ready = join(dir, `${trap}-ready`);
+        const got = join(dir, `${trap}-got`);
+        const pids = pidFile(dir, `${trap}-pid`);
+        // Traps for both signals, so the file says which one arrived.
+        const command =
+          `trap 'echo INT > ${got}; exit ${cases[0].code}' INT; ` +
+          `trap 'echo HUP > ${got}; exit ${cases[1].code}' HUP; ` +
+          `echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`;
+        const child = startCli(["lock", resource, "--", "sh", "-c", command], env);
+        const run = finished(child, cliStartMs + commandStartMs + shortRunMs);
+        await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+        assert.deepEqual(await existsOn(clients, resource), [1, 1, 1, 1, 1]);
+
+        child.kill(signal);
+        const done = await run;
+        assert.equal(done.signal, null, `redquorum itself died of a signal; ${show(done)}`);
+        assert.equal(done.code, code, show(done));
+        assert.equal(readFileSync(got, "utf8"), `${trap}\n`, show(done));
+        await assertReleased(clients, resource, show(done));
+      });
+    }
+  });
+});
+
+interface StatusJson {
+  nodes: { endpoint: string; reachable: boolean }[];
+  verdict: { locks: { safe: boolean; usable: number; needed: number } };
+}
+
+describe("redquorum lock and status when a majority of the nodes dies", () => {
+  const killed = [0, 1, 2];
+  let cluster: LocalCluster;
+  let env: NodeJS.ProcessEnv;
+  let dir: string;
+
+  before(async () => {
+    cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
+    env = { REDQUORUM_NODES: cluster.urls.join(",") };
+    dir = mkdtempSync(join(tmpdir(), "redquorum-cli-lock-majority-"));
+  });
+
+  after(async () => {
+    killLeftovers();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await cluster?.stop();
+  });
+
+  /** `status --json`: a dead node is refused its connection at once; 2 s check timeout at most. */
+  const status = async () => {
+    const run = await cli(["status", "--json"], env, shortRunMs);
+    let parsed: StatusJson;
+    try {
+      parsed = JSON.parse(run.stdout) as StatusJson;
+    } catch {
+      assert.fail(`status --json printed no JSON; ${show(run)}`);
+    }
+    return { run, ...parsed };
+  };
+
+  it("status --json on the healthy cluster: every node reachable, safe for locks, exit 0", {
+    timeout: shortRunMs + 5_000,
+  }, async () => {
+    const { run, nodes, verdict } = await status();
+    assert.equal(run.code, 0, show(run));
+    assert.deepEqual(
+      nodes.map((n) => n.reachable),
+      [true, true, true, true, true],
+      show(run),
+    );
+    assert.equal(verdict.locks.safe, true, show(run));
+  });
+
+  describe("losing the majority while the command runs", () => {
+    const ttlMs = 2_000;
+    /** Extensions fail from ttl/2 on; the lock is given up before its validity ends; then the close. */
+    const lostExitMs = ttlMs + 10_000;
+
+    it(`killing ${killed.length} of 5 nodes under the command: it gets SIGTERM, redquorum says the lock was lost and exits 5`, {
+      timeout: cliStartMs + lostExitMs + 10_000,
+    }, async () => {
+      const ready = join(dir, "majority-ready");
+      const marker = join(dir, "majority-term");
+      const pids = pidFile(dir, "majority-pid");
+      const child = startCli(
+        [
+          "lock",
+          "cli:majority",
+          "--ttl",
+          `${ttlMs}ms`,
+          "--",
+          "sh",
+          "-c",
+          `trap 'echo term > ${marker}; exit 0' TERM; echo $$ > ${pids}; touch ${ready}; ` +
+            "while :; do sleep 0.05; done",
+        ],
+        env,
+      );
+      const run = finished(child, cliStartMs + lostExitMs);
+      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      for (const index of killed) await cluster.kill(index);
+
+      const done = await run;
+      assert.equal(done.code, 5, show(done));
+      assert.match(
+        done.stderr,
+        /lost the lock on resource "cli:majority"[\s\S]*sending SIGTERM to the command/,
+        show(done),
+      );
+      assert.equal(readFileSync(marker, "utf8"), "term\n", show(done));
+    });
+  });
+
+  it(`status --json after ${killed.length} of 5 nodes are killed: those unreachable, NOT safe for locks, exit 3`, {
+    timeout: shortRunMs + 10_000,
+  }, async () => {
+    for (const index of killed) await cluster.kill(index); // no-op for those already dead
+    const { run, nodes, verdict } = await status();
+    assert.equal(run.code, 3, show(run));
+    assert.deepEqual(
+      nodes.map((n) => n.reachable),
+      [false, false, false, true, true],
+      show(run),
+    );
+    assert.equal(verdict.locks.safe, false, show(run));
+    assert.equal(verdict.locks.usable, 2, show(run));
+    assert.equal(verdict.locks.needed, 3, show(run));
+  });
+});
