@@ -11,6 +11,7 @@ export {
   type LocalNode,
   type Persistence,
 } from "./cluster/local-cluster.js";
+export { maxId } from "./decimal.js";
 export {
   AlreadyInitializedError,
   ClosedError,
@@ -31,7 +32,6 @@ export {
   ResourceLockedError,
 } from "./errors.js";
 export { type FencedSetResult, fencedSet, fencedSetScript } from "./fencing/fenced-store.js";
-export { maxId } from "./id/decimal.js";
 export { NextId } from "./id/next-id.js";
 export type {
   IdRetryOptions,

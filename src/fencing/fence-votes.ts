@@ -1,4 +1,4 @@
-import { parseCounter } from "../id/decimal.js";
+import { parseCounter } from "../decimal.js";
 import type { RoundResult } from "../quorum/round.js";
 
 /**

@@ -1,6 +1,6 @@
 import { raceAbort } from "../clock.js";
+import { parseCounter } from "../decimal.js";
 import { InvalidArgumentError, NodeError, NodeTimeoutError, RedquorumError } from "../errors.js";
-import { parseCounter } from "../id/decimal.js";
 import { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";

@@ -1,5 +1,6 @@
 import { assert } from "../assert.js";
 import { raceAbort } from "../clock.js";
+import { maxId, maxOf, parseCounter } from "../decimal.js";
 import {
   AlreadyInitializedError,
   ClosedError,
@@ -28,7 +29,6 @@ import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
-import { maxId, maxOf, parseCounter } from "./decimal.js";
 import {
   idKeySuffixes,
   idLimits,
@@ -203,7 +203,7 @@ export class NextId {
       (node, index) => this.runCounterScript(node, index, readScript, []),
       {
         isYes: () => true,
-        stopEarly: false,
+        stop: "all",
         timeoutMs,
       },
     );
@@ -221,7 +221,7 @@ export class NextId {
     if (holding.length > 0) throw new AlreadyInitializedError(this.options.key, holding);
     const writes = await this.group.round((node) => node.evalScript(initScript, this.keys, []), {
       isYes: isAccepted,
-      stopEarly: false,
+      stop: "all",
       timeoutMs,
     });
     const refused = this.group.nodes.filter((_, i) => writes.outcomes[i]?.kind === "no");
@@ -388,7 +388,7 @@ export class NextId {
         isYes: isAccepted,
         // A lost round waits for every answer: each refusal carries a node's
         // value, and knowing all of them makes the next proposal win.
-        stopEarly: "won",
+        stop: "won",
         timeoutMs: this.options.nodeTimeoutMs,
       },
     );
@@ -593,7 +593,7 @@ export class NextId {
           isYes: isAccepted,
           // A lost read waits for every answer, so its error says whether
           // any node knows the counter (lost data) or none does (no init).
-          stopEarly: "won",
+          stop: "won",
           signal,
           timeoutMs,
         },
@@ -654,7 +654,7 @@ export class NextId {
         i === index
           ? Promise.reject(new Error("being repaired"))
           : this.runCounterScript(node, i, readScript, []),
-      { isYes: isAccepted, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
+      { isYes: isAccepted, stop: "all", signal, timeoutMs: nodeTimeoutMs },
     );
     // Only nodes that kept their counter say yes: a node that lost its own
     // is never read from.
@@ -670,7 +670,7 @@ export class NextId {
           i === index
             ? node.evalScript(repairScript, this.keys, [value.toString(), token])
             : Promise.resolve(0),
-        { isYes: (reply) => reply === 1, stopEarly: false, signal, timeoutMs: nodeTimeoutMs },
+        { isYes: (reply) => reply === 1, stop: "all", signal, timeoutMs: nodeTimeoutMs },
       )
       .then((round) => {
         // "no" (0): someone else repaired this loss first, or the node lost
@@ -714,13 +714,7 @@ export class NextId {
   private requireAll(operation: string, round: RoundResult<unknown>): void {
     const errors = nodeErrorsOf(round);
     if (errors.length > 0) {
-      throw new QuorumError(
-        operation,
-        this.group.nodes.length,
-        this.group.nodes.length,
-        this.group.nodes.length - errors.length,
-        errors,
-      );
+      throw this.group.quorumError(operation, round, this.group.nodes.length);
     }
   }
 

@@ -1,4 +1,5 @@
 import { raceAbort, type Timer, timerOf } from "../clock.js";
+import { maxOf, parseCounter } from "../decimal.js";
 import {
   ClosedError,
   InvalidArgumentError,
@@ -10,7 +11,6 @@ import {
   ResourceLockedError,
 } from "../errors.js";
 import { FenceMemory, fenceKeyOf, isGrantReply, tallyFences } from "../fencing/fence-votes.js";
-import { maxOf, parseCounter } from "../id/decimal.js";
 import { limits } from "../limits.js";
 import {
   acquireScript,
@@ -36,7 +36,7 @@ import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult, type RoundStop, repairReadsOf } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
 import { runKeepingAlive } from "./keep-alive.js";
@@ -242,11 +242,8 @@ export class Redlock implements LockOwner {
     const quarantineArg = this.quarantineArg;
     const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
     // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
-    await raceAbort(
-      this.group.ready(),
-      signal,
-      deadlineMs - clock.now(),
-      () => new QuorumError("acquire (first contact)", this.group.quorum, this.nodeCount, 0, []),
+    await raceAbort(this.group.ready(), signal, deadlineMs - clock.now(), () =>
+      this.group.quorumError("acquire (first contact)", undefined),
     );
 
     // Made on the first wait only: an acquire that never waits (the common
@@ -317,7 +314,7 @@ export class Redlock implements LockOwner {
             (node, index) => this.guarded(node, index, acquireScript, scriptKeys, args),
             {
               isYes: fenceKeys.length > 0 ? isGrantReply : isGranted,
-              stopEarly: true,
+              stop: "decided",
               signal,
               timeoutMs: this.options.nodeTimeoutMs,
             },
@@ -344,7 +341,7 @@ export class Redlock implements LockOwner {
             }
           } catch (error) {
             // Whatever went wrong, no key of this attempt may outlive it.
-            await this.releaseKeys(keys, value, false);
+            await this.releaseKeys(keys, value, "all");
             throw error;
           }
           const valid = validUntil > clock.now();
@@ -354,12 +351,12 @@ export class Redlock implements LockOwner {
           }
           // Seed 1, step 5: undo on every node, also those that seemed to fail
           // (a timed-out SET may have executed). Never cancelled by the signal.
-          await this.releaseKeys(keys, value, false);
+          await this.releaseKeys(keys, value, "all");
           if (round.aborted || signal?.aborted) throw signal?.reason;
           if (this.group.refused) throw this.group.refused;
           this.assertOpen();
           failure = !fences
-            ? new QuorumError("fence", this.group.quorum, this.group.nodes.length, 0, [])
+            ? this.group.quorumError("fence", undefined)
             : majority
               ? new LockExpiredError(
                   "acquire",
@@ -464,7 +461,7 @@ export class Redlock implements LockOwner {
       (node) => node.evalScript(initNodeScript, keys, ["check"]),
       {
         isYes: () => true,
-        stopEarly: false,
+        stop: "all",
         timeoutMs,
       },
     );
@@ -504,7 +501,7 @@ export class Redlock implements LockOwner {
       (node, i) => node.evalScript(initNodeScript, keys, ["write", found[i]![2] ?? ""]),
       {
         isYes: (reply) => Array.isArray(reply) && reply[0] === initState.healthy,
-        stopEarly: false,
+        stop: "all",
         timeoutMs,
       },
     );
@@ -592,7 +589,7 @@ export class Redlock implements LockOwner {
             [markerKey, quarantineKey, ...lock.keys],
             [lock.value, String(ttl), this.quarantineArg],
           ),
-        { isYes: isOne, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
+        { isYes: isOne, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
       ),
     );
     if (round.yesCount >= this.group.quorum && validUntil > clock.now() && !round.aborted) {
@@ -618,13 +615,7 @@ export class Redlock implements LockOwner {
           `${this.group.nodes.length} nodes no longer have our value)`,
       );
     }
-    throw new QuorumError(
-      "extend",
-      this.group.quorum,
-      this.group.nodes.length,
-      round.yesCount,
-      nodeErrorsOf(round),
-    );
+    throw this.group.quorumError("extend", round);
   }
 
   /** @internal */
@@ -663,7 +654,7 @@ export class Redlock implements LockOwner {
       const yielding = heir === "yield";
       const tag = this.watch.nextTag(yielding);
       const ownListener = this.waits.hasWaiters(lock.keys) ? 1 : 0;
-      const round = await this.releaseKeys(lock.keys, lock.value, true, tag);
+      const round = await this.releaseKeys(lock.keys, lock.value, "decided", tag);
       // Did another instance hear it (more subscribers than our own)?
       const heardElsewhere = round.outcomes.some(
         (outcome) =>
@@ -717,7 +708,7 @@ export class Redlock implements LockOwner {
    * Release script on every node, sent at once (each node runs it after the
    * lock's earlier calls: one connection per node keeps their order, and
    * `RedisNode` never lets a NOSCRIPT retry overtake a later command). With
-   * `stopEarly` it resolves once a majority answered (the rest complete in
+   * `stop: "decided"` it resolves once the outcome is known (the rest complete in
    * the background, and `close()` waits for them); a failed acquire attempt
    * waits for every node instead, so no key of the attempt is left when the
    * next attempt or the error comes.
@@ -725,7 +716,7 @@ export class Redlock implements LockOwner {
   private releaseKeys(
     keys: readonly string[],
     value: string,
-    stopEarly: boolean,
+    stop: RoundStop,
     tag?: string,
   ): Promise<RoundResult<unknown>> {
     // A node votes yes when it deleted every key: then the lock was still
@@ -734,7 +725,7 @@ export class Redlock implements LockOwner {
     const args = tag === undefined ? [value] : [value, tag];
     return this.group.round((node) => node.evalScript(releaseScript, keys, args), {
       isYes,
-      stopEarly,
+      stop,
       timeoutMs: this.options.nodeTimeoutMs,
       // A release protects no validity: a node's answer, read late because
       // this process stalled, still says whether it deleted our keys.
@@ -786,7 +777,7 @@ export class Redlock implements LockOwner {
       ];
       const next = await this.group.round(
         (node, index) => this.guarded(node, index, fenceScript, scriptKeys, args),
-        { isYes: isGrantReply, stopEarly: true, signal, timeoutMs: this.options.nodeTimeoutMs },
+        { isYes: isGrantReply, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
       );
       tally = tallyFences(next, fenceKeys.length);
       fences.clear();
@@ -819,7 +810,7 @@ export class Redlock implements LockOwner {
               }),
         {
           isYes: (value) => value !== undefined,
-          stopEarly: false,
+          stop: "all",
           signal,
           timeoutMs: this.options.nodeTimeoutMs,
         },
@@ -922,13 +913,7 @@ export class Redlock implements LockOwner {
   ): Error {
     const nodeCount = this.group.nodes.length;
     if (round.errorCount > nodeCount - this.group.quorum || round.noCount === 0) {
-      return new QuorumError(
-        "acquire",
-        this.group.quorum,
-        nodeCount,
-        round.yesCount,
-        nodeErrorsOf(round),
-      );
+      return this.group.quorumError("acquire", round);
     }
     return new ResourceLockedError(
       resources,

@@ -1,10 +1,17 @@
 import { raceAbort } from "../clock.js";
-import { NodeConfigurationError, NodeError, NodeTimeoutError } from "../errors.js";
+import { NodeConfigurationError, NodeError, NodeTimeoutError, QuorumError } from "../errors.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
-import { quorumOf, type RoundOptions, type RoundResult, runRound, settledRound } from "./round.js";
+import {
+  nodeErrorsOf,
+  quorumOf,
+  type RoundOptions,
+  type RoundResult,
+  runRound,
+  settledRound,
+} from "./round.js";
 
 export interface NodeWarning {
   readonly code: "REDQUORUM_EVICTION";
@@ -149,6 +156,20 @@ export class NodeGroup {
       done.then(() => this.inFlight.delete(done));
     }
     return result;
+  }
+
+  /**
+   * The error of a round that did not get `needed` yes votes (a majority
+   * unless said otherwise), with each failing node's error; `round`
+   * undefined for one that could not start (first contact timed out).
+   */
+  quorumError(
+    operation: string,
+    round: RoundResult<unknown> | undefined,
+    needed = this.quorum,
+  ): QuorumError {
+    const errors = round ? nodeErrorsOf(round) : [];
+    return new QuorumError(operation, needed, this.nodes.length, round?.yesCount ?? 0, errors);
   }
 
   info(index: number): NodeInfo | undefined {

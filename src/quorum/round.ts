@@ -51,17 +51,19 @@ export function repairReadsOf(nodeCount: number): number {
   return nodeCount - quorumOf(nodeCount) + 1;
 }
 
+export type RoundStop = "decided" | "won" | "all";
+
 export interface RoundOptions<T> {
   /** Whether a node's reply counts as a vote for the operation. */
   isYes: (value: T) => boolean;
   /**
-   * End the round as soon as it is decided (`true`), only once it is won
-   * (`"won"`: a lost round waits for every answer, to learn from all of
-   * them), or only when every node answered or timed out (`false`). Calls
-   * still in flight run to completion in the background; their replies are
-   * dropped.
+   * When the round ends: as soon as it is decided, won or lost
+   * (`"decided"`); as soon as it is won, a lost round waiting for every
+   * answer to learn from all of them (`"won"`); or only once every node
+   * answered or timed out (`"all"`). Calls still in flight run to
+   * completion in the background; their replies are dropped.
    */
-  stopEarly: boolean | "won";
+  stop: RoundStop;
   signal?: AbortSignal | undefined;
   /**
    * Bound on each node's call, in milliseconds: one timer for the round;
@@ -87,7 +89,7 @@ export function runRound<T>(
   call: (node: RedisNode, index: number) => Promise<T>,
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
-  const { isYes, stopEarly, signal, timeoutMs, acceptLateReplies = false } = options;
+  const { isYes, stop, signal, timeoutMs, acceptLateReplies = false } = options;
   const startedMs = performance.now();
   const nodeCount = nodes.length;
   const outcomes: Array<Outcome<T> | undefined> = new Array(nodeCount).fill(undefined);
@@ -133,12 +135,12 @@ export function runRound<T>(
       if (outcome.kind === "yes") yesCount++;
       else if (outcome.kind === "no") noCount++;
       else errorCount++;
-      if (unsettled === 0 || !stopEarly) {
+      if (unsettled === 0 || stop === "all") {
         if (unsettled === 0) finish();
         return;
       }
       const state = roundState(yesCount, noCount + errorCount, nodeCount, quorum);
-      if (state === "won" || (state === "lost" && stopEarly === true)) finish();
+      if (state === "won" || (state === "lost" && stop === "decided")) finish();
     };
     if (signal?.aborted) {
       aborted = true;

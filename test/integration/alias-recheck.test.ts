@@ -2,9 +2,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { QuorumError, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
 import { TcpProxy } from "../helpers/tcp-proxy.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * FAULTS.md L23, after first contact: an address that was its own server

@@ -2,8 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { DurabilityError, NextId, QuorumError } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 /** The client reconnects within its backoff cap (1 s); a round and a check follow. */
 const reconnectMs = 1_000 + 2_000;

@@ -4,8 +4,7 @@ import { type Lock, Redlock } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 // The restart quarantine lasts maxTtlMs; the fence repair waits
 // repairDelayMs after it first meets the lost node, then takes one round.

@@ -14,8 +14,7 @@ import {
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 /** The TTL every contending client asks for. */
 const lockTtlMs = 2_000;

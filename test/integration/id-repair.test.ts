@@ -4,8 +4,7 @@ import { NextId, NotInitializedError, QuorumError, type RepairEvent } from "../.
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { DelayProxy } from "../helpers/delay-proxy.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 const nodeTimeoutMs = 100;
 /** The smallest allowed (it must exceed 1000 ms), to keep each repair short. */

@@ -4,8 +4,7 @@ import { NextId, QuorumError, type RepairEvent } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   let cluster: TestCluster;

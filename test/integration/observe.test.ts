@@ -9,8 +9,7 @@ import {
 } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 /** A logger in console's shape that records what it was told. */
 function recordingLogger(): Logger & { lines: Array<[string, string]> } {

@@ -12,8 +12,7 @@ import {
 } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { inspectionTimeoutMs, startCluster, type TestCluster } from "../helpers/cluster.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 describe("restart quarantine (FAULTS.md L4/L5)", () => {
   let cluster: TestCluster;

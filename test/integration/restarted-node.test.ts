@@ -6,8 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { NextId, QuorumError, Redlock } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 /**
  * How long a restarted node may take to be usable again: the client's

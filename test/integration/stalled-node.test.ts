@@ -5,8 +5,7 @@ import { limits } from "../../src/limits.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { RedisNode } from "../../src/node/redis-node.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from "../helpers/sleep.js";
 
 /** The nodes behind a NextId (internal: the test watches what waits on each). */
 const nodesOf = (ids: NextId) =>

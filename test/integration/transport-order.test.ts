@@ -6,9 +6,8 @@ import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { NodeRedisTransport } from "../../src/node/node-redis-transport.js";
 import { RedisNode } from "../../src/node/redis-node.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
 import { TcpProxy } from "../helpers/tcp-proxy.js";
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Longer than any connect here takes: a bound on a hang, never what decides a case. */
 const connectWaitMs = 10_000;

@@ -10,6 +10,7 @@ import {
   ResourceLockedError,
 } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
 
 /**
  * A monotonic clock on which no fallback poll ever fires (timers of 50 ms
@@ -32,8 +33,6 @@ const noTimers: Clock = {
       );
     }),
 };
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Node timeout of the waiters that park without a fallback timer: woken

@@ -1,4 +1,4 @@
-/** Exact ID values: bigint in the library, decimal strings on the wire and in Redis. */
+/** Exact counter values, shared by IDs and fencing tokens: bigint in the library, decimal strings on the wire and in Redis. */
 
 /** The largest ID: Redis integers and most databases' BIGINT stop at 2^63 - 1. */
 export const maxId = 2n ** 63n - 1n;
