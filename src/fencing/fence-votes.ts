@@ -1,15 +1,13 @@
-import { parseCounter } from "../decimal.js";
-import type { RoundResult } from "../quorum/round.js";
-
 /**
- * Reading fencing votes. A node that granted the lock (or, in a fencing
- * round, still holds it) answers {1, current_1, accepted_1, ...}: per
+ * Reading fencing votes, and remembering the counters seen. A node that
+ * granted the lock (or, in a fencing round, still holds it) votes yes with
+ * {code, current_1, accepted_1, ...} (see fencing/scripts.ts): per
  * resource, whether it raised the counter to our proposal, and the value it
  * had. A token is committed when a majority accepted the same proposal.
  */
-export function isGrantReply(reply: unknown): boolean {
-  return Array.isArray(reply) && (reply[0] === 1 || reply[0] === 2);
-}
+
+import { parseCounter } from "../decimal.js";
+import type { RoundResult } from "../quorum/round.js";
 
 export interface FenceTally {
   /** Per resource: how many granting nodes accepted the proposal. */
@@ -18,11 +16,12 @@ export interface FenceTally {
   readonly highest: bigint[];
 }
 
+/** The fencing votes of a round whose yes votes carry counters (an acquire with fences, a fence round). */
 export function tallyFences(round: RoundResult<unknown>, count: number): FenceTally {
   const accepted = new Array<number>(count).fill(0);
   const highest = new Array<bigint>(count).fill(0n);
   for (const outcome of round.outcomes) {
-    if (!outcome || outcome.kind === "error" || !isGrantReply(outcome.value)) continue;
+    if (outcome?.kind !== "yes") continue;
     const reply = outcome.value as unknown[];
     for (let i = 0; i < count; i++) {
       const current = parseCounter(reply[1 + 2 * i]);
@@ -31,11 +30,6 @@ export function tallyFences(round: RoundResult<unknown>, count: number): FenceTa
     }
   }
   return { accepted, highest };
-}
-
-/** The counter key of a resource's fencing tokens. */
-export function fenceKeyOf(keyPrefix: string, resource: string): string {
-  return `redquorum:fence:${keyPrefix}${resource}`;
 }
 
 /**

@@ -1,37 +1,37 @@
 import { raceAbort, type Timer, timerOf } from "../clock.js";
-import { maxOf, parseCounter } from "../decimal.js";
 import {
   ClosedError,
   InvalidArgumentError,
   LockExpiredError,
-  NodeError,
+  type NodeError,
   QueueFullError,
   QuorumError,
   RedquorumError,
   ResourceLockedError,
 } from "../errors.js";
-import { FenceMemory, fenceKeyOf, isGrantReply, tallyFences } from "../fencing/fence-votes.js";
+import { FenceMemory, tallyFences } from "../fencing/fence-votes.js";
+import {
+  fenceCertifyKeys,
+  fenceCertifyScript,
+  fencedScriptArgs,
+  fenceFloorKey,
+  fenceKeyOf,
+  fenceMaxOf,
+  fenceMaxReadScript,
+  fenceRepairApplied,
+  fenceRepairKeys,
+  fenceRepairScript,
+  fenceScript,
+  isCounted,
+} from "../fencing/scripts.js";
 import { limits } from "../limits.js";
 import {
-  acquireScript,
-  extendScript,
-  fenceCertifyScript,
-  fenceFloorKey,
-  fenceMaxKey,
-  fenceMaxReadScript,
-  fenceRepairScript,
-  fenceRunKey,
-  fenceScript,
   initNodeScript,
   initState,
   internalKeyPrefix,
-  lockReply,
   markerKey,
   quarantineKey,
-  releaseScript,
 } from "../node/lock-scripts.js";
-import type { LuaScript } from "../node/lua-script.js";
-import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
@@ -52,6 +52,22 @@ import {
   type UsingOptions,
 } from "./options.js";
 import { Courtesy, ReleaseWatch } from "./release-watch.js";
+import {
+  acquireArgs,
+  acquireKeys,
+  acquireScript,
+  extendArgs,
+  extendKeys,
+  extendScript,
+  guardedRunner,
+  heardByMoreThan,
+  isExtended,
+  isGrantedBy,
+  releasedCount,
+  releaseScript,
+  replacedHandedOff,
+  type ScriptRunner,
+} from "./scripts.js";
 import { type Handoff, type HandoffOutcome, Waiter, WaitQueues } from "./wait-queue.js";
 
 /**
@@ -74,12 +90,6 @@ function lockKeyOf(keyPrefix: string, resource: string, index: number): string {
 function toHex(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
 }
-
-const isOne = (reply: unknown) => reply === 1;
-/** Acquire granted: 1, or 2 when it replaced the value of the lock handed to it. */
-const isGranted = (reply: unknown) => reply === 1 || reply === 2;
-const replacedHandedOff = (reply: unknown) =>
-  reply === 2 || (Array.isArray(reply) && reply[0] === 2);
 
 /** What an heir's acquire round tells the releasing lock, node by node. */
 function handoffOutcome(
@@ -131,6 +141,8 @@ export class Redlock implements LockOwner {
   private readonly timer: Timer;
   /** Releases by other instances, heard through pub/sub for the keys waited for. */
   private readonly watch: ReleaseWatch;
+  /** Runs the lock and fencing scripts. */
+  private readonly run: ScriptRunner;
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
@@ -142,7 +154,7 @@ export class Redlock implements LockOwner {
       graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
       certify: this.options.fencing
-        ? { script: fenceCertifyScript, keys: [markerKey, fenceFloorKey, fenceRunKey] }
+        ? { script: fenceCertifyScript, keys: fenceCertifyKeys }
         : undefined,
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });
@@ -154,6 +166,11 @@ export class Redlock implements LockOwner {
     // released by another. A random delay of up to a few milliseconds
     // makes the winner random instead.
     this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) => this.wakeLater(key));
+    this.run = guardedRunner({
+      observer: this.observer,
+      maxTtlMs: this.options.maxTtlMs,
+      onMemoryLoss: (index, marker) => this.scheduleFenceRepair(index, marker),
+    });
     this.waits = new WaitQueues({
       onWatch: (key) => this.watch.watch(key),
       onUnwatch: (key) => this.watch.unwatch(key),
@@ -231,14 +248,7 @@ export class Redlock implements LockOwner {
     const fenceKeys = this.options.fencing
       ? names.map((name) => fenceKeyOf(this.options.keyPrefix, name))
       : [];
-    const scriptKeys = [
-      markerKey,
-      quarantineKey,
-      fenceFloorKey,
-      fenceMaxKey,
-      ...keys,
-      ...fenceKeys,
-    ];
+    const scriptKeys = acquireKeys(keys, fenceKeys);
     const quarantineArg = this.quarantineArg;
     const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
     // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
@@ -301,19 +311,12 @@ export class Redlock implements LockOwner {
           const value = toHex(random.bytes(limits.lockValueBytes));
           const proposals = fenceKeys.map((_, i) => this.fenceMemory.proposal(fenceKeys[i]!));
           // The same arguments go to every node: built once per attempt.
-          const args = [
-            value,
-            String(ttl),
-            quarantineArg,
-            String(fenceKeys.length),
-            ...proposals.map(String),
-          ];
-          if (from) args.push(from.fromValue);
+          const args = acquireArgs(value, ttl, quarantineArg, proposals, from?.fromValue);
           const startMs = clock.now();
           round = await this.group.round(
-            (node, index) => this.guarded(node, index, acquireScript, scriptKeys, args),
+            (node, index) => this.run(node, index, acquireScript, scriptKeys, args),
             {
-              isYes: fenceKeys.length > 0 ? isGrantReply : isGranted,
+              isYes: isGrantedBy(fenceKeys.length > 0),
               stop: "decided",
               signal,
               timeoutMs: this.options.nodeTimeoutMs,
@@ -582,14 +585,14 @@ export class Redlock implements LockOwner {
     const round = await this.track(
       this.group.round(
         (node, index) =>
-          this.guarded(
+          this.run(
             node,
             index,
             extendScript,
-            [markerKey, quarantineKey, ...lock.keys],
-            [lock.value, String(ttl), this.quarantineArg],
+            extendKeys(lock.keys),
+            extendArgs(lock.value, ttl, this.quarantineArg),
           ),
-        { isYes: isOne, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
+        { isYes: isExtended, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
       ),
     );
     if (round.yesCount >= this.group.quorum && validUntil > clock.now() && !round.aborted) {
@@ -657,10 +660,7 @@ export class Redlock implements LockOwner {
       const round = await this.releaseKeys(lock.keys, lock.value, "decided", tag);
       // Did another instance hear it (more subscribers than our own)?
       const heardElsewhere = round.outcomes.some(
-        (outcome) =>
-          outcome?.kind !== "error" &&
-          Array.isArray(outcome?.value) &&
-          outcome.value[1] > ownListener,
+        (outcome) => outcome?.kind !== "error" && heardByMoreThan(outcome?.value, ownListener),
       );
       if (yielding) {
         this.waits.yielded(
@@ -721,7 +721,7 @@ export class Redlock implements LockOwner {
   ): Promise<RoundResult<unknown>> {
     // A node votes yes when it deleted every key: then the lock was still
     // ours there. With a tag the reply is {deleted, subscribers reached}.
-    const isYes = (reply: unknown) => (Array.isArray(reply) ? reply[0] : reply) === keys.length;
+    const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
     const args = tag === undefined ? [value] : [value, tag];
     return this.group.round((node) => node.evalScript(releaseScript, keys, args), {
       isYes,
@@ -768,16 +768,10 @@ export class Redlock implements LockOwner {
       // Every resource is proposed again (one script call per node), above
       // what the nodes reported; committed ones just get a higher token.
       current = fenceKeys.map((key) => this.fenceMemory.proposal(key));
-      const args = [
-        value,
-        "0",
-        this.quarantineArg,
-        String(fenceKeys.length),
-        ...current.map(String),
-      ];
+      const args = fencedScriptArgs(value, "0", this.quarantineArg, current);
       const next = await this.group.round(
-        (node, index) => this.guarded(node, index, fenceScript, scriptKeys, args),
-        { isYes: isGrantReply, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
+        (node, index) => this.run(node, index, fenceScript, scriptKeys, args),
+        { isYes: isCounted, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
       );
       tally = tallyFences(next, fenceKeys.length);
       fences.clear();
@@ -799,15 +793,12 @@ export class Redlock implements LockOwner {
     const repair = (async () => {
       const signal = this.lifetime.signal;
       await this.options.clock.sleep(limits.repairDelayMs, signal);
-      const keys = [markerKey, fenceFloorKey, fenceMaxKey];
+      const keys = fenceRepairKeys;
       const read = await this.group.round(
         (node, i) =>
           i === index
             ? Promise.reject(new Error("being repaired"))
-            : node.evalScript(fenceMaxReadScript, keys, []).then((reply) => {
-                if (!Array.isArray(reply) || reply[0] !== 1) return undefined;
-                return maxOf(parseCounter(reply[1]), parseCounter(reply[2]));
-              }),
+            : node.evalScript(fenceMaxReadScript, keys, []).then(fenceMaxOf),
         {
           isYes: (value) => value !== undefined,
           stop: "all",
@@ -826,7 +817,7 @@ export class Redlock implements LockOwner {
         signal,
         this.options.nodeTimeoutMs,
       );
-      if (applied === 1) {
+      if (applied === fenceRepairApplied) {
         this.observer.node(node.endpoint, "repaired", `fencing floor raised to ${highest}`);
       }
     })()
@@ -844,61 +835,6 @@ export class Redlock implements LockOwner {
 
   private get quarantineArg(): string {
     return this.options.quarantine ? String(this.options.maxTtlMs) : "0";
-  }
-
-  /**
-   * Runs a lock script. A node in quarantine ({-1, marker}), or whose
-   * fencing counters are unknown ({-2, marker}: it lost its memory), is a
-   * failed vote that says so, and gets a fence repair scheduled. A reply
-   * that is not what the scripts answer (a counter that is not a decimal)
-   * is that node's error too: nothing a node says escapes untyped.
-   */
-  private guarded(
-    node: RedisNode,
-    index: number,
-    script: LuaScript,
-    keys: readonly string[],
-    args: readonly string[],
-  ) {
-    return node.evalScript(script, keys, args).then((reply) => {
-      if (!Array.isArray(reply)) return reply;
-      const [code, marker] = reply as [unknown, unknown];
-      if (code === lockReply.fencesUnknown) {
-        this.observer.node(
-          node.endpoint,
-          "needs repair",
-          `fencing counters unknown (marker ${String(marker)})`,
-        );
-        this.scheduleFenceRepair(index, String(marker));
-        throw new NodeError(
-          node.endpoint,
-          new Error(
-            "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
-              "is scheduled (if these are new nodes redquorum never used, call redlock.init() once)",
-          ),
-        );
-      }
-      if (code === lockReply.quarantined) {
-        this.observer.node(node.endpoint, "quarantined", "it may have lost its memory");
-        this.scheduleFenceRepair(index, String(marker));
-        throw new NodeError(
-          node.endpoint,
-          new Error(
-            "quarantined: it has no redquorum marker, so it may have restarted without its data " +
-              `(or been flushed), and stays out of service for up to maxTtlMs (${this.options.maxTtlMs} ms); ` +
-              "if these are new nodes redquorum never used, call redlock.init() once",
-          ),
-        );
-      }
-      if (isGrantReply(reply)) {
-        try {
-          for (let i = 1; i < reply.length; i += 2) parseCounter(reply[i]);
-        } catch (error) {
-          throw new NodeError(node.endpoint, error);
-        }
-      }
-      return reply;
-    });
   }
 
   /**
