@@ -9,20 +9,13 @@ import {
   RedquorumError,
   ResourceLockedError,
 } from "../errors.js";
-import { FenceMemory, tallyFences } from "../fencing/fence-votes.js";
+import { FenceIssuer } from "../fencing/issuer.js";
 import {
   fenceCertifyKeys,
   fenceCertifyScript,
-  fencedScriptArgs,
   fenceFloorKey,
   fenceKeyOf,
-  fenceMaxOf,
-  fenceMaxReadScript,
-  fenceRepairApplied,
-  fenceRepairKeys,
-  fenceRepairScript,
   fenceScript,
-  isCounted,
 } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
 import {
@@ -36,7 +29,7 @@ import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult, type RoundStop, repairReadsOf } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult, type RoundStop } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
 import { runKeepingAlive } from "./keep-alive.js";
@@ -128,11 +121,9 @@ export class Redlock implements LockOwner {
   private closing: Promise<void> | undefined;
   /** Operations running now; `close()` waits for them. */
   private readonly active = new Set<Promise<unknown>>();
-  private readonly fenceMemory = new FenceMemory();
   private readonly observer: Observer;
-  private readonly fenceRepairs = new Map<number, Promise<void>>();
-  /** Aborted by close(): stops repairs waiting to run. */
-  private readonly lifetime = new AbortController();
+  /** Fencing tokens, and repairs of nodes that lost their counters. */
+  private readonly fences: FenceIssuer;
   /** Callers of this instance waiting for a lock, first come first served per key. */
   private readonly waits: WaitQueues;
   /** Keys this instance just released to waiters elsewhere: its next acquire waits a moment. */
@@ -169,7 +160,16 @@ export class Redlock implements LockOwner {
     this.run = guardedRunner({
       observer: this.observer,
       maxTtlMs: this.options.maxTtlMs,
-      onMemoryLoss: (index, marker) => this.scheduleFenceRepair(index, marker),
+      onMemoryLoss: (index, marker) => this.fences.scheduleRepair(index, marker),
+    });
+    this.fences = new FenceIssuer({
+      group: this.group,
+      clock: this.options.clock,
+      observer: this.observer,
+      nodeTimeoutMs: this.options.nodeTimeoutMs,
+      enabled: this.options.fencing,
+      quarantineArg: this.quarantineArg,
+      run: this.run,
     });
     this.waits = new WaitQueues({
       onWatch: (key) => this.watch.watch(key),
@@ -309,7 +309,7 @@ export class Redlock implements LockOwner {
         try {
           this.assertOpen();
           const value = toHex(random.bytes(limits.lockValueBytes));
-          const proposals = fenceKeys.map((_, i) => this.fenceMemory.proposal(fenceKeys[i]!));
+          const proposals = this.fences.proposals(fenceKeys);
           // The same arguments go to every node: built once per attempt.
           const args = acquireArgs(value, ttl, quarantineArg, proposals, from?.fromValue);
           const startMs = clock.now();
@@ -332,12 +332,8 @@ export class Redlock implements LockOwner {
           let fences: Map<string, bigint> | undefined = new Map();
           try {
             if (majority && fenceKeys.length > 0 && !round.aborted) {
-              fences = await this.commitFences(
-                names,
-                fenceKeys,
-                scriptKeys,
-                value,
-                proposals,
+              fences = await this.fences.commit(
+                { names, counterKeys: fenceKeys, scriptKeys, value, proposals },
                 round,
                 signal,
               );
@@ -537,9 +533,9 @@ export class Redlock implements LockOwner {
 
   private async closeNow(): Promise<void> {
     this.closed = true;
-    this.lifetime.abort(new ClosedError("Redlock"));
+    this.fences.stop(new ClosedError("Redlock"));
     this.waits.abortAll(new ClosedError("Redlock"));
-    await Promise.allSettled([...this.active, ...this.fenceRepairs.values()]);
+    await Promise.allSettled([...this.active, ...this.fences.running]);
     await this.watch.close();
     await this.group.close();
   }
@@ -731,99 +727,6 @@ export class Redlock implements LockOwner {
       // this process stalled, still says whether it deleted our keys.
       acceptLateReplies: true,
     });
-  }
-
-  /**
-   * Tokens for a lock just granted. Usually the acquire round's proposals
-   * were accepted by a majority: no extra round. A resource whose proposal
-   * was stale gets fencing rounds (under our lock, on nodes that still hold
-   * it) proposing above the highest value seen, a few at most; undefined if
-   * none commits, and the attempt counts as failed.
-   */
-  private async commitFences(
-    names: readonly string[],
-    fenceKeys: readonly string[],
-    scriptKeys: readonly string[],
-    value: string,
-    proposals: readonly bigint[],
-    round: RoundResult<unknown>,
-    signal: AbortSignal | undefined,
-  ): Promise<Map<string, bigint> | undefined> {
-    const fences = new Map<string, bigint>();
-    let tally = tallyFences(round, fenceKeys.length);
-    let current = proposals;
-    for (let fenceRound = 0; ; fenceRound++) {
-      const stale: number[] = [];
-      fenceKeys.forEach((key, i) => {
-        this.fenceMemory.learn(key, tally.highest[i]!);
-        if (tally.accepted[i]! >= this.group.quorum) {
-          fences.set(names[i]!, current[i]!);
-          this.fenceMemory.learn(key, current[i]!);
-        } else {
-          stale.push(i);
-        }
-      });
-      if (stale.length === 0) return fences;
-      if (fenceRound >= 3 || signal?.aborted) return undefined;
-      // Every resource is proposed again (one script call per node), above
-      // what the nodes reported; committed ones just get a higher token.
-      current = fenceKeys.map((key) => this.fenceMemory.proposal(key));
-      const args = fencedScriptArgs(value, "0", this.quarantineArg, current);
-      const next = await this.group.round(
-        (node, index) => this.run(node, index, fenceScript, scriptKeys, args),
-        { isYes: isCounted, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
-      );
-      tally = tallyFences(next, fenceKeys.length);
-      fences.clear();
-    }
-  }
-
-  /**
-   * A node that lost its memory knows none of its fencing counters. Once no
-   * round that could count that node's old votes can be running, its fence
-   * floor is set to the highest value accepted on N - Q + 1 other nodes
-   * whose counters are known (they meet every majority that committed a
-   * token, less the lost node), if that same loss is still current there
-   * (the marker value names it). From then on it votes for every resource.
-   */
-  private scheduleFenceRepair(index: number, marker: string): void {
-    if (this.closed || !this.options.fencing) return;
-    if (!marker.startsWith("lost:") && !marker.startsWith("restarted:")) return;
-    if (this.fenceRepairs.has(index)) return;
-    const repair = (async () => {
-      const signal = this.lifetime.signal;
-      await this.options.clock.sleep(limits.repairDelayMs, signal);
-      const keys = fenceRepairKeys;
-      const read = await this.group.round(
-        (node, i) =>
-          i === index
-            ? Promise.reject(new Error("being repaired"))
-            : node.evalScript(fenceMaxReadScript, keys, []).then(fenceMaxOf),
-        {
-          isYes: (value) => value !== undefined,
-          stop: "all",
-          signal,
-          timeoutMs: this.options.nodeTimeoutMs,
-        },
-      );
-      if (read.yesCount < repairReadsOf(this.nodeCount)) return;
-      let highest = 0n;
-      for (const outcome of read.outcomes) {
-        if (outcome?.kind === "yes" && outcome.value! > highest) highest = outcome.value!;
-      }
-      const node = this.group.nodes[index]!;
-      const applied = await raceAbort(
-        node.evalScript(fenceRepairScript, keys, [marker, highest.toString()]),
-        signal,
-        this.options.nodeTimeoutMs,
-      );
-      if (applied === fenceRepairApplied) {
-        this.observer.node(node.endpoint, "repaired", `fencing floor raised to ${highest}`);
-      }
-    })()
-      .catch(() => {}) // the next vote that meets the unknown counters schedules another try
-      .finally(() => this.fenceRepairs.delete(index));
-    this.fenceRepairs.set(index, repair);
   }
 
   /** Wakes the first waiter of `key` after a random 0 to noticeJitterMs. */

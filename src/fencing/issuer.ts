@@ -1,0 +1,194 @@
+/**
+ * Issuing fencing tokens: what this client remembers of each counter (so
+ * the next proposal is usually right), committing the tokens of a lock just
+ * granted, and repairing the counters of a node that lost its memory. The
+ * scripts a lock runs go through the runner the lock side passes in
+ * (`FenceIssuerContext.run`), which also tells this issuer of memory losses
+ * (`scheduleRepair`): fencing never imports lock/.
+ */
+
+import { type Clock, raceAbort } from "../clock.js";
+import { limits } from "../limits.js";
+import type { LuaScript } from "../node/lua-script.js";
+import type { RedisNode } from "../node/redis-node.js";
+import type { Observer } from "../observe.js";
+import type { NodeGroup } from "../quorum/node-group.js";
+import { type RoundResult, repairReadsOf } from "../quorum/round.js";
+import { FenceMemory, type FenceTally, tallyFences } from "./fence-votes.js";
+import {
+  fencedScriptArgs,
+  fenceMaxOf,
+  fenceMaxReadScript,
+  fenceRepairApplied,
+  fenceRepairKeys,
+  fenceRepairScript,
+  fenceScript,
+  isCounted,
+} from "./scripts.js";
+
+/** Fencing rounds after the acquire's own, at most, before the attempt counts as failed. */
+const fenceRoundsMax = 3;
+
+export interface FenceIssuerContext {
+  readonly group: NodeGroup;
+  readonly clock: Clock;
+  readonly observer: Observer;
+  readonly nodeTimeoutMs: number;
+  /** Whether fencing is on; off, no repair is ever scheduled. */
+  readonly enabled: boolean;
+  /** ARGV[3] of the fenced scripts: the quarantine in ms, "0" for off. */
+  readonly quarantineArg: string;
+  /** Runs a fenced script on node `index`: a refusal (quarantine, counters unknown) is its error. */
+  run(
+    node: RedisNode,
+    index: number,
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly string[],
+  ): Promise<unknown>;
+}
+
+/** The fencing side of an acquire attempt that a majority granted. */
+export interface FenceClaim {
+  /** The resources, in the order of their counters. */
+  readonly names: readonly string[];
+  readonly counterKeys: readonly string[];
+  /** The keys of the fenced scripts (fencedScriptKeys). */
+  readonly scriptKeys: readonly string[];
+  /** The lock's value: fence rounds count only where the lock keys still hold it. */
+  readonly value: string;
+  /** What the acquire round proposed. */
+  readonly proposals: readonly bigint[];
+}
+
+export class FenceIssuer {
+  private readonly context: FenceIssuerContext;
+  private readonly memory = new FenceMemory();
+  private readonly repairs = new Map<number, Promise<void>>();
+  /** Aborted by `stop()`: ends repairs waiting to run, and no new one starts. */
+  private readonly lifetime = new AbortController();
+
+  constructor(context: FenceIssuerContext) {
+    this.context = context;
+  }
+
+  /** What to propose for each counter: one above the highest value seen. */
+  proposals(counterKeys: readonly string[]): bigint[] {
+    return counterKeys.map((key) => this.memory.proposal(key));
+  }
+
+  /**
+   * Tokens for a lock just granted. Usually the acquire round's proposals
+   * were accepted by a majority: no extra round. A resource whose proposal
+   * was stale gets fencing rounds (under our lock, on nodes that still hold
+   * it) proposing above the highest value seen, a few at most; undefined if
+   * none commits, and the attempt counts as failed.
+   */
+  async commit(
+    claim: FenceClaim,
+    round: RoundResult<unknown>,
+    signal: AbortSignal | undefined,
+  ): Promise<Map<string, bigint> | undefined> {
+    const { group, nodeTimeoutMs, quarantineArg } = this.context;
+    let tally = tallyFences(round, claim.counterKeys.length);
+    let current = claim.proposals;
+    for (let fenceRound = 0; ; fenceRound++) {
+      const fences = new Map<string, bigint>();
+      const stale = this.learn(claim, current, tally, fences);
+      if (stale === 0) return fences;
+      if (fenceRound >= fenceRoundsMax || signal?.aborted) return undefined;
+      // Every resource is proposed again (one script call per node), above
+      // what the nodes reported; committed ones just get a higher token.
+      current = this.proposals(claim.counterKeys);
+      const args = fencedScriptArgs(claim.value, "0", quarantineArg, current);
+      const next = await group.round(
+        (node, index) => this.context.run(node, index, fenceScript, claim.scriptKeys, args),
+        { isYes: isCounted, stop: "decided", signal, timeoutMs: nodeTimeoutMs },
+      );
+      tally = tallyFences(next, claim.counterKeys.length);
+    }
+  }
+
+  /** Learns a round's counters; puts each committed token in `fences`; returns how many are stale. */
+  private learn(
+    claim: FenceClaim,
+    proposed: readonly bigint[],
+    tally: FenceTally,
+    fences: Map<string, bigint>,
+  ): number {
+    let stale = 0;
+    claim.counterKeys.forEach((key, i) => {
+      this.memory.learn(key, tally.highest[i]!);
+      if (tally.accepted[i]! >= this.context.group.quorum) {
+        fences.set(claim.names[i]!, proposed[i]!);
+        this.memory.learn(key, proposed[i]!);
+      } else {
+        stale++;
+      }
+    });
+    return stale;
+  }
+
+  /**
+   * A node that lost its memory knows none of its fencing counters. Once no
+   * round that could count that node's old votes can be running, its fence
+   * floor is set to the highest value accepted on N - Q + 1 other nodes
+   * whose counters are known (they meet every majority that committed a
+   * token, less the lost node), if that same loss is still current there
+   * (the marker value names it). From then on it votes for every resource.
+   */
+  scheduleRepair(index: number, marker: string): void {
+    if (this.lifetime.signal.aborted || !this.context.enabled) return;
+    if (!marker.startsWith("lost:") && !marker.startsWith("restarted:")) return;
+    if (this.repairs.has(index)) return;
+    const repair = this.repair(index, marker)
+      .catch(() => {}) // the next vote that meets the unknown counters schedules another try
+      .finally(() => this.repairs.delete(index));
+    this.repairs.set(index, repair);
+  }
+
+  /** Ends repairs waiting to run (the owner is closing); `running` then says what to wait for. */
+  stop(reason: unknown): void {
+    this.lifetime.abort(reason);
+  }
+
+  /** Repairs under way now. */
+  get running(): Promise<void>[] {
+    return [...this.repairs.values()];
+  }
+
+  private async repair(index: number, marker: string): Promise<void> {
+    const { clock, group, nodeTimeoutMs, observer } = this.context;
+    const signal = this.lifetime.signal;
+    await clock.sleep(limits.repairDelayMs, signal);
+    const highest = await this.highestElsewhere(index, signal);
+    if (highest === undefined) return;
+    const node = group.nodes[index]!;
+    const applied = await raceAbort(
+      node.evalScript(fenceRepairScript, fenceRepairKeys, [marker, highest.toString()]),
+      signal,
+      nodeTimeoutMs,
+    );
+    if (applied === fenceRepairApplied) {
+      observer.node(node.endpoint, "repaired", `fencing floor raised to ${highest}`);
+    }
+  }
+
+  /** The highest value accepted on the other nodes, if enough of them know theirs. */
+  private async highestElsewhere(index: number, signal: AbortSignal): Promise<bigint | undefined> {
+    const { group, nodeTimeoutMs } = this.context;
+    const read = await group.round(
+      (node, i) =>
+        i === index
+          ? Promise.reject(new Error("being repaired"))
+          : node.evalScript(fenceMaxReadScript, fenceRepairKeys, []).then(fenceMaxOf),
+      { isYes: (value) => value !== undefined, stop: "all", signal, timeoutMs: nodeTimeoutMs },
+    );
+    if (read.yesCount < repairReadsOf(group.nodes.length)) return undefined;
+    let highest = 0n;
+    for (const outcome of read.outcomes) {
+      if (outcome?.kind === "yes" && outcome.value! > highest) highest = outcome.value!;
+    }
+    return highest;
+  }
+}
