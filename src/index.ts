@@ -40,9 +40,10 @@ export type {
   RepairEvent,
 } from "./id/options.js";
 export { defaults, limits } from "./limits.js";
+export type { InitReport } from "./lock/init.js";
 export { Lock } from "./lock/lock.js";
 export type { AcquireOptions, RedlockOptions, RetryOptions, UsingOptions } from "./lock/options.js";
-export { type InitReport, Redlock } from "./lock/redlock.js";
+export { Redlock } from "./lock/redlock.js";
 export type { NodeInput } from "./node/resolve.js";
 export type { NodeStatus } from "./node/status.js";
 export type { NodeTransport } from "./node/transport.js";

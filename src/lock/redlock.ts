@@ -13,14 +13,12 @@ import { FenceIssuer } from "../fencing/issuer.js";
 import {
   fenceCertifyKeys,
   fenceCertifyScript,
-  fenceFloorKey,
   fenceKeyOf,
   fenceScript,
 } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
 import {
   initNodeScript,
-  initState,
   internalKeyPrefix,
   markerKey,
   quarantineKey,
@@ -32,6 +30,7 @@ import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult, type RoundStop } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
+import { type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
 import { Lock, type LockOwner } from "./lock.js";
 import {
@@ -98,15 +97,6 @@ function handoffOutcome(
     else notHeld[i] = true;
   });
   return { won, replaced, notHeld };
-}
-
-/** What `Redlock.init()` found and did on one node. */
-export interface InitReport {
-  readonly endpoint: string;
-  readonly found: "in service" | "not marked" | "unreachable";
-  /** "marked": now in service; "left to recover": lost its memory in a cluster in use. */
-  readonly action: "marked" | "left to recover" | "none";
-  readonly detail: string;
 }
 
 /**
@@ -448,75 +438,7 @@ export class Redlock implements LockOwner {
   init(): Promise<InitReport[]> {
     this.assertOpen();
     // Tracked: close() waits for it instead of closing connections under it.
-    return this.track(this.initNodes());
-  }
-
-  private async initNodes(): Promise<InitReport[]> {
-    await this.group.ready().catch(() => {}); // a node that failed its check is reported below
-    this.assertOpen();
-    const keys = [markerKey, quarantineKey, fenceFloorKey];
-    const timeoutMs = this.options.checkTimeoutMs;
-    const check = await this.group.round(
-      (node) => node.evalScript(initNodeScript, keys, ["check"]),
-      {
-        isYes: () => true,
-        stop: "all",
-        timeoutMs,
-      },
-    );
-    const found = check.outcomes.map((outcome) =>
-      outcome?.kind === "yes" ? (outcome.value as [number, string, string?]) : undefined,
-    );
-    const inUse = found.some((reply) => reply?.[0] === initState.healthy);
-    const reports = this.group.nodes.map((node, i): InitReport => {
-      const reply = found[i];
-      const outcome = check.outcomes[i];
-      if (!reply) {
-        const error = outcome?.kind === "error" ? outcome.error.message : "no answer";
-        return { endpoint: node.endpoint, found: "unreachable", action: "none", detail: error };
-      }
-      const marker = reply[1] ? `marker ${JSON.stringify(reply[1])}` : "no marker";
-      if (reply[0] === initState.healthy) {
-        return { endpoint: node.endpoint, found: "in service", action: "none", detail: marker };
-      }
-      return {
-        endpoint: node.endpoint,
-        found: "not marked",
-        action: inUse ? "left to recover" : "marked",
-        detail: inUse
-          ? `${marker} while other nodes are in service: it lost its memory, so it serves its ` +
-            "quarantine and has its fencing counters repaired from the others; marking it now " +
-            "could let a second client take a lock it forgot"
-          : marker,
-      };
-    });
-    if (inUse) return reports;
-    // A cluster redquorum never used: every node must be marked at once.
-    const errors = nodeErrorsOf(check);
-    if (errors.length > 0) {
-      throw new QuorumError("init", this.nodeCount, this.nodeCount, check.yesCount, errors);
-    }
-    const write = await this.group.round(
-      (node, i) => node.evalScript(initNodeScript, keys, ["write", found[i]![2] ?? ""]),
-      {
-        isYes: (reply) => Array.isArray(reply) && reply[0] === initState.healthy,
-        stop: "all",
-        timeoutMs,
-      },
-    );
-    write.outcomes.forEach((outcome, i) => {
-      const report = reports[i]!;
-      if (report.action !== "marked" || outcome?.kind === "yes") return;
-      reports[i] = {
-        ...report,
-        action: "none",
-        detail:
-          outcome?.kind === "error"
-            ? outcome.error.message
-            : "it restarted or was flushed while init ran: it stays unmarked (run init() again)",
-      };
-    });
-    return reports;
+    return this.track(initNodes(this.group, this.options.checkTimeoutMs, () => this.assertOpen()));
   }
 
   /**
