@@ -3,9 +3,7 @@ import {
   ClosedError,
   InvalidArgumentError,
   LockExpiredError,
-  type NodeError,
   QueueFullError,
-  QuorumError,
   RedquorumError,
   ResourceLockedError,
 } from "../errors.js";
@@ -27,9 +25,12 @@ import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult, type RoundStop } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
+import type { LockContext } from "./context.js";
+import { extendLock } from "./extend.js";
+import { handoffOutcome } from "./handoff.js";
 import { type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
 import { Lock, type LockOwner } from "./lock.js";
@@ -43,24 +44,19 @@ import {
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
+import { releaseKeys, releaseLock } from "./release.js";
 import { Courtesy, ReleaseWatch } from "./release-watch.js";
 import {
   acquireArgs,
   acquireKeys,
   acquireScript,
-  extendArgs,
-  extendKeys,
   extendScript,
   guardedRunner,
-  heardByMoreThan,
-  isExtended,
   isGrantedBy,
-  releasedCount,
   releaseScript,
-  replacedHandedOff,
   type ScriptRunner,
 } from "./scripts.js";
-import { type Handoff, type HandoffOutcome, Waiter, WaitQueues } from "./wait-queue.js";
+import { type Handoff, Waiter, WaitQueues } from "./wait-queue.js";
 
 /**
  * The Redis key of a resource. redquorum keeps its own state (node marker,
@@ -81,22 +77,6 @@ function lockKeyOf(keyPrefix: string, resource: string, index: number): string {
 
 function toHex(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
-}
-
-/** What an heir's acquire round tells the releasing lock, node by node. */
-function handoffOutcome(
-  round: RoundResult<unknown> | undefined,
-  won: boolean,
-  nodeCount: number,
-): HandoffOutcome {
-  const replaced: boolean[] = new Array(nodeCount).fill(false);
-  const notHeld: boolean[] = new Array(nodeCount).fill(false);
-  round?.outcomes.forEach((outcome, i) => {
-    if (outcome === undefined || outcome.kind === "error") return;
-    if (outcome.kind === "yes" && replacedHandedOff(outcome.value)) replaced[i] = true;
-    else notHeld[i] = true;
-  });
-  return { won, replaced, notHeld };
 }
 
 /**
@@ -124,6 +104,8 @@ export class Redlock implements LockOwner {
   private readonly watch: ReleaseWatch;
   /** Runs the lock and fencing scripts. */
   private readonly run: ScriptRunner;
+  /** What the lock operations use of this instance. */
+  private readonly context: LockContext;
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
@@ -165,6 +147,22 @@ export class Redlock implements LockOwner {
       onWatch: (key) => this.watch.watch(key),
       onUnwatch: (key) => this.watch.unwatch(key),
     });
+    this.context = {
+      owner: this,
+      options: this.options,
+      group: this.group,
+      run: this.run,
+      fences: this.fences,
+      quarantineArg: this.quarantineArg,
+      waits: this.waits,
+      watch: this.watch,
+      courtesy: this.courtesy,
+      timer: this.timer,
+      isClosed: () => this.closed,
+      assertOpen: () => this.assertOpen(),
+      wakeLater: (key) => this.wakeLater(key),
+      track: (operation) => this.track(operation),
+    };
   }
 
   get clock() {
@@ -330,7 +328,7 @@ export class Redlock implements LockOwner {
             }
           } catch (error) {
             // Whatever went wrong, no key of this attempt may outlive it.
-            await this.releaseKeys(keys, value, "all");
+            await releaseKeys(this.context, keys, value, "all");
             throw error;
           }
           const valid = validUntil > clock.now();
@@ -340,7 +338,7 @@ export class Redlock implements LockOwner {
           }
           // Seed 1, step 5: undo on every node, also those that seemed to fail
           // (a timed-out SET may have executed). Never cancelled by the signal.
-          await this.releaseKeys(keys, value, "all");
+          await releaseKeys(this.context, keys, value, "all");
           if (round.aborted || signal?.aborted) throw signal?.reason;
           if (this.group.refused) throw this.group.refused;
           this.assertOpen();
@@ -485,170 +483,16 @@ export class Redlock implements LockOwner {
 
   /** @internal */
   extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
-    return this.counted("extend", lock.resources, this.extendLockNow(lock, ttlMs, signal));
-  }
-
-  private async extendLockNow(
-    lock: Lock,
-    ttlMs: number,
-    signal: AbortSignal | undefined,
-  ): Promise<number> {
-    this.assertOpen();
-    const ttl = requireTtl(ttlMs, this.options);
-    signal?.throwIfAborted();
-    const { clock } = this.options;
-    if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
-    const startMs = clock.now();
-    const validUntil = validUntilMs(startMs, ttl, this.options.driftFactor, this.options.driftMs);
-    const round = await this.track(
-      this.group.round(
-        (node, index) =>
-          this.run(
-            node,
-            index,
-            extendScript,
-            extendKeys(lock.keys),
-            extendArgs(lock.value, ttl, this.quarantineArg),
-          ),
-        { isYes: isExtended, stop: "decided", signal, timeoutMs: this.options.nodeTimeoutMs },
-      ),
-    );
-    if (round.yesCount >= this.group.quorum && validUntil > clock.now() && !round.aborted) {
-      return validUntil;
-    }
-    // Failed, but some nodes may have applied the new TTL: never trust more
-    // than that TTL gives from the start of this call.
-    lock.limitValidity(validUntil);
-    if (round.aborted) throw signal?.reason;
-    if (round.yesCount >= this.group.quorum) {
-      throw new LockExpiredError(
-        "extend",
-        lock.resources,
-        `a majority extended ${JSON.stringify(lock.resources[0])} but the validity ran out during ` +
-          `the round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
-      );
-    }
-    if (round.noCount > this.group.nodes.length - this.group.quorum) {
-      throw new LockExpiredError(
-        "extend",
-        lock.resources,
-        `cannot extend: the lock is no longer held on a majority (${round.noCount} of ` +
-          `${this.group.nodes.length} nodes no longer have our value)`,
-      );
-    }
-    throw this.group.quorumError("extend", round);
+    const extending = extendLock(this.context, lock, ttlMs, signal);
+    return this.counted("extend", lock.resources, extending);
   }
 
   /** @internal */
   releaseLock(lock: Lock, valid: boolean): Promise<void> {
     // Tracked as a whole: close() waits for it, including a release round
     // that only starts after a handoff failed because of the close.
-    return this.track(this.counted("release", lock.resources, this.releaseLockNow(lock, !valid)));
-  }
-
-  private async releaseLockNow(lock: Lock, expired: boolean): Promise<void> {
-    this.assertOpen();
-    const nodeCount = this.group.nodes.length;
-    // A waiter of this instance for exactly these keys takes them over in
-    // its own acquire round (the keys hold our value until it replaces it):
-    // one round per grant instead of a release round plus an acquire round.
-    const heir = expired ? undefined : this.waits.heirFor(lock.keys, limits.handoffRunMin);
-    let handedOff: HandoffOutcome | undefined;
-    if (heir instanceof Waiter) {
-      handedOff = await new Promise<HandoffOutcome>((settle) =>
-        heir.handOff({ fromValue: lock.value, settle }),
-      );
-    }
-    let yes = 0;
-    let no = 0;
-    let errors: NodeError[] = [];
-    if (handedOff?.won) {
-      // The heir holds a majority now; where it found our value, ours is gone.
-      for (let i = 0; i < nodeCount; i++) {
-        if (handedOff.replaced[i]) yes++;
-        else if (handedOff.notHeld[i]) no++;
-      }
-      if (yes < this.group.quorum && no <= nodeCount - this.group.quorum) return;
-    } else {
-      // A yield is announced to every instance, this one included, so our
-      // waiters hear of it no sooner than those of other processes.
-      const yielding = heir === "yield";
-      const tag = this.watch.nextTag(yielding);
-      const ownListener = this.waits.hasWaiters(lock.keys) ? 1 : 0;
-      const round = await this.releaseKeys(lock.keys, lock.value, "decided", tag);
-      // Did another instance hear it (more subscribers than our own)?
-      const heardElsewhere = round.outcomes.some(
-        (outcome) => outcome?.kind !== "error" && heardByMoreThan(outcome?.value, ownListener),
-      );
-      if (yielding) {
-        this.waits.yielded(
-          lock.keys[0]!,
-          heardElsewhere,
-          limits.handoffRunMin,
-          limits.handoffRunMax,
-        );
-        // Without pub/sub our waiters cannot hear the announcement: wake them
-        // as late as a notice would, so pollers elsewhere have a window too.
-        if (!this.watch.available) this.wakeLater(lock.keys[0]!);
-      } else {
-        this.waits.released(lock.keys);
-        if (heardElsewhere && ownListener === 0) this.courtesy.grant(lock.keys[0]!);
-      }
-      round.outcomes.forEach((outcome, i) => {
-        // Where the heir's answer was lost (a timeout: say the event loop
-        // stalled), its script may still have replaced our value, and its
-        // clean-up deleted it: our value being gone there is no sign that
-        // the lock was lost (it was within its validity when handed over).
-        const heirUnknown = handedOff && !handedOff.replaced[i] && !handedOff.notHeld[i];
-        if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
-        else if (outcome?.kind === "no") {
-          if (heirUnknown) yes++;
-          else no++;
-        }
-      });
-      errors = nodeErrorsOf(round);
-    }
-    if (expired) throw new LockExpiredError("release", lock.resources);
-    if (yes < this.group.quorum && no > nodeCount - this.group.quorum) {
-      throw new LockExpiredError(
-        "release",
-        lock.resources,
-        `released, but the lock was no longer held on a majority (${no} of ` +
-          `${nodeCount} nodes no longer had our value): it was lost before release`,
-      );
-    }
-    if (yes < this.group.quorum) {
-      throw new QuorumError("release", this.group.quorum, nodeCount, yes, errors);
-    }
-  }
-
-  /**
-   * Release script on every node, sent at once (each node runs it after the
-   * lock's earlier calls: one connection per node keeps their order, and
-   * `RedisNode` never lets a NOSCRIPT retry overtake a later command). With
-   * `stop: "decided"` it resolves once the outcome is known (the rest complete in
-   * the background, and `close()` waits for them); a failed acquire attempt
-   * waits for every node instead, so no key of the attempt is left when the
-   * next attempt or the error comes.
-   */
-  private releaseKeys(
-    keys: readonly string[],
-    value: string,
-    stop: RoundStop,
-    tag?: string,
-  ): Promise<RoundResult<unknown>> {
-    // A node votes yes when it deleted every key: then the lock was still
-    // ours there. With a tag the reply is {deleted, subscribers reached}.
-    const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
-    const args = tag === undefined ? [value] : [value, tag];
-    return this.group.round((node) => node.evalScript(releaseScript, keys, args), {
-      isYes,
-      stop,
-      timeoutMs: this.options.nodeTimeoutMs,
-      // A release protects no validity: a node's answer, read late because
-      // this process stalled, still says whether it deleted our keys.
-      acceptLateReplies: true,
-    });
+    const releasing = releaseLock(this.context, lock, !valid);
+    return this.track(this.counted("release", lock.resources, releasing));
   }
 
   /** Wakes the first waiter of `key` after a random 0 to noticeJitterMs. */

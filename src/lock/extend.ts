@@ -1,0 +1,79 @@
+/**
+ * Extending a lock: one round that sets the TTL of every key again where
+ * the keys still hold our value, and the new validity, counted from the
+ * start of the round — or why it could not be extended.
+ */
+
+import { LockExpiredError } from "../errors.js";
+import type { RoundResult } from "../quorum/round.js";
+import { validUntilMs } from "../quorum/validity.js";
+import type { LockContext } from "./context.js";
+import type { Lock } from "./lock.js";
+import { requireTtl } from "./options.js";
+import { extendArgs, extendKeys, extendScript, isExtended } from "./scripts.js";
+
+export type ExtendContext = Pick<
+  LockContext,
+  "group" | "options" | "run" | "quarantineArg" | "assertOpen" | "track"
+>;
+
+/** Extends `lock` to `ttlMs` from now; resolves to its new end of validity. */
+export async function extendLock(
+  context: ExtendContext,
+  lock: Lock,
+  ttlMs: number,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  context.assertOpen();
+  const { options, group } = context;
+  const ttl = requireTtl(ttlMs, options);
+  signal?.throwIfAborted();
+  if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
+  const startMs = options.clock.now();
+  const validUntil = validUntilMs(startMs, ttl, options.driftFactor, options.driftMs);
+  const keys = extendKeys(lock.keys);
+  const args = extendArgs(lock.value, ttl, context.quarantineArg);
+  const round = await context.track(
+    group.round((node, index) => context.run(node, index, extendScript, keys, args), {
+      isYes: isExtended,
+      stop: "decided",
+      signal,
+      timeoutMs: options.nodeTimeoutMs,
+    }),
+  );
+  if (round.yesCount >= group.quorum && validUntil > options.clock.now() && !round.aborted) {
+    return validUntil;
+  }
+  // Failed, but some nodes may have applied the new TTL: never trust more
+  // than that TTL gives from the start of this call.
+  lock.limitValidity(validUntil);
+  if (round.aborted) throw signal?.reason;
+  throw extendFailure(context, lock, ttl, round);
+}
+
+/** Why a round that did not extend the lock failed: too slow, the lock gone, or too few nodes. */
+function extendFailure(
+  context: Pick<LockContext, "group">,
+  lock: Lock,
+  ttl: number,
+  round: RoundResult<unknown>,
+): Error {
+  const { group } = context;
+  if (round.yesCount >= group.quorum) {
+    return new LockExpiredError(
+      "extend",
+      lock.resources,
+      `a majority extended ${JSON.stringify(lock.resources[0])} but the validity ran out during ` +
+        `the round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
+    );
+  }
+  if (round.noCount > group.nodes.length - group.quorum) {
+    return new LockExpiredError(
+      "extend",
+      lock.resources,
+      `cannot extend: the lock is no longer held on a majority (${round.noCount} of ` +
+        `${group.nodes.length} nodes no longer have our value)`,
+    );
+  }
+  return group.quorumError("extend", round);
+}

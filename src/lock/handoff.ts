@@ -1,0 +1,78 @@
+/**
+ * In-process handoff accounting. A release can hand its keys to a waiter
+ * of the same instance for exactly those keys (see wait-queue.ts): the
+ * heir's acquire round replaces the releasing lock's value where it still
+ * holds it, instead of a release round plus an acquire round. Here: what
+ * the heir's round tells the releaser, node by node, and how the releaser
+ * counts those answers as its own release votes.
+ */
+
+import type { RoundResult } from "../quorum/round.js";
+import { replacedHandedOff } from "./scripts.js";
+import type { HandoffOutcome, Waiter } from "./wait-queue.js";
+
+/** Hands a release of the lock with value `fromValue` to a parked heir; settles once its round did. */
+export function handOff(heir: Waiter, fromValue: string): Promise<HandoffOutcome> {
+  return new Promise<HandoffOutcome>((settle) => heir.handOff({ fromValue, settle }));
+}
+
+/**
+ * What an heir's acquire round tells the releasing lock, node by node;
+ * `round` undefined when the heir never got to its round.
+ */
+export function handoffOutcome(
+  round: RoundResult<unknown> | undefined,
+  won: boolean,
+  nodeCount: number,
+): HandoffOutcome {
+  const replaced: boolean[] = new Array(nodeCount).fill(false);
+  const notHeld: boolean[] = new Array(nodeCount).fill(false);
+  round?.outcomes.forEach((outcome, i) => {
+    if (outcome === undefined || outcome.kind === "error") return;
+    if (outcome.kind === "yes" && replacedHandedOff(outcome.value)) replaced[i] = true;
+    else notHeld[i] = true;
+  });
+  return { won, replaced, notHeld };
+}
+
+/** A release's votes: nodes where our value was gone by our hand (yes) or before (no). */
+export interface ReleaseVotes {
+  readonly yes: number;
+  readonly no: number;
+}
+
+/** The votes of a release the heir took over: where it found our value, ours is gone. */
+export function handedOffVotes(handedOff: HandoffOutcome): ReleaseVotes {
+  let yes = 0;
+  let no = 0;
+  for (let i = 0; i < handedOff.replaced.length; i++) {
+    if (handedOff.replaced[i]) yes++;
+    else if (handedOff.notHeld[i]) no++;
+  }
+  return { yes, no };
+}
+
+/**
+ * The votes of a release round, after a handoff the heir did not win (if
+ * any): a node where the heir replaced our value released it.
+ */
+export function releaseVotes(
+  round: RoundResult<unknown>,
+  handedOff: HandoffOutcome | undefined,
+): ReleaseVotes {
+  let yes = 0;
+  let no = 0;
+  round.outcomes.forEach((outcome, i) => {
+    // Where the heir's answer was lost (a timeout: say the event loop
+    // stalled), its script may still have replaced our value, and its
+    // clean-up deleted it: our value being gone there is no sign that
+    // the lock was lost (it was within its validity when handed over).
+    const heirUnknown = handedOff && !handedOff.replaced[i] && !handedOff.notHeld[i];
+    if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
+    else if (outcome?.kind === "no") {
+      if (heirUnknown) yes++;
+      else no++;
+    }
+  });
+  return { yes, no };
+}

@@ -1,0 +1,127 @@
+/**
+ * Releasing a lock: hand it to a waiter of this instance, or delete our
+ * keys on every node and announce it; then whether the lock was still ours
+ * on a majority. Also the release round itself, which a failed acquire
+ * attempt runs to undo what it set.
+ */
+
+import { LockExpiredError } from "../errors.js";
+import { limits } from "../limits.js";
+import type { RoundResult, RoundStop } from "../quorum/round.js";
+import type { LockContext } from "./context.js";
+import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
+import type { Lock } from "./lock.js";
+import { heardByMoreThan, releasedCount, releaseScript } from "./scripts.js";
+import { Waiter } from "./wait-queue.js";
+
+export type ReleaseContext = Pick<
+  LockContext,
+  "group" | "options" | "waits" | "watch" | "courtesy" | "assertOpen" | "wakeLater"
+>;
+
+/**
+ * Releases `lock`; `expired`: its validity had run out when `release()` was
+ * called (the keys are still deleted, then it rejects).
+ */
+export async function releaseLock(
+  context: ReleaseContext,
+  lock: Lock,
+  expired: boolean,
+): Promise<void> {
+  context.assertOpen();
+  // A waiter of this instance for exactly these keys takes them over in
+  // its own acquire round (the keys hold our value until it replaces it):
+  // one round per grant instead of a release round plus an acquire round.
+  const heir = expired ? undefined : context.waits.heirFor(lock.keys, limits.handoffRunMin);
+  const handedOff = heir instanceof Waiter ? await handOff(heir, lock.value) : undefined;
+  if (handedOff?.won) {
+    // The heir holds a majority now; where it found our value, ours is gone.
+    return assertHeldUntilRelease(context, lock, handedOffVotes(handedOff));
+  }
+  const round = await announcedRelease(context, lock, heir === "yield");
+  const votes = releaseVotes(round, handedOff);
+  if (expired) throw new LockExpiredError("release", lock.resources);
+  assertHeldUntilRelease(context, lock, votes);
+  if (votes.yes < context.group.quorum) {
+    throw context.group.quorumError("release", { ...round, yesCount: votes.yes });
+  }
+}
+
+/** Rejects a release that found the lock gone from a majority: it was lost before. */
+function assertHeldUntilRelease(
+  context: Pick<LockContext, "group">,
+  lock: Lock,
+  votes: ReleaseVotes,
+): void {
+  const { quorum, nodes } = context.group;
+  if (votes.yes < quorum && votes.no > nodes.length - quorum) {
+    throw new LockExpiredError(
+      "release",
+      lock.resources,
+      `released, but the lock was no longer held on a majority (${votes.no} of ` +
+        `${nodes.length} nodes no longer had our value): it was lost before release`,
+    );
+  }
+}
+
+/**
+ * The release round of a lock not handed off, announced on pub/sub, and
+ * what it means for the waiters: with `yielding` (a run of handoffs ended)
+ * every instance hears of it, this one included, so our waiters hear of it
+ * no sooner than those of other processes.
+ */
+async function announcedRelease(
+  context: ReleaseContext,
+  lock: Lock,
+  yielding: boolean,
+): Promise<RoundResult<unknown>> {
+  const { waits, watch } = context;
+  const tag = watch.nextTag(yielding);
+  const ownListener = waits.hasWaiters(lock.keys) ? 1 : 0;
+  const round = await releaseKeys(context, lock.keys, lock.value, "decided", tag);
+  // Did another instance hear it (more subscribers than our own)?
+  const heardElsewhere = round.outcomes.some(
+    (outcome) => outcome?.kind !== "error" && heardByMoreThan(outcome?.value, ownListener),
+  );
+  const key = lock.keys[0]!;
+  if (yielding) {
+    waits.yielded(key, heardElsewhere, limits.handoffRunMin, limits.handoffRunMax);
+    // Without pub/sub our waiters cannot hear the announcement: wake them
+    // as late as a notice would, so pollers elsewhere have a window too.
+    if (!watch.available) context.wakeLater(key);
+  } else {
+    waits.released(lock.keys);
+    if (heardElsewhere && ownListener === 0) context.courtesy.grant(key);
+  }
+  return round;
+}
+
+/**
+ * Release script on every node, sent at once (each node runs it after the
+ * lock's earlier calls: one connection per node keeps their order, and
+ * `RedisNode` never lets a NOSCRIPT retry overtake a later command). With
+ * `stop: "decided"` it resolves once the outcome is known (the rest complete in
+ * the background, and `close()` waits for them); a failed acquire attempt
+ * waits for every node instead, so no key of the attempt is left when the
+ * next attempt or the error comes.
+ */
+export function releaseKeys(
+  context: Pick<LockContext, "group" | "options">,
+  keys: readonly string[],
+  value: string,
+  stop: RoundStop,
+  tag?: string,
+): Promise<RoundResult<unknown>> {
+  // A node votes yes when it deleted every key: then the lock was still
+  // ours there. With a tag the reply is {deleted, subscribers reached}.
+  const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
+  const args = tag === undefined ? [value] : [value, tag];
+  return context.group.round((node) => node.evalScript(releaseScript, keys, args), {
+    isYes,
+    stop,
+    timeoutMs: context.options.nodeTimeoutMs,
+    // A release protects no validity: a node's answer, read late because
+    // this process stalled, still says whether it deleted our keys.
+    acceptLateReplies: true,
+  });
+}
