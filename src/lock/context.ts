@@ -1,19 +1,22 @@
 /**
- * What the lock operations (acquire, release, extend) need from the Redlock
- * instance that runs them. The instance builds one context and passes it
- * in; each operation names the part it uses (`Pick<LockContext, ...>`), so
- * no operation imports the class back, and what it may touch is written
- * down.
+ * What the lock operations (acquire, release, extend) share of the Redlock
+ * instance that runs them, and how it is put together. The instance makes
+ * one context and passes it in; each operation names the part it uses
+ * (`Pick<LockContext, ...>`), so no operation imports the class back, and
+ * what it may touch is written down.
  */
 
-import type { Timer } from "../clock.js";
-import type { FenceIssuer } from "../fencing/issuer.js";
+import { type Timer, timerOf } from "../clock.js";
+import { FenceIssuer } from "../fencing/issuer.js";
+import { limits } from "../limits.js";
+import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
+import { randomHex } from "./attempt.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
-import type { Courtesy, ReleaseWatch } from "./release-watch.js";
-import type { ScriptRunner } from "./scripts.js";
-import type { WaitQueues } from "./wait-queue.js";
+import { Courtesy, ReleaseWatch } from "./release-watch.js";
+import { guardedRunner, type ScriptRunner } from "./scripts.js";
+import { WaitQueues } from "./wait-queue.js";
 
 export interface LockContext {
   /** What granted locks call back (the Redlock itself). */
@@ -41,4 +44,68 @@ export interface LockContext {
   wakeLater(key: string): void;
   /** Lets `close()` wait for `operation`. */
   track<T>(operation: Promise<T>): Promise<T>;
+}
+
+/** The instance's lifecycle, as the operations see it. */
+export type Lifecycle = Pick<LockContext, "isClosed" | "assertOpen" | "track">;
+
+/**
+ * The parts of a Redlock over `group`: the script runner, whose reports of
+ * a node's memory loss go to the fence issuer's repairs; the release watch,
+ * whose notices wake this instance's waiters a random moment later; the
+ * wait queues, which tell the watch which keys to listen for.
+ */
+export function createLockContext(
+  owner: LockOwner,
+  options: ResolvedRedlockOptions,
+  group: NodeGroup,
+  observer: Observer,
+  lifecycle: Lifecycle,
+): LockContext {
+  const { clock, random } = options;
+  const timer = timerOf(clock);
+  const run = guardedRunner({
+    observer,
+    maxTtlMs: options.maxTtlMs,
+    onMemoryLoss: (index, marker) => fences.scheduleRepair(index, marker),
+  });
+  const quarantineArg = options.quarantine ? String(options.maxTtlMs) : "0";
+  const fences = new FenceIssuer({
+    group,
+    clock,
+    observer,
+    nodeTimeoutMs: options.nodeTimeoutMs,
+    enabled: options.fencing,
+    quarantineArg,
+    run,
+  });
+  // Redis delivers a message to subscribers in the order they subscribed:
+  // woken at once, the same instance would win every race for a lock
+  // released by another. A random delay of up to a few milliseconds
+  // makes the winner random instead.
+  const wakeLater = (key: string) => {
+    timer(random.integer(0, limits.noticeJitterMs), () => {
+      if (!lifecycle.isClosed()) waits.released([key]);
+    });
+  };
+  const watch = new ReleaseWatch(group.nodes, randomHex(random, 8), wakeLater);
+  const waits = new WaitQueues({
+    onWatch: (key) => watch.watch(key),
+    onUnwatch: (key) => watch.unwatch(key),
+  });
+  const courtesy = new Courtesy(clock, limits.courtesyMs);
+  return {
+    owner,
+    options,
+    group,
+    run,
+    fences,
+    quarantineArg,
+    waits,
+    watch,
+    courtesy,
+    timer,
+    wakeLater,
+    ...lifecycle,
+  };
 }

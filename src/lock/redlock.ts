@@ -1,36 +1,23 @@
-import { raceAbort, type Timer, timerOf } from "../clock.js";
-import {
-  ClosedError,
-  InvalidArgumentError,
-  LockExpiredError,
-  QueueFullError,
-  RedquorumError,
-  ResourceLockedError,
-} from "../errors.js";
-import { FenceIssuer } from "../fencing/issuer.js";
-import {
-  fenceCertifyKeys,
-  fenceCertifyScript,
-  fenceKeyOf,
-  fenceScript,
-} from "../fencing/scripts.js";
-import { limits } from "../limits.js";
-import {
-  initNodeScript,
-  internalKeyPrefix,
-  markerKey,
-  quarantineKey,
-} from "../node/lock-scripts.js";
+/**
+ * The public Redlock class and its lifecycle: options, the node group, the
+ * entry points (acquire, using, extend, release, status, init), counting
+ * and tracking operations, and close. Its parts (wait queues, release
+ * watch, fence issuer, script runner) are made in context.ts and handed to
+ * the operations, which live in acquire.ts, attempt.ts, release.ts,
+ * extend.ts and init.ts.
+ */
+
+import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
+import { fenceCertifyKeys, fenceCertifyScript, fenceScript } from "../fencing/scripts.js";
+import { initNodeScript, markerKey, quarantineKey } from "../node/lock-scripts.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
-import { validUntilMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
-import type { LockContext } from "./context.js";
+import { acquireLock } from "./acquire.js";
+import { createLockContext, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
-import { handoffOutcome } from "./handoff.js";
 import { type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
 import { Lock, type LockOwner } from "./lock.js";
@@ -38,46 +25,12 @@ import {
   type AcquireOptions,
   type RedlockOptions,
   type ResolvedRedlockOptions,
-  requireResources,
   requireTtl,
-  resolveAcquireOptions,
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
-import { releaseKeys, releaseLock } from "./release.js";
-import { Courtesy, ReleaseWatch } from "./release-watch.js";
-import {
-  acquireArgs,
-  acquireKeys,
-  acquireScript,
-  extendScript,
-  guardedRunner,
-  isGrantedBy,
-  releaseScript,
-  type ScriptRunner,
-} from "./scripts.js";
-import { type Handoff, Waiter, WaitQueues } from "./wait-queue.js";
-
-/**
- * The Redis key of a resource. redquorum keeps its own state (node marker,
- * quarantine, fencing counters, IDs) under "redquorum:": a lock key there
- * could quarantine nodes or corrupt a counter, so such names are refused.
- */
-function lockKeyOf(keyPrefix: string, resource: string, index: number): string {
-  const key = keyPrefix + resource;
-  if (key.startsWith(internalKeyPrefix)) {
-    throw new InvalidArgumentError(
-      `resources[${index}]`,
-      `the key ${JSON.stringify(key)} is in redquorum's own namespace ("${internalKeyPrefix}…": node ` +
-        "markers, quarantine, fencing counters, IDs); choose another resource name or keyPrefix",
-    );
-  }
-  return key;
-}
-
-function toHex(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
-}
+import { releaseLock } from "./release.js";
+import { acquireScript, extendScript, releaseScript } from "./scripts.js";
 
 /**
  * Redlock (seed 1) over N independent Redis masters: a lock is granted when
@@ -92,19 +45,7 @@ export class Redlock implements LockOwner {
   /** Operations running now; `close()` waits for them. */
   private readonly active = new Set<Promise<unknown>>();
   private readonly observer: Observer;
-  /** Fencing tokens, and repairs of nodes that lost their counters. */
-  private readonly fences: FenceIssuer;
-  /** Callers of this instance waiting for a lock, first come first served per key. */
-  private readonly waits: WaitQueues;
-  /** Keys this instance just released to waiters elsewhere: its next acquire waits a moment. */
-  private readonly courtesy: Courtesy;
-  /** Fallback timers of parked waiters, on the instance's clock. */
-  private readonly timer: Timer;
-  /** Releases by other instances, heard through pub/sub for the keys waited for. */
-  private readonly watch: ReleaseWatch;
-  /** Runs the lock and fencing scripts. */
-  private readonly run: ScriptRunner;
-  /** What the lock operations use of this instance. */
+  /** What the lock operations use of this instance: waits, watch, fence issuer, script runner. */
   private readonly context: LockContext;
 
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
@@ -121,48 +62,11 @@ export class Redlock implements LockOwner {
         : undefined,
       scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
     });
-    this.timer = timerOf(this.options.clock);
-    this.courtesy = new Courtesy(this.options.clock, limits.courtesyMs);
-    const instanceId = toHex(this.options.random.bytes(8));
-    // Redis delivers a message to subscribers in the order they subscribed:
-    // woken at once, the same instance would win every race for a lock
-    // released by another. A random delay of up to a few milliseconds
-    // makes the winner random instead.
-    this.watch = new ReleaseWatch(this.group.nodes, instanceId, (key) => this.wakeLater(key));
-    this.run = guardedRunner({
-      observer: this.observer,
-      maxTtlMs: this.options.maxTtlMs,
-      onMemoryLoss: (index, marker) => this.fences.scheduleRepair(index, marker),
-    });
-    this.fences = new FenceIssuer({
-      group: this.group,
-      clock: this.options.clock,
-      observer: this.observer,
-      nodeTimeoutMs: this.options.nodeTimeoutMs,
-      enabled: this.options.fencing,
-      quarantineArg: this.quarantineArg,
-      run: this.run,
-    });
-    this.waits = new WaitQueues({
-      onWatch: (key) => this.watch.watch(key),
-      onUnwatch: (key) => this.watch.unwatch(key),
-    });
-    this.context = {
-      owner: this,
-      options: this.options,
-      group: this.group,
-      run: this.run,
-      fences: this.fences,
-      quarantineArg: this.quarantineArg,
-      waits: this.waits,
-      watch: this.watch,
-      courtesy: this.courtesy,
-      timer: this.timer,
+    this.context = createLockContext(this, this.options, this.group, this.observer, {
       isClosed: () => this.closed,
       assertOpen: () => this.assertOpen(),
-      wakeLater: (key) => this.wakeLater(key),
       track: (operation) => this.track(operation),
-    };
+    });
   }
 
   get clock() {
@@ -175,7 +79,7 @@ export class Redlock implements LockOwner {
 
   /** Callers of this instance waiting (queued) for a lock now. */
   get waitingCount(): number {
-    return this.waits.size;
+    return this.context.waits.size;
   }
 
   /** Majority size: floor(N / 2) + 1. */
@@ -194,174 +98,8 @@ export class Redlock implements LockOwner {
     ttlMs: number,
     options: AcquireOptions = {},
   ): Promise<Lock> {
-    return this.track(
-      this.counted("acquire", resources, this.acquireLock(resources, ttlMs, options)),
-    );
-  }
-
-  /** Reports an operation's outcome and duration to `onEvent`, if anyone listens. */
-  private counted<T>(
-    type: "acquire" | "extend" | "release",
-    resources: readonly string[],
-    operation: Promise<T>,
-  ): Promise<T> {
-    if (!this.observer.counting) return operation;
-    const startMs = this.options.clock.now();
-    const report = (outcome: string) =>
-      this.observer.emit({
-        type,
-        resources,
-        outcome,
-        durationMs: this.options.clock.now() - startMs,
-      });
-    operation.then(
-      () => report("ok"),
-      (error: unknown) => report(error instanceof RedquorumError ? error.code : "error"),
-    );
-    return operation;
-  }
-
-  private async acquireLock(
-    resources: readonly string[],
-    ttlMs: number,
-    options: AcquireOptions,
-  ): Promise<Lock> {
-    this.assertOpen();
-    const names = requireResources(resources);
-    const ttl = requireTtl(ttlMs, this.options);
-    const { signal, waitMs, retry } = resolveAcquireOptions(options, this.options.retry);
-    const { clock, random } = this.options;
-    signal?.throwIfAborted();
-    const keys = names.map((name, i) => lockKeyOf(this.options.keyPrefix, name, i));
-    const fenceKeys = this.options.fencing
-      ? names.map((name) => fenceKeyOf(this.options.keyPrefix, name))
-      : [];
-    const scriptKeys = acquireKeys(keys, fenceKeys);
-    const quarantineArg = this.quarantineArg;
-    const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
-    // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
-    await raceAbort(this.group.ready(), signal, deadlineMs - clock.now(), () =>
-      this.group.quorumError("acquire (first contact)", undefined),
-    );
-
-    // Made on the first wait only: an acquire that never waits (the common
-    // case) allocates nothing for the queue.
-    let waiter: Waiter | undefined;
-    let handoff: Handoff | undefined;
-    let failure: Error | undefined;
-    let attempt = 0;
-    let granted = false;
-    // Until it is this caller's turn for a round: woken by a release, handed
-    // a release, or its fallback timer (a poll, if no waiter of this
-    // instance is ahead; else the turn passes and counts as an attempt).
-    const awaitTurn = async (): Promise<void> => {
-      if (!waiter) {
-        if (this.waits.size >= limits.waitersMax) {
-          throw new QueueFullError("Redlock", limits.waitersMax);
-        }
-        waiter = new Waiter(keys);
-        this.waits.add(waiter);
-      }
-      for (;;) {
-        const jitter = retry.jitterMs === 0 ? 0 : random.integer(-retry.jitterMs, retry.jitterMs);
-        const delayMs = retry.delayMs + jitter;
-        if (clock.now() + delayMs >= deadlineMs) {
-          if (failure) throw failure;
-          return; // queued from the start: one round before giving up
-        }
-        this.assertOpen(); // close() ends parks; none may start after it
-        const wake = await waiter.park(delayMs, this.timer, signal);
-        if (wake.kind === "handoff") {
-          handoff = wake.handoff;
-          return;
-        }
-        if (wake.kind === "released" || this.waits.isFirst(waiter)) return;
-        if (attempt >= retry.retries) return; // the last attempt is always a round
-        attempt++;
-      }
-    };
-
-    try {
-      // A caller that may wait joins the queue behind this instance's
-      // waiters for these keys instead of racing them for the next release.
-      // After this instance released a lock that waiters elsewhere heard of,
-      // its own next acquire of it lets them go first (no barging).
-      const courtesyMs = retry.retries > 0 ? this.courtesy.remainingMs(keys[0]!) : 0;
-      if (courtesyMs > 0) await clock.sleep(Math.min(courtesyMs, deadlineMs - clock.now()), signal);
-      if (retry.retries > 0 && this.waits.hasWaiters(keys)) await awaitTurn();
-      for (;;) {
-        attempt++;
-        const from = handoff;
-        handoff = undefined;
-        let round: RoundResult<unknown> | undefined;
-        try {
-          this.assertOpen();
-          const value = toHex(random.bytes(limits.lockValueBytes));
-          const proposals = this.fences.proposals(fenceKeys);
-          // The same arguments go to every node: built once per attempt.
-          const args = acquireArgs(value, ttl, quarantineArg, proposals, from?.fromValue);
-          const startMs = clock.now();
-          round = await this.group.round(
-            (node, index) => this.run(node, index, acquireScript, scriptKeys, args),
-            {
-              isYes: isGrantedBy(fenceKeys.length > 0),
-              stop: "decided",
-              signal,
-              timeoutMs: this.options.nodeTimeoutMs,
-            },
-          );
-          const validUntil = validUntilMs(
-            startMs,
-            ttl,
-            this.options.driftFactor,
-            this.options.driftMs,
-          );
-          const majority = round.yesCount >= this.group.quorum;
-          let fences: Map<string, bigint> | undefined = new Map();
-          try {
-            if (majority && fenceKeys.length > 0 && !round.aborted) {
-              fences = await this.fences.commit(
-                { names, counterKeys: fenceKeys, scriptKeys, value, proposals },
-                round,
-                signal,
-              );
-            }
-          } catch (error) {
-            // Whatever went wrong, no key of this attempt may outlive it.
-            await releaseKeys(this.context, keys, value, "all");
-            throw error;
-          }
-          const valid = validUntil > clock.now();
-          if (majority && valid && fences && !this.group.refused && !this.closed) {
-            granted = true;
-            return new Lock(this, names, keys, value, validUntil, round.yesCount, fences);
-          }
-          // Seed 1, step 5: undo on every node, also those that seemed to fail
-          // (a timed-out SET may have executed). Never cancelled by the signal.
-          await releaseKeys(this.context, keys, value, "all");
-          if (round.aborted || signal?.aborted) throw signal?.reason;
-          if (this.group.refused) throw this.group.refused;
-          this.assertOpen();
-          failure = !fences
-            ? this.group.quorumError("fence", undefined)
-            : majority
-              ? new LockExpiredError(
-                  "acquire",
-                  names,
-                  `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
-                    `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
-                )
-              : this.acquireFailure(names, round, attempt);
-        } finally {
-          from?.settle(handoffOutcome(round, granted, this.nodeCount));
-        }
-        if (attempt > retry.retries) throw failure;
-        await awaitTurn();
-      }
-    } finally {
-      if (waiter) this.waits.remove(waiter, !granted);
-      handoff?.settle(handoffOutcome(undefined, false, this.nodeCount));
-    }
+    const acquiring = acquireLock(this.context, resources, ttlMs, options);
+    return this.track(this.counted("acquire", resources, acquiring));
   }
 
   /**
@@ -453,10 +191,10 @@ export class Redlock implements LockOwner {
 
   private async closeNow(): Promise<void> {
     this.closed = true;
-    this.fences.stop(new ClosedError("Redlock"));
-    this.waits.abortAll(new ClosedError("Redlock"));
-    await Promise.allSettled([...this.active, ...this.fences.running]);
-    await this.watch.close();
+    this.context.fences.stop(new ClosedError("Redlock"));
+    this.context.waits.abortAll(new ClosedError("Redlock"));
+    await Promise.allSettled([...this.active, ...this.context.fences.running]);
+    await this.context.watch.close();
     await this.group.close();
   }
 
@@ -495,38 +233,26 @@ export class Redlock implements LockOwner {
     return this.track(this.counted("release", lock.resources, releasing));
   }
 
-  /** Wakes the first waiter of `key` after a random 0 to noticeJitterMs. */
-  private wakeLater(key: string): void {
-    this.timer(this.options.random.integer(0, limits.noticeJitterMs), () => {
-      if (!this.closed) this.waits.released([key]);
-    });
-  }
-
-  private get quarantineArg(): string {
-    return this.options.quarantine ? String(this.options.maxTtlMs) : "0";
-  }
-
-  /**
-   * Why an attempt failed: if more nodes failed than a majority can spare,
-   * the cluster is the problem (QuorumError); otherwise enough nodes answered
-   * and someone else holds the resource.
-   */
-  private acquireFailure(
+  /** Reports an operation's outcome and duration to `onEvent`, if anyone listens. */
+  private counted<T>(
+    type: "acquire" | "extend" | "release",
     resources: readonly string[],
-    round: RoundResult<unknown>,
-    attempt: number,
-  ): Error {
-    const nodeCount = this.group.nodes.length;
-    if (round.errorCount > nodeCount - this.group.quorum || round.noCount === 0) {
-      return this.group.quorumError("acquire", round);
-    }
-    return new ResourceLockedError(
-      resources,
-      round.noCount,
-      nodeCount,
-      attempt,
-      nodeErrorsOf(round),
+    operation: Promise<T>,
+  ): Promise<T> {
+    if (!this.observer.counting) return operation;
+    const startMs = this.options.clock.now();
+    const report = (outcome: string) =>
+      this.observer.emit({
+        type,
+        resources,
+        outcome,
+        durationMs: this.options.clock.now() - startMs,
+      });
+    operation.then(
+      () => report("ok"),
+      (error: unknown) => report(error instanceof RedquorumError ? error.code : "error"),
     );
+    return operation;
   }
 
   private track<T>(operation: Promise<T>): Promise<T> {

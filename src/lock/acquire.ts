@@ -1,0 +1,188 @@
+/**
+ * One caller's acquire: its arguments checked and turned into keys, then
+ * attempts until one is granted or the retries, `waitMs` or the signal end
+ * it — and between attempts its turn in this instance's wait queue (woken
+ * by a release, handed a release, or its fallback timer).
+ */
+
+import { raceAbort } from "../clock.js";
+import { InvalidArgumentError, QueueFullError } from "../errors.js";
+import { fenceKeyOf } from "../fencing/scripts.js";
+import { limits } from "../limits.js";
+import { internalKeyPrefix } from "../node/lock-scripts.js";
+import { type AttemptContext, type AttemptRequest, runAttempt } from "./attempt.js";
+import type { LockContext } from "./context.js";
+import { handoffOutcome } from "./handoff.js";
+import type { Lock } from "./lock.js";
+import {
+  type AcquireOptions,
+  type ResolvedRetry,
+  requireResources,
+  requireTtl,
+  resolveAcquireOptions,
+} from "./options.js";
+import { acquireKeys } from "./scripts.js";
+import { type Handoff, Waiter } from "./wait-queue.js";
+
+export type AcquireContext = AttemptContext &
+  Pick<LockContext, "waits" | "courtesy" | "timer" | "assertOpen">;
+
+interface AcquireRequest extends AttemptRequest {
+  readonly retry: ResolvedRetry;
+  /** On the instance's clock; infinite without `waitMs`. */
+  readonly deadlineMs: number;
+}
+
+/**
+ * The Redis key of a resource. redquorum keeps its own state (node marker,
+ * quarantine, fencing counters, IDs) under "redquorum:": a lock key there
+ * could quarantine nodes or corrupt a counter, so such names are refused.
+ */
+function lockKeyOf(keyPrefix: string, resource: string, index: number): string {
+  const key = keyPrefix + resource;
+  if (key.startsWith(internalKeyPrefix)) {
+    throw new InvalidArgumentError(
+      `resources[${index}]`,
+      `the key ${JSON.stringify(key)} is in redquorum's own namespace ("${internalKeyPrefix}…": node ` +
+        "markers, quarantine, fencing counters, IDs); choose another resource name or keyPrefix",
+    );
+  }
+  return key;
+}
+
+/** Takes all `resources` for `ttlMs` (see `Redlock.acquire`). */
+export async function acquireLock(
+  context: AcquireContext,
+  resources: readonly string[],
+  ttlMs: number,
+  options: AcquireOptions,
+): Promise<Lock> {
+  const request = resolveRequest(context, resources, ttlMs, options);
+  const { clock } = context.options;
+  // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
+  await raceAbort(context.group.ready(), request.signal, request.deadlineMs - clock.now(), () =>
+    context.group.quorumError("acquire (first contact)", undefined),
+  );
+  return new Acquisition(context, request).run();
+}
+
+function resolveRequest(
+  context: AcquireContext,
+  resources: readonly string[],
+  ttlMs: number,
+  options: AcquireOptions,
+): AcquireRequest {
+  context.assertOpen();
+  const { keyPrefix, fencing, clock } = context.options;
+  const names = requireResources(resources);
+  const ttl = requireTtl(ttlMs, context.options);
+  const { signal, waitMs, retry } = resolveAcquireOptions(options, context.options.retry);
+  signal?.throwIfAborted();
+  const keys = names.map((name, i) => lockKeyOf(keyPrefix, name, i));
+  const counterKeys = fencing ? names.map((name) => fenceKeyOf(keyPrefix, name)) : [];
+  const scriptKeys = acquireKeys(keys, counterKeys);
+  const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
+  return { names, keys, counterKeys, scriptKeys, ttl, signal, retry, deadlineMs };
+}
+
+/** The attempts of one acquire, and its place in the wait queue between them. */
+class Acquisition {
+  private readonly context: AcquireContext;
+  private readonly request: AcquireRequest;
+  /** Made on the first wait only: an acquire that never waits (the common case) allocates nothing for the queue. */
+  private waiter: Waiter | undefined;
+  /** A release handed to this caller while parked, for its next attempt. */
+  private handoff: Handoff | undefined;
+  /** Why the last attempt failed. */
+  private failure: Error | undefined;
+  /** Attempts made, including turns that passed while others of this instance went first. */
+  private attempt = 0;
+  private granted = false;
+
+  constructor(context: AcquireContext, request: AcquireRequest) {
+    this.context = context;
+    this.request = request;
+  }
+
+  async run(): Promise<Lock> {
+    const { retry, keys } = this.request;
+    try {
+      await this.waitOutCourtesy();
+      // A caller that may wait joins the queue behind this instance's
+      // waiters for these keys instead of racing them for the next release.
+      if (retry.retries > 0 && this.context.waits.hasWaiters(keys)) await this.awaitTurn();
+      for (;;) {
+        this.attempt++;
+        const from = this.handoff;
+        this.handoff = undefined;
+        const verdict = await runAttempt(this.context, this.request, this.attempt, from);
+        if ("lock" in verdict) {
+          this.granted = true;
+          return verdict.lock;
+        }
+        this.failure = verdict.failure;
+        if (this.attempt > retry.retries) throw this.failure;
+        await this.awaitTurn();
+      }
+    } finally {
+      if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);
+      this.handoff?.settle(handoffOutcome(undefined, false, this.context.group.nodes.length));
+    }
+  }
+
+  /**
+   * After this instance released a lock that waiters elsewhere heard of,
+   * its own next acquire of it lets them go first (no barging).
+   */
+  private async waitOutCourtesy(): Promise<void> {
+    const { retry, keys, deadlineMs, signal } = this.request;
+    const { clock } = this.context.options;
+    const courtesyMs = retry.retries > 0 ? this.context.courtesy.remainingMs(keys[0]!) : 0;
+    if (courtesyMs > 0) await clock.sleep(Math.min(courtesyMs, deadlineMs - clock.now()), signal);
+  }
+
+  /**
+   * Until it is this caller's turn for a round: woken by a release, handed
+   * a release, or its fallback timer (a poll, if no waiter of this
+   * instance is ahead; else the turn passes and counts as an attempt).
+   * Throws the last failure once the deadline leaves no time to wait.
+   */
+  private async awaitTurn(): Promise<void> {
+    const waiter = this.joinQueue();
+    const { retry, deadlineMs, signal } = this.request;
+    const { clock } = this.context.options;
+    for (;;) {
+      const delayMs = this.nextDelayMs();
+      if (clock.now() + delayMs >= deadlineMs) {
+        if (this.failure) throw this.failure;
+        return; // queued from the start: one round before giving up
+      }
+      this.context.assertOpen(); // close() ends parks; none may start after it
+      const wake = await waiter.park(delayMs, this.context.timer, signal);
+      if (wake.kind === "handoff") {
+        this.handoff = wake.handoff;
+        return;
+      }
+      if (wake.kind === "released" || this.context.waits.isFirst(waiter)) return;
+      if (this.attempt >= retry.retries) return; // the last attempt is always a round
+      this.attempt++;
+    }
+  }
+
+  private joinQueue(): Waiter {
+    if (!this.waiter) {
+      const { waits } = this.context;
+      if (waits.size >= limits.waitersMax) throw new QueueFullError("Redlock", limits.waitersMax);
+      this.waiter = new Waiter(this.request.keys);
+      waits.add(this.waiter);
+    }
+    return this.waiter;
+  }
+
+  /** The retry delay, with its random jitter. */
+  private nextDelayMs(): number {
+    const { delayMs, jitterMs } = this.request.retry;
+    const { random } = this.context.options;
+    return delayMs + (jitterMs === 0 ? 0 : random.integer(-jitterMs, jitterMs));
+  }
+}

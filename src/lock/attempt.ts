@@ -1,0 +1,156 @@
+/**
+ * One acquire attempt, from its arguments to its verdict: a new random
+ * value, the acquire round (and the fencing tokens, if a majority granted),
+ * then either the granted lock, or — after undoing on every node what the
+ * attempt set — why it failed. A handoff the attempt used is settled
+ * whatever happens.
+ */
+
+import type { RandomSource } from "../clock.js";
+import { LockExpiredError, ResourceLockedError } from "../errors.js";
+import { limits } from "../limits.js";
+import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
+import { validUntilMs } from "../quorum/validity.js";
+import type { LockContext } from "./context.js";
+import { handoffOutcome } from "./handoff.js";
+import { Lock } from "./lock.js";
+import { releaseKeys } from "./release.js";
+import { acquireArgs, acquireScript, isGrantedBy } from "./scripts.js";
+import type { Handoff } from "./wait-queue.js";
+
+export type AttemptContext = Pick<
+  LockContext,
+  "owner" | "options" | "group" | "run" | "fences" | "quarantineArg" | "isClosed" | "assertOpen"
+>;
+
+/** What every attempt of one acquire shares: checked arguments and keys. */
+export interface AttemptRequest {
+  /** The resources as given. */
+  readonly names: readonly string[];
+  readonly keys: readonly string[];
+  /** Fencing counters, one per resource; none with fencing off. */
+  readonly counterKeys: readonly string[];
+  /** The acquire script's keys (acquireKeys). */
+  readonly scriptKeys: readonly string[];
+  readonly ttl: number;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** A granted lock, or why the attempt failed (the next attempt may still win). */
+export type Verdict = { readonly lock: Lock } | { readonly failure: Error };
+
+export function randomHex(random: RandomSource, byteCount: number): string {
+  const bytes = random.bytes(byteCount);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
+}
+
+/**
+ * Attempt number `attempt`; `from`: a handoff to take over. Rejects only
+ * when nothing can follow: the signal, a refused node group, `close()`.
+ */
+export async function runAttempt(
+  context: AttemptContext,
+  request: AttemptRequest,
+  attempt: number,
+  from: Handoff | undefined,
+): Promise<Verdict> {
+  const { options, group } = context;
+  let round: RoundResult<unknown> | undefined;
+  let granted = false;
+  try {
+    context.assertOpen();
+    const value = randomHex(options.random, limits.lockValueBytes);
+    const proposals = context.fences.proposals(request.counterKeys);
+    // The same arguments go to every node: built once per attempt.
+    const args = acquireArgs(value, request.ttl, context.quarantineArg, proposals, from?.fromValue);
+    const startMs = options.clock.now();
+    round = await group.round(
+      (node, index) => context.run(node, index, acquireScript, request.scriptKeys, args),
+      {
+        isYes: isGrantedBy(request.counterKeys.length > 0),
+        stop: "decided",
+        signal: request.signal,
+        timeoutMs: options.nodeTimeoutMs,
+      },
+    );
+    const validUntil = validUntilMs(startMs, request.ttl, options.driftFactor, options.driftMs);
+    const majority = round.yesCount >= group.quorum;
+    const fences = await fencesOrUndo(context, request, value, proposals, round, majority);
+    const valid = validUntil > options.clock.now();
+    if (majority && valid && fences && !group.refused && !context.isClosed()) {
+      granted = true;
+      const { names, keys } = request;
+      return {
+        lock: new Lock(context.owner, names, keys, value, validUntil, round.yesCount, fences),
+      };
+    }
+    // Seed 1, step 5: undo on every node, also those that seemed to fail
+    // (a timed-out SET may have executed). Never cancelled by the signal.
+    await releaseKeys(context, request.keys, value, "all");
+    if (round.aborted || request.signal?.aborted) throw request.signal?.reason;
+    if (group.refused) throw group.refused;
+    context.assertOpen();
+    return { failure: failureOf(context, request, round, attempt, majority, fences !== undefined) };
+  } finally {
+    from?.settle(handoffOutcome(round, granted, group.nodes.length));
+  }
+}
+
+/**
+ * The fencing tokens of an attempt: none needed unless a majority granted
+ * with fencing on; undefined if none could be committed. Whatever goes
+ * wrong meanwhile, no key of this attempt may outlive it.
+ */
+async function fencesOrUndo(
+  context: AttemptContext,
+  request: AttemptRequest,
+  value: string,
+  proposals: readonly bigint[],
+  round: RoundResult<unknown>,
+  majority: boolean,
+): Promise<Map<string, bigint> | undefined> {
+  if (!majority || request.counterKeys.length === 0 || round.aborted) return new Map();
+  const { names, counterKeys, scriptKeys, signal } = request;
+  try {
+    return await context.fences.commit(
+      { names, counterKeys, scriptKeys, value, proposals },
+      round,
+      signal,
+    );
+  } catch (error) {
+    await releaseKeys(context, request.keys, value, "all");
+    throw error;
+  }
+}
+
+/**
+ * Why an attempt that was not granted failed: no fencing token committed;
+ * a majority granted but too slowly for the TTL; more nodes failed than a
+ * majority can spare, so the cluster is the problem (QuorumError); or
+ * enough nodes answered and someone else holds the resource.
+ */
+function failureOf(
+  context: AttemptContext,
+  request: AttemptRequest,
+  round: RoundResult<unknown>,
+  attempt: number,
+  majority: boolean,
+  fenced: boolean,
+): Error {
+  const { group } = context;
+  const { names, ttl } = request;
+  if (!fenced) return group.quorumError("fence", undefined);
+  if (majority) {
+    return new LockExpiredError(
+      "acquire",
+      names,
+      `a majority granted ${JSON.stringify(names[0])} but the validity ran out during the ` +
+        `round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
+    );
+  }
+  const nodeCount = group.nodes.length;
+  if (round.errorCount > nodeCount - group.quorum || round.noCount === 0) {
+    return group.quorumError("acquire", round);
+  }
+  return new ResourceLockedError(names, round.noCount, nodeCount, attempt, nodeErrorsOf(round));
+}
