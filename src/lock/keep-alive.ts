@@ -1,3 +1,9 @@
+/**
+ * The keep-alive of `Redlock.using`: runs a routine while extending its
+ * lock before it runs out, aborts the routine's signal before the validity
+ * ends when the lock cannot be kept, and releases the lock at the end.
+ */
+
 import { assert } from "../assert.js";
 import { LockExpiredError, LockLostError } from "../errors.js";
 import type { Lock } from "./lock.js";
@@ -26,32 +32,86 @@ export async function runKeepingAlive<T>(
   routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
   options: KeepAliveOptions,
 ): Promise<T> {
-  const { ttlMs, extendThresholdMs, marginMs, retryDelayMs } = options;
-  assert(marginMs < extendThresholdMs, "the margin must be below the extension threshold");
-  const controller = new AbortController();
-  let stopped = false;
-  let extendTimer: ReturnType<typeof setTimeout> | undefined;
-  let deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  assert(
+    options.marginMs < options.extendThresholdMs,
+    "the margin must be below the extension threshold",
+  );
+  const keeper = new KeepAlive(lock, options);
+  keeper.start();
+  let result: T;
+  try {
+    result = await routine(keeper.signal, lock);
+  } catch (error) {
+    keeper.stop();
+    // The routine's error comes out unchanged; the release is best effort.
+    await lock.release().catch(() => {});
+    throw error;
+  }
+  keeper.stop();
+  if (keeper.signal.aborted) {
+    await lock.release().catch(() => {});
+    throw keeper.signal.reason;
+  }
+  await lock.release();
+  return result;
+}
 
-  let extending = false;
-  const stop = () => {
-    stopped = true;
-    lock.onValidityChange = undefined;
-    clearTimeout(extendTimer);
-    clearTimeout(deadlineTimer);
-  };
-  const lose = (cause: unknown) => {
-    if (controller.signal.aborted) return;
-    stop();
-    controller.abort(new LockLostError(lock.resources, cause));
-  };
-  // Independent of how extensions go: abort before the validity ends.
-  const armDeadline = () => {
-    clearTimeout(deadlineTimer);
-    deadlineTimer = setTimeout(
+/** The timers that keep one lock extended, and the signal that says it was lost. */
+class KeepAlive {
+  private readonly lock: Lock;
+  private readonly options: KeepAliveOptions;
+  private readonly controller = new AbortController();
+  private stopped = false;
+  /** An extension is running: its outcome re-arms the timers, not the lock's validity change. */
+  private extending = false;
+  private extendTimer: ReturnType<typeof setTimeout> | undefined;
+  private deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(lock: Lock, options: KeepAliveOptions) {
+    this.lock = lock;
+    this.options = options;
+  }
+
+  /** Aborts with `LockLostError` when the lock cannot be kept. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  start(): void {
+    // The routine may extend (or a failed extension shorten) the lock itself:
+    // the deadline and the next extension follow the validity it now has.
+    this.lock.onValidityChange = () => {
+      if (this.stopped || this.extending) return;
+      this.armDeadline();
+      clearTimeout(this.extendTimer);
+      this.scheduleExtension(this.lock.remainingMs() - this.options.extendThresholdMs);
+    };
+    this.armDeadline();
+    this.scheduleExtension(this.lock.remainingMs() - this.options.extendThresholdMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.lock.onValidityChange = undefined;
+    clearTimeout(this.extendTimer);
+    clearTimeout(this.deadlineTimer);
+  }
+
+  private lose(cause: unknown): void {
+    if (this.controller.signal.aborted) return;
+    this.stop();
+    this.controller.abort(new LockLostError(this.lock.resources, cause));
+  }
+
+  /** Independent of how extensions go: abort before the validity ends. */
+  private armDeadline(): void {
+    const { lock } = this;
+    const { marginMs } = this.options;
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = setTimeout(
       () => {
         if (lock.remainingMs() <= marginMs) {
-          lose(
+          this.lose(
             new LockExpiredError(
               "keep",
               lock.resources,
@@ -59,62 +119,39 @@ export async function runKeepingAlive<T>(
             ),
           );
         } else {
-          armDeadline();
+          this.armDeadline();
         }
       },
       Math.max(0, lock.remainingMs() - marginMs),
     );
-  };
-  const scheduleExtension = (delayMs: number) => {
-    if (stopped) return;
-    extendTimer = setTimeout(extend, Math.max(0, delayMs));
-  };
-  const extend = async () => {
-    if (stopped) return;
-    extending = true;
+  }
+
+  private scheduleExtension(delayMs: number): void {
+    if (this.stopped) return;
+    this.extendTimer = setTimeout(() => void this.extend(), Math.max(0, delayMs));
+  }
+
+  private async extend(): Promise<void> {
+    if (this.stopped) return;
+    const { lock } = this;
+    const { ttlMs, extendThresholdMs, marginMs, retryDelayMs } = this.options;
+    this.extending = true;
     try {
       await lock.extend(ttlMs);
-      extending = false;
-      if (stopped) return;
-      armDeadline();
-      scheduleExtension(lock.remainingMs() - extendThresholdMs);
+      this.extending = false;
+      if (this.stopped) return;
+      this.armDeadline();
+      this.scheduleExtension(lock.remainingMs() - extendThresholdMs);
     } catch (error) {
-      extending = false;
-      if (stopped) return;
+      this.extending = false;
+      if (this.stopped) return;
       // A failed extension may have lowered the validity: re-arm first.
-      armDeadline();
+      this.armDeadline();
       // Refused: the keys are gone or no longer ours; no retry can help.
-      if (error instanceof LockExpiredError) return lose(error);
+      if (error instanceof LockExpiredError) return this.lose(error);
       // Nodes failing: try again while there is validity to spare.
-      if (lock.remainingMs() - retryDelayMs > marginMs) scheduleExtension(retryDelayMs);
-      else lose(error);
+      if (lock.remainingMs() - retryDelayMs > marginMs) this.scheduleExtension(retryDelayMs);
+      else this.lose(error);
     }
-  };
-  // The routine may extend (or a failed extension shorten) the lock itself:
-  // the deadline and the next extension follow the validity it now has.
-  lock.onValidityChange = () => {
-    if (stopped || extending) return;
-    armDeadline();
-    clearTimeout(extendTimer);
-    scheduleExtension(lock.remainingMs() - extendThresholdMs);
-  };
-
-  armDeadline();
-  scheduleExtension(lock.remainingMs() - extendThresholdMs);
-  let result: T;
-  try {
-    result = await routine(controller.signal, lock);
-  } catch (error) {
-    stop();
-    // The routine's error comes out unchanged; the release is best effort.
-    await lock.release().catch(() => {});
-    throw error;
   }
-  stop();
-  if (controller.signal.aborted) {
-    await lock.release().catch(() => {});
-    throw controller.signal.reason;
-  }
-  await lock.release();
-  return result;
 }
