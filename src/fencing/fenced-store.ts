@@ -1,3 +1,8 @@
+/**
+ * The protected side of fencing: `fencedSet`, a write a Redis the caller
+ * protects accepts only with a token at least as high as any it has seen.
+ */
+
 import { raceAbort } from "../clock.js";
 import { parseCounter } from "../decimal.js";
 import { InvalidArgumentError, NodeError, NodeTimeoutError, RedquorumError } from "../errors.js";

@@ -1,3 +1,9 @@
+/**
+ * A granted lock as its holder sees it: keys, value, fencing tokens and
+ * validity, with extend and release, which it passes back to the Redlock
+ * that granted it (`LockOwner`).
+ */
+
 import type { Clock } from "../clock.js";
 import { LockExpiredError } from "../errors.js";
 

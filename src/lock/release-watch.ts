@@ -1,3 +1,10 @@
+/**
+ * Releases across Redlock instances: hearing the releases other instances
+ * announce for the keys this one waits for (ReleaseWatch, one ChannelSync
+ * per node), and letting their waiters go first after a release of ours
+ * they heard (Courtesy).
+ */
+
 import type { Clock } from "../clock.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Subscription } from "../node/transport.js";
