@@ -8,6 +8,7 @@
 
 import { parseCounter } from "../decimal.js";
 import type { RoundResult } from "../quorum/round.js";
+import { fenceVote } from "./scripts.js";
 
 export interface FenceTally {
   /** Per resource: how many granting nodes accepted the proposal. */
@@ -26,7 +27,7 @@ export function tallyFences(round: RoundResult<unknown>, count: number): FenceTa
     for (let i = 0; i < count; i++) {
       const current = parseCounter(reply[1 + 2 * i]);
       if (current > highest[i]!) highest[i] = current;
-      if (reply[2 + 2 * i] === 1) accepted[i]!++;
+      if (reply[2 + 2 * i] === fenceVote.accepted) accepted[i]!++;
     }
   }
   return { accepted, highest };

@@ -25,22 +25,28 @@ function nodeOf(client: Exclude<NodeInput, string>): RedisNode {
   return node!;
 }
 
+/** fencedSetScript's reply: {written}, or {refused, seen}. */
+const fencedSetReply = {
+  written: 1,
+  refused: 0,
+} as const;
+
 /**
  * The protected side of fencing: a token is worthless unless the resource
  * checks it. This script writes a key only if the writer's token is at least
  * the highest token seen for that key (equal: the same holder writing
  * again), and remembers the token. KEYS[1] the data key, KEYS[2] where the
  * highest token is kept; ARGV[1] the value, ARGV[2] the token (decimal).
- * {1}: written; {0, seen}: refused, a later holder has written.
+ * {written}: written; {refused, seen}: refused, a later holder has written.
  */
 export const fencedSetScript = new LuaScript(
   "fenced-set",
   `local seen = redis.call('get', KEYS[2])
 local token = ARGV[2]
-if seen and (#token < #seen or (#token == #seen and token < seen)) then return {0, seen} end
+if seen and (#token < #seen or (#token == #seen and token < seen)) then return {${fencedSetReply.refused}, seen} end
 redis.call('set', KEYS[2], token)
 redis.call('set', KEYS[1], ARGV[1])
-return {1}`,
+return {${fencedSetReply.written}}`,
 );
 
 export interface FencedSetResult {
@@ -87,7 +93,7 @@ export async function fencedSet(
       timeoutMs,
       () => new NodeTimeoutError(node.endpoint, timeoutMs),
     )) as unknown[];
-    if (reply[0] === 1) return { written: true };
+    if (reply[0] === fencedSetReply.written) return { written: true };
     return { written: false, seenToken: parseCounter(reply[1]) };
   } catch (error) {
     throw error instanceof RedquorumError ? error : new NodeError(node.endpoint, error);

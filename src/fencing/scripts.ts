@@ -39,6 +39,12 @@ export const fenceReply = {
   unknown: -2,
 } as const;
 
+/** Per counter in a fenced reply: whether the node accepted our proposal (accepted_i). */
+export const fenceVote = {
+  accepted: 1,
+  refused: 0,
+} as const;
+
 /** Decimal strings without leading zeros: shorter is less, then bytewise. */
 const less = `
 local function less(a, b)
@@ -107,7 +113,7 @@ local function readFences(marker, floorKey, counters, proposals)
     local current = redis.call('get', counters[i]) or '0'
     if less(current, floor) then current = floor end
     reply[2 * i] = current
-    reply[2 * i + 1] = less(current, proposals[i]) and 1 or 0
+    reply[2 * i + 1] = less(current, proposals[i]) and ${fenceVote.accepted} or ${fenceVote.refused}
   end
   return reply
 end
@@ -117,7 +123,7 @@ local function applyFences(highestKey, counters, proposals, reply)
   for i = 1, #counters do
     -- Only ever raises: read again, in case two names share one counter.
     local now = redis.call('get', counters[i]) or '0'
-    if reply[2 * i + 1] == 1 and less(now, proposals[i]) then
+    if reply[2 * i + 1] == ${fenceVote.accepted} and less(now, proposals[i]) then
       redis.call('set', counters[i], proposals[i])
       if less(highest, proposals[i]) then
         highest = proposals[i]
