@@ -5,7 +5,6 @@ import {
   AlreadyInitializedError,
   ClosedError,
   ContentionError,
-  DurabilityError,
   IdOverflowError,
   NodeError,
   NotInitializedError,
@@ -13,6 +12,7 @@ import {
   QuorumError,
   RedquorumError,
 } from "../errors.js";
+import { checkDurability } from "../node/durability.js";
 import {
   certifyScript,
   initScript,
@@ -20,7 +20,6 @@ import {
   readScript,
   repairScript,
 } from "../node/id-scripts.js";
-import { configValue } from "../node/inspect.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -727,64 +726,4 @@ function asRedquorumError(error: unknown): RedquorumError {
   return error instanceof RedquorumError
     ? error
     : new RedquorumError("ERR_NODE", String(error), { cause: error });
-}
-
-/**
- * NextId needs every acknowledged write on disk before the answer (seed 2):
- * `appendonly yes` and `appendfsync always`, read with CONFIG GET.
- */
-async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void> {
-  // One round trip for the three settings (a pattern, so Redis 6.2 takes it
-  // too): this runs again after every reconnect and recheck interval.
-  let reply: unknown;
-  try {
-    reply = await node.command(["CONFIG", "GET", "*append*"], { timeoutMs });
-  } catch (error) {
-    const message =
-      error instanceof Error
-        ? error.cause instanceof Error
-          ? error.cause.message
-          : error.message
-        : "";
-    if (/unknown command|NOPERM|not allowed/i.test(message)) {
-      throw new DurabilityError(
-        node.endpoint,
-        "CONFIG",
-        `${node.endpoint} does not allow CONFIG GET (${message.trim()}), so its persistence cannot be checked: ` +
-          "if it runs with appendonly yes and appendfsync always, pass unsafeAllowNonDurableNodes: true",
-      );
-    }
-    throw error;
-  }
-  const setting = (name: string) => configValue(reply, name);
-  const appendonly = setting("appendonly");
-  if (appendonly !== "yes") {
-    throw new DurabilityError(
-      node.endpoint,
-      "appendonly",
-      `${node.endpoint} has appendonly ${appendonly || "(unknown)"}: NextId needs appendonly yes and ` +
-        "appendfsync always, or a restarted node can forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
-    );
-  }
-  const appendfsync = setting("appendfsync");
-  if (appendfsync !== "always") {
-    throw new DurabilityError(
-      node.endpoint,
-      "appendfsync",
-      `${node.endpoint} has appendfsync ${appendfsync || "(unknown)"}: NextId needs appendfsync always, or a power ` +
-        "loss can make it forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
-    );
-  }
-  // With "yes", Redis skips fsync while a rewrite or save child runs, even
-  // with appendfsync always: an acknowledged write can be lost then.
-  const noFsyncOnRewrite = setting("no-appendfsync-on-rewrite");
-  if (noFsyncOnRewrite !== "no") {
-    throw new DurabilityError(
-      node.endpoint,
-      "no-appendfsync-on-rewrite",
-      `${node.endpoint} has no-appendfsync-on-rewrite ${noFsyncOnRewrite || "(unknown)"}: Redis then skips fsync ` +
-        "while it rewrites the AOF or saves a snapshot, so NextId needs no-appendfsync-on-rewrite no " +
-        "(pass unsafeAllowNonDurableNodes: true to accept the risk)",
-    );
-  }
 }
