@@ -1,6 +1,7 @@
 import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
+import type { NodeWarning } from "../node/admission.js";
 import { internalKeyPrefix } from "../node/lock-scripts.js";
 import {
   type Logger,
@@ -8,7 +9,6 @@ import {
   type RedquorumEvent,
   resolveObserveOptions,
 } from "../observe.js";
-import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
   rejectUnknownOptions,
