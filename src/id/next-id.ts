@@ -1,6 +1,6 @@
 import { assert } from "../assert.js";
 import { raceAbort } from "../clock.js";
-import { maxId, maxOf, parseCounter } from "../decimal.js";
+import { maxId, maxOf } from "../decimal.js";
 import {
   AlreadyInitializedError,
   ClosedError,
@@ -13,13 +13,6 @@ import {
   RedquorumError,
 } from "../errors.js";
 import { checkDurability } from "../node/durability.js";
-import {
-  certifyScript,
-  initScript,
-  proposeScript,
-  readScript,
-  repairScript,
-} from "../node/id-scripts.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -29,48 +22,35 @@ import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
 import {
-  idKeySuffixes,
+  type CounterKeys,
+  type CounterReply,
+  certifyKeys,
+  certifyScript,
+  checkedReply,
+  counterKeys,
+  counterScripts,
+  counterStatus,
+  counterValueOf,
+  holdsCounter,
+  initScript,
+  isAccepted,
+  lossOf,
+  lossReason,
+  markerHeld,
+  needsRepair,
+  proposeScript,
+  readScript,
+  repairReply,
+  repairScript,
+  statusOf,
+} from "./counter.js";
+import {
   idLimits,
   type NextIdOptions,
   type ResolvedNextIdOptions,
   requireBatchCount,
   resolveNextIdOptions,
 } from "./options.js";
-
-/** A node's answer to a counter script: [status, value?] (see `id-scripts.ts`). */
-type CounterReply = readonly [number, string?];
-
-const accepted = 1;
-const amnesia = 2;
-const missing = 3;
-const suspect = 4;
-/** Statuses of a node that is excluded until repaired. */
-const needsRepair = (status: number) =>
-  status === amnesia || status === missing || status === suspect;
-
-/**
- * A counter script's reply, checked: anything else (a corrupted value, a key
- * of the wrong type answered by an old script) is that node's error, not a
- * crash of the round.
- */
-function checkedReply(node: RedisNode, reply: unknown): CounterReply {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number") {
-    throw new NodeError(node.endpoint, new Error(`unexpected reply ${JSON.stringify(reply)}`));
-  }
-  const [status, value] = reply as [number, unknown];
-  if (status === accepted || status === 0) {
-    try {
-      parseCounter(value);
-    } catch (error) {
-      throw new NodeError(node.endpoint, error);
-    }
-  }
-  return reply as unknown as CounterReply;
-}
-
-const statusOf = (reply: unknown): number =>
-  Array.isArray(reply) && typeof reply[0] === "number" ? reply[0] : -1;
-const isAccepted = (reply: unknown) => statusOf(reply) === accepted;
 
 interface Waiter {
   readonly count: number;
@@ -112,7 +92,7 @@ interface RoundFailure {
 export class NextId {
   readonly options: ResolvedNextIdOptions;
   private readonly group: NodeGroup;
-  private readonly keys: readonly [string, string, string];
+  private readonly keys: CounterKeys;
   private readonly queue: Waiter[] = [];
   /** Highest counter value seen on any node, or accepted by one. */
   private knownMax = 0n;
@@ -139,7 +119,7 @@ export class NextId {
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
     this.options = resolveNextIdOptions(options);
-    this.keys = [this.options.key, `${this.options.key}:marker`, `${this.options.key}:lost`];
+    this.keys = counterKeys(this.options.key);
     this.observer = new Observer(this.options.observe);
     this.group = new NodeGroup(createNodes(nodes), {
       observer: this.observer,
@@ -148,8 +128,8 @@ export class NextId {
       graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
       extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
-      certify: { script: certifyScript, keys: [...this.keys, this.options.key + idKeySuffixes[2]] },
-      scripts: [proposeScript, readScript, repairScript, initScript],
+      certify: { script: certifyScript, keys: certifyKeys(this.options.key) },
+      scripts: counterScripts,
     });
   }
 
@@ -211,9 +191,7 @@ export class NextId {
       .filter((_, i) => {
         const outcome = reads.outcomes[i];
         return (
-          outcome?.kind === "yes" &&
-          statusOf(outcome.value) === accepted &&
-          parseCounter((outcome.value as CounterReply)[1]) > 0n
+          outcome?.kind === "yes" && isAccepted(outcome.value) && counterValueOf(outcome.value) > 0n
         );
       })
       .map((node) => node.endpoint);
@@ -246,7 +224,7 @@ export class NextId {
       this.group.nodes.map((node) =>
         readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
           marker: this.keys[1],
-          markerOk: (value) => value === "1",
+          markerOk: (value) => value === markerHeld,
         }),
       ),
     );
@@ -458,7 +436,7 @@ export class NextId {
       if (!outcome || outcome.kind === "error") return;
       const status = statusOf(outcome.value);
       if (needsRepair(status)) return;
-      const value = parseCounter((outcome.value as CounterReply)[1]);
+      const value = counterValueOf(outcome.value);
       this.knownMax = maxOf(this.knownMax, value);
       if (outcome.kind === "yes") {
         previousMax = maxOf(previousMax, value);
@@ -532,20 +510,11 @@ export class NextId {
       if (outcome?.kind !== "no") return;
       const status = statusOf(outcome.value);
       // A suspect node kept a counter; it may only lag.
-      if (!needsRepair(status) || status === suspect) known++;
+      if (holdsCounter(status)) known++;
       if (needsRepair(status)) {
         lost++;
         errors.push(
-          new NodeError(
-            this.group.nodes[index]!.endpoint,
-            new Error(
-              status === amnesia
-                ? "lost its data (marker gone); excluded until repaired"
-                : status === suspect
-                  ? "restarted (a new run_id) and may have come back older; excluded until repaired"
-                  : "counter missing; excluded until repaired",
-            ),
-          ),
+          new NodeError(this.group.nodes[index]!.endpoint, new Error(lossReason(status))),
         );
       }
     });
@@ -603,8 +572,7 @@ export class NextId {
       if (read.yesCount >= this.group.quorum) {
         let readMax = 0n;
         for (const outcome of read.outcomes) {
-          if (outcome?.kind === "yes")
-            readMax = maxOf(readMax, parseCounter((outcome.value as CounterReply)[1]));
+          if (outcome?.kind === "yes") readMax = maxOf(readMax, counterValueOf(outcome.value));
         }
         const proposal = readMax + 1n;
         if (proposal > maxId) throw new IdOverflowError(readMax, 1, maxId);
@@ -660,19 +628,23 @@ export class NextId {
     if (read.yesCount < repairReadsOf(this.group.nodes.length)) return;
     let value = 0n;
     for (const outcome of read.outcomes) {
-      if (outcome?.kind === "yes")
-        value = maxOf(value, parseCounter((outcome.value as CounterReply)[1]));
+      if (outcome?.kind === "yes") value = maxOf(value, counterValueOf(outcome.value));
     }
     await this.group
       .round(
         (node, i) =>
           i === index
             ? node.evalScript(repairScript, this.keys, [value.toString(), token])
-            : Promise.resolve(0),
-        { isYes: (reply) => reply === 1, stop: "all", signal, timeoutMs: nodeTimeoutMs },
+            : Promise.resolve(repairReply.notApplied),
+        {
+          isYes: (reply) => reply === repairReply.applied,
+          stop: "all",
+          signal,
+          timeoutMs: nodeTimeoutMs,
+        },
       )
       .then((round) => {
-        // "no" (0): someone else repaired this loss first, or the node lost
+        // "no" (notApplied): someone else repaired this loss first, or the node lost
         // its data again since (a new token): nothing of ours was applied.
         if (round.outcomes[index]?.kind !== "yes") throw new Error("repair not applied");
       });
@@ -696,15 +668,17 @@ export class NextId {
   ): Promise<CounterReply> {
     return node.evalScript(script, this.keys, args).then((reply) => {
       const checked = checkedReply(node, reply);
-      const status = checked[0];
       // Only proposals leave a loss token; reads answer without one.
-      if (needsRepair(status) && checked[1] !== undefined) {
+      const loss = lossOf(checked);
+      if (loss) {
         this.observer.node(
           node.endpoint,
           "needs repair",
-          status === suspect ? "restarted (a new run_id)" : "lost its ID counter",
+          loss.status === counterStatus.suspect
+            ? "restarted (a new run_id)"
+            : "lost its ID counter",
         );
-        this.scheduleRepair(index, String(checked[1]));
+        this.scheduleRepair(index, loss.token);
       }
       return checked;
     });

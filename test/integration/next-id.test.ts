@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { repairScript } from "../../src/id/counter.js";
 import {
   AlreadyInitializedError,
   DurabilityError,
@@ -11,7 +12,6 @@ import {
   NotInitializedError,
   QuorumError,
 } from "../../src/index.js";
-import { repairScript } from "../../src/node/id-scripts.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
