@@ -19,7 +19,7 @@ import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
 import {
   type CounterKeys,
@@ -29,7 +29,6 @@ import {
   checkedReply,
   counterKeys,
   counterScripts,
-  counterStatus,
   counterValueOf,
   holdsCounter,
   initScript,
@@ -40,8 +39,6 @@ import {
   needsRepair,
   proposeScript,
   readScript,
-  repairReply,
-  repairScript,
   statusOf,
 } from "./counter.js";
 import {
@@ -51,6 +48,7 @@ import {
   requireBatchCount,
   resolveNextIdOptions,
 } from "./options.js";
+import { IdRepairs } from "./repair.js";
 
 interface Waiter {
   readonly count: number;
@@ -107,15 +105,13 @@ export class NextId {
   /** Lost rounds in a row that were only refused (stale proposals). */
   private staleLosses = 0;
   private backoff: Promise<void> | undefined;
-  private readonly repairing = new Set<number>();
-  private readonly repairs = new Set<Promise<void>>();
+  private readonly repairs: IdRepairs;
   private readonly lifetime = new AbortController();
   /** Rounds in flight; `close()` waits for them before closing connections. */
   private readonly rounds = new Set<Promise<void>>();
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly observer: Observer;
-  private repairCount = 0;
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
     this.options = resolveNextIdOptions(options);
@@ -130,6 +126,16 @@ export class NextId {
       extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
       certify: { script: certifyScript, keys: certifyKeys(this.options.key) },
       scripts: counterScripts,
+    });
+    this.repairs = new IdRepairs({
+      group: this.group,
+      keys: this.keys,
+      observer: this.observer,
+      options: this.options,
+      signal: this.lifetime.signal,
+      onRepaired: (value) => {
+        this.knownMax = maxOf(this.knownMax, value);
+      },
     });
   }
 
@@ -148,7 +154,7 @@ export class NextId {
 
   /** How many lost node counters this instance has repaired. */
   get repairedCount(): number {
-    return this.repairCount;
+    return this.repairs.repairedCount;
   }
 
   /** One new ID, larger than every ID any caller had received before this call. */
@@ -245,7 +251,7 @@ export class NextId {
     this.closed = true;
     this.lifetime.abort(new ClosedError("NextId"));
     for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
-    await Promise.allSettled([...this.rounds, ...this.repairs]);
+    await Promise.allSettled([...this.rounds, this.repairs.settled()]);
     // Calls a round could not serve were put back in the queue meanwhile.
     for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
     await this.group.close();
@@ -588,72 +594,6 @@ export class NextId {
     }
   }
 
-  // ---- repair -------------------------------------------------------------
-
-  /**
-   * A node answered that its counter is gone (in any reply, also one that
-   * came after its round had ended). It is excluded (its answers do not
-   * count) until repaired: after `repairDelayMs`, when no round that might
-   * still count its old vote is running, its counter is raised to the
-   * maximum read from `repairReadsOf(N)` = N - Q + 1 other nodes that kept
-   * theirs. Those meet every winning majority in a node other than the lost
-   * one, so the repaired value is at least every ID handed out.
-   */
-  private scheduleRepair(index: number, token: string): void {
-    if (this.repairing.has(index) || this.closed) return;
-    this.repairing.add(index);
-    const repair = this.repair(index, token)
-      .catch(() => {}) // a later round that meets the node again schedules another try
-      .finally(() => {
-        this.repairing.delete(index);
-        this.repairs.delete(repair);
-      });
-    this.repairs.add(repair);
-  }
-
-  private async repair(index: number, token: string): Promise<void> {
-    const { clock, nodeTimeoutMs, repairDelayMs } = this.options;
-    const signal = this.lifetime.signal;
-    await clock.sleep(repairDelayMs, signal);
-    const lostNode = this.group.nodes[index]!;
-    const read = await this.group.round(
-      (node, i) =>
-        i === index
-          ? Promise.reject(new Error("being repaired"))
-          : this.runCounterScript(node, i, readScript, []),
-      { isYes: isAccepted, stop: "all", signal, timeoutMs: nodeTimeoutMs },
-    );
-    // Only nodes that kept their counter say yes: a node that lost its own
-    // is never read from.
-    if (read.yesCount < repairReadsOf(this.group.nodes.length)) return;
-    let value = 0n;
-    for (const outcome of read.outcomes) {
-      if (outcome?.kind === "yes") value = maxOf(value, counterValueOf(outcome.value));
-    }
-    await this.group
-      .round(
-        (node, i) =>
-          i === index
-            ? node.evalScript(repairScript, this.keys, [value.toString(), token])
-            : Promise.resolve(repairReply.notApplied),
-        {
-          isYes: (reply) => reply === repairReply.applied,
-          stop: "all",
-          signal,
-          timeoutMs: nodeTimeoutMs,
-        },
-      )
-      .then((round) => {
-        // "no" (notApplied): someone else repaired this loss first, or the node lost
-        // its data again since (a new token): nothing of ours was applied.
-        if (round.outcomes[index]?.kind !== "yes") throw new Error("repair not applied");
-      });
-    this.knownMax = maxOf(this.knownMax, value);
-    this.repairCount++;
-    this.observer.node(lostNode.endpoint, "repaired", `ID counter raised to ${value}`);
-    this.options.onRepair({ endpoint: lostNode.endpoint, value });
-  }
-
   /**
    * Runs a counter script on one node and checks its reply. A reply saying
    * the node lost its counter schedules the repair here, for every reply:
@@ -670,16 +610,7 @@ export class NextId {
       const checked = checkedReply(node, reply);
       // Only proposals leave a loss token; reads answer without one.
       const loss = lossOf(checked);
-      if (loss) {
-        this.observer.node(
-          node.endpoint,
-          "needs repair",
-          loss.status === counterStatus.suspect
-            ? "restarted (a new run_id)"
-            : "lost its ID counter",
-        );
-        this.scheduleRepair(index, loss.token);
-      }
+      if (loss) this.repairs.nodeLost(index, loss);
       return checked;
     });
   }
