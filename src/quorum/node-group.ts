@@ -139,15 +139,18 @@ export class NodeGroup {
 
   /**
    * The error of a round that did not get `needed` yes votes (a majority
-   * unless said otherwise), with each failing node's error; `round`
-   * undefined for one that could not start (first contact timed out).
+   * unless said otherwise), with each failing node's error, then
+   * `answerErrors`: what the owner read in nodes' answers (a node excluded
+   * until repaired); `round` undefined for one that could not start (first
+   * contact timed out).
    */
   quorumError(
     operation: string,
     round: RoundResult<unknown> | undefined,
     needed = this.quorum,
+    answerErrors: readonly NodeError[] = [],
   ): QuorumError {
-    const errors = round ? nodeErrorsOf(round) : [];
+    const errors = [...(round ? nodeErrorsOf(round) : []), ...answerErrors];
     return new QuorumError(operation, needed, this.nodes.length, round?.yesCount ?? 0, errors);
   }
 
