@@ -13,7 +13,6 @@ import type { RedisNode } from "../node/redis-node.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { RoundOptions, RoundResult } from "../quorum/round.js";
 import {
-  type CounterKeys,
   type CounterLoss,
   type CounterReply,
   checkedReply,
@@ -27,6 +26,7 @@ import {
   readScript,
   statusOf,
 } from "./counter.js";
+import type { CounterKeys } from "./keys.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
 /** What a lost round says about why it was lost. */

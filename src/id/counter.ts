@@ -1,5 +1,5 @@
 /**
- * The ID counter's protocol on one node: its keys, its Lua scripts, the
+ * The ID counter's protocol on one node: its Lua scripts, the
  * status codes they answer (named here, used by name everywhere), and the
  * decoding of a node's answer.
  *
@@ -15,7 +15,7 @@ import { parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
-import { idKeySuffixes } from "./options.js";
+import type { CounterKeys } from "./keys.js";
 
 /** The first element of a counter script's reply. */
 export const counterStatus = {
@@ -46,18 +46,6 @@ export const certifyReply = { unchanged: 0, madeSuspect: 1 } as const;
 export const markerHeld = "1";
 
 const { refused, accepted, amnesia, missing, suspect } = counterStatus;
-
-/** KEYS of the counter scripts: the counter, its marker, its loss token. */
-export type CounterKeys = readonly [string, string, string];
-
-export function counterKeys(key: string): CounterKeys {
-  return [key, key + idKeySuffixes[0], key + idKeySuffixes[1]];
-}
-
-/** KEYS of certifyScript: the counter's, then the run_id the counter was certified on. */
-export function certifyKeys(key: string): readonly string[] {
-  return [...counterKeys(key), key + idKeySuffixes[2]];
-}
 
 const compare = `
 local function less(a, b)

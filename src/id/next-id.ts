@@ -16,10 +16,7 @@ import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
 import {
-  type CounterKeys,
-  certifyKeys,
   certifyScript,
-  counterKeys,
   counterScripts,
   counterValueOf,
   initScript,
@@ -27,6 +24,7 @@ import {
   markerHeld,
 } from "./counter.js";
 import { CounterRounds } from "./counter-rounds.js";
+import { type CounterKeys, certifyKeys, counterKeys } from "./keys.js";
 import {
   type NextIdOptions,
   type ResolvedNextIdOptions,

@@ -19,7 +19,6 @@ import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import { repairReadsOf } from "../quorum/round.js";
 import {
-  type CounterKeys,
   type CounterLoss,
   counterStatus,
   counterValueOf,
@@ -29,6 +28,7 @@ import {
   repairReply,
   repairScript,
 } from "./counter.js";
+import type { CounterKeys } from "./keys.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
 // ---- raising a lost node from the others (any counter) -------------------
