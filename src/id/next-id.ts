@@ -46,13 +46,12 @@ export class NextId {
   private readonly group: NodeGroup;
   private readonly keys: CounterKeys;
   private readonly observer: Observer;
-  /** Aborted by `close()`: ends backoffs and repairs waiting to run. */
+  /** Aborted by `close()` (so: closed): ends backoffs and repairs waiting to run. */
   private readonly lifetime = new AbortController();
   private readonly counter: CounterRounds;
   private readonly repairs: IdRepairs;
   private readonly range: RangeRounds;
   private readonly seed: SeedContext;
-  private closed = false;
   private closing: Promise<void> | undefined;
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
@@ -196,7 +195,6 @@ export class NextId {
   }
 
   private async closeNow(): Promise<void> {
-    this.closed = true;
     this.lifetime.abort(new ClosedError("NextId"));
     await Promise.all([this.range.close(), this.repairs.settled()]);
     await this.group.close();
@@ -217,6 +215,6 @@ export class NextId {
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new ClosedError("NextId");
+    if (this.lifetime.signal.aborted) throw new ClosedError("NextId");
   }
 }
