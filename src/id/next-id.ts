@@ -1,146 +1,62 @@
-import { assert } from "../assert.js";
+/**
+ * NextId, the public class: strictly increasing, never repeated IDs agreed
+ * by a majority of N independent Redis masters (seed 2). It builds the
+ * parts and wires them together, and owns the lifecycle: first contact,
+ * `init()`, `status()`, `close()`. How IDs are won is the strategies'
+ * (range-rounds.ts, seed-rounds.ts) over the rounds they share
+ * (counter-rounds.ts); a lost node counter is repaired by repair.ts.
+ */
 import { raceAbort } from "../clock.js";
-import { maxId, maxOf, parseCounter } from "../decimal.js";
-import {
-  AlreadyInitializedError,
-  ClosedError,
-  ContentionError,
-  DurabilityError,
-  IdOverflowError,
-  NodeError,
-  NotInitializedError,
-  QueueFullError,
-  QuorumError,
-  RedquorumError,
-} from "../errors.js";
-import {
-  certifyScript,
-  initScript,
-  proposeScript,
-  readScript,
-  repairScript,
-} from "../node/id-scripts.js";
-import { configValue } from "../node/inspect.js";
-import type { LuaScript } from "../node/lua-script.js";
-import type { RedisNode } from "../node/redis-node.js";
+import { AlreadyInitializedError, ClosedError } from "../errors.js";
+import { checkDurability } from "../node/durability.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
-import { nodeErrorsOf, type RoundResult, repairReadsOf } from "../quorum/round.js";
+import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { requireSignal } from "../validate.js";
 import {
-  idKeySuffixes,
-  idLimits,
+  certifyScript,
+  counterScripts,
+  counterValueOf,
+  initScript,
+  isAccepted,
+  markerHeld,
+} from "./counter.js";
+import { CounterRounds } from "./counter-rounds.js";
+import { type CounterKeys, certifyKeys, counterKeys } from "./keys.js";
+import {
   type NextIdOptions,
   type ResolvedNextIdOptions,
   requireBatchCount,
   resolveNextIdOptions,
 } from "./options.js";
-
-/** A node's answer to a counter script: [status, value?] (see `id-scripts.ts`). */
-type CounterReply = readonly [number, string?];
-
-const accepted = 1;
-const amnesia = 2;
-const missing = 3;
-const suspect = 4;
-/** Statuses of a node that is excluded until repaired. */
-const needsRepair = (status: number) =>
-  status === amnesia || status === missing || status === suspect;
-
-/**
- * A counter script's reply, checked: anything else (a corrupted value, a key
- * of the wrong type answered by an old script) is that node's error, not a
- * crash of the round.
- */
-function checkedReply(node: RedisNode, reply: unknown): CounterReply {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number") {
-    throw new NodeError(node.endpoint, new Error(`unexpected reply ${JSON.stringify(reply)}`));
-  }
-  const [status, value] = reply as [number, unknown];
-  if (status === accepted || status === 0) {
-    try {
-      parseCounter(value);
-    } catch (error) {
-      throw new NodeError(node.endpoint, error);
-    }
-  }
-  return reply as unknown as CounterReply;
-}
-
-const statusOf = (reply: unknown): number =>
-  Array.isArray(reply) && typeof reply[0] === "number" ? reply[0] : -1;
-const isAccepted = (reply: unknown) => statusOf(reply) === accepted;
-
-interface Waiter {
-  readonly count: number;
-  readonly resolve: (ids: bigint[]) => void;
-  readonly reject: (error: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  readonly onAbort: (() => void) | undefined;
-  failedRounds: number;
-  done: boolean;
-}
-
-/** What a lost round says about why it was lost. */
-interface RoundFailure {
-  error: RedquorumError;
-  /**
-   * Only refusals: other writers had moved the counter past our proposal.
-   * We now know their values, so the next round goes at once, higher; a
-   * split vote or failing nodes back off instead.
-   */
-  stale: boolean;
-}
+import { RangeRounds } from "./range-rounds.js";
+import { IdRepairs } from "./repair.js";
+import { type SeedContext, seedBatch } from "./seed-rounds.js";
 
 /**
  * Strictly increasing, never repeated IDs agreed by a majority of N
- * independent Redis masters (seed 2), made fast:
- *
- * - one round trip per round: the conditional write answers the node's
- *   value when it refuses and its previous value when it accepts, so the next
- *   proposal needs no read round;
- * - a round that wins on a majority S with proposal v owns the IDs
- *   (max previous on S, v]: two winning rounds share a node, where the later
- *   one saw the earlier one's v, so their ranges are disjoint and ordered;
- * - group commit: calls that arrived before a round was sent share its
- *   range; calls that arrive while it is in flight wait for a later round
- *   (handing them this round's IDs could break real-time order);
- * - rounds are pipelined on each node's connection, whose order the node
- *   keeps; a later round proposes above every earlier proposal.
+ * independent Redis masters (seed 2), made fast by the `range` strategy:
+ * one conditional write per round, concurrent calls share a round (group
+ * commit), rounds pipelined.
  */
 export class NextId {
   readonly options: ResolvedNextIdOptions;
   private readonly group: NodeGroup;
-  private readonly keys: readonly [string, string, string];
-  private readonly queue: Waiter[] = [];
-  /** Highest counter value seen on any node, or accepted by one. */
-  private knownMax = 0n;
-  /** Highest proposal sent (used while rounds are in flight). */
-  private proposedMax = 0n;
-  /** Send order of rounds, and the latest-sent winning round so far (for the order assertion). */
-  private roundsSent = 0;
-  private lastWinner = { sequence: 0, proposal: 0n };
-  private roundsInFlight = 0;
-  private pumpScheduled = false;
-  private consecutiveLosses = 0;
-  /** Lost rounds in a row that were only refused (stale proposals). */
-  private staleLosses = 0;
-  private backoff: Promise<void> | undefined;
-  private readonly repairing = new Set<number>();
-  private readonly repairs = new Set<Promise<void>>();
-  private readonly lifetime = new AbortController();
-  /** Rounds in flight; `close()` waits for them before closing connections. */
-  private readonly rounds = new Set<Promise<void>>();
-  private closed = false;
-  private closing: Promise<void> | undefined;
+  private readonly keys: CounterKeys;
   private readonly observer: Observer;
-  private repairCount = 0;
+  /** Aborted by `close()` (so: closed): ends backoffs and repairs waiting to run. */
+  private readonly lifetime = new AbortController();
+  private readonly counter: CounterRounds;
+  private readonly repairs: IdRepairs;
+  private readonly range: RangeRounds;
+  private readonly seed: SeedContext;
+  private closing: Promise<void> | undefined;
 
   constructor(nodes: readonly NodeInput[], options: NextIdOptions = {}) {
     this.options = resolveNextIdOptions(options);
-    this.keys = [this.options.key, `${this.options.key}:marker`, `${this.options.key}:lost`];
+    this.keys = counterKeys(this.options.key);
     this.observer = new Observer(this.options.observe);
     this.group = new NodeGroup(createNodes(nodes), {
       observer: this.observer,
@@ -149,9 +65,41 @@ export class NextId {
       graceMs: this.options.nodeTimeoutMs,
       onWarning: this.options.onWarning,
       extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
-      certify: { script: certifyScript, keys: [...this.keys, this.options.key + idKeySuffixes[2]] },
-      scripts: [proposeScript, readScript, repairScript, initScript],
+      certify: { script: certifyScript, keys: certifyKeys(this.options.key) },
+      scripts: counterScripts,
     });
+    const { group, keys, observer, options: resolved } = this;
+    const signal = this.lifetime.signal;
+    // The counter hands losses to the repairs; the repairs hand the values
+    // they raised nodes to back to the counter (no reference either way).
+    this.counter = new CounterRounds({
+      group,
+      keys,
+      options: resolved,
+      onLoss: (index, loss) => this.repairs.nodeLost(index, loss),
+    });
+    this.repairs = new IdRepairs({
+      group,
+      keys,
+      observer,
+      options: resolved,
+      signal,
+      onRepaired: (value) => this.counter.raiseKnownMax(value),
+    });
+    const { counter } = this;
+    this.range = new RangeRounds({
+      counter,
+      quorum: group.quorum,
+      options: resolved,
+      observer,
+      signal,
+    });
+    this.seed = {
+      counter,
+      quorum: group.quorum,
+      options: resolved,
+      assertOpen: () => this.assertOpen(),
+    };
   }
 
   get nodeCount(): number {
@@ -169,7 +117,7 @@ export class NextId {
 
   /** How many lost node counters this instance has repaired. */
   get repairedCount(): number {
-    return this.repairCount;
+    return this.repairs.repairedCount;
   }
 
   /** One new ID, larger than every ID any caller had received before this call. */
@@ -186,8 +134,8 @@ export class NextId {
     signal?.throwIfAborted();
     await raceAbort(this.group.ready(), signal);
     this.assertOpen();
-    if (this.options.strategy === "seed") return this.seedBatch(n, signal);
-    return this.enqueue(n, signal);
+    if (this.options.strategy === "seed") return seedBatch(this.seed, n, signal);
+    return this.range.take(n, signal);
   }
 
   /**
@@ -198,39 +146,21 @@ export class NextId {
   async init(): Promise<void> {
     this.assertOpen();
     await this.group.ready();
-    const timeoutMs = this.options.nodeTimeoutMs;
-    const reads = await this.group.round(
-      (node, index) => this.runCounterScript(node, index, readScript, []),
-      {
-        isYes: () => true,
-        stop: "all",
-        timeoutMs,
-      },
-    );
+    const reads = await this.counter.read({ isYes: () => true, stop: "all" });
     this.requireAll("init", reads);
-    const holding = this.group.nodes
-      .filter((_, i) => {
-        const outcome = reads.outcomes[i];
-        return (
-          outcome?.kind === "yes" &&
-          statusOf(outcome.value) === accepted &&
-          parseCounter((outcome.value as CounterReply)[1]) > 0n
-        );
-      })
-      .map((node) => node.endpoint);
+    const holding = this.endpointsWhere(
+      reads,
+      (outcome) =>
+        outcome?.kind === "yes" && isAccepted(outcome.value) && counterValueOf(outcome.value) > 0n,
+    );
     if (holding.length > 0) throw new AlreadyInitializedError(this.options.key, holding);
     const writes = await this.group.round((node) => node.evalScript(initScript, this.keys, []), {
       isYes: isAccepted,
       stop: "all",
-      timeoutMs,
+      timeoutMs: this.options.nodeTimeoutMs,
     });
-    const refused = this.group.nodes.filter((_, i) => writes.outcomes[i]?.kind === "no");
-    if (refused.length > 0) {
-      throw new AlreadyInitializedError(
-        this.options.key,
-        refused.map((node) => node.endpoint),
-      );
-    }
+    const refused = this.endpointsWhere(writes, (outcome) => outcome?.kind === "no");
+    if (refused.length > 0) throw new AlreadyInitializedError(this.options.key, refused);
     this.requireAll("init", writes);
   }
 
@@ -247,7 +177,7 @@ export class NextId {
       this.group.nodes.map((node) =>
         readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
           marker: this.keys[1],
-          markerOk: (value) => value === "1",
+          markerOk: (value) => value === markerHeld,
         }),
       ),
     );
@@ -265,526 +195,26 @@ export class NextId {
   }
 
   private async closeNow(): Promise<void> {
-    this.closed = true;
     this.lifetime.abort(new ClosedError("NextId"));
-    for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
-    await Promise.allSettled([...this.rounds, ...this.repairs]);
-    // Calls a round could not serve were put back in the queue meanwhile.
-    for (const waiter of this.queue.splice(0)) this.settle(waiter, new ClosedError("NextId"));
+    await Promise.all([this.range.close(), this.repairs.settled()]);
     await this.group.close();
   }
 
-  // ---- range strategy: group commit -------------------------------------
-
-  private enqueue(count: number, signal: AbortSignal | undefined): Promise<bigint[]> {
-    if (this.queue.length >= idLimits.queueLengthMax) {
-      return Promise.reject(new QueueFullError("NextId", idLimits.queueLengthMax));
-    }
-    return new Promise((resolve, reject) => {
-      const onAbort = signal
-        ? () => {
-            const index = this.queue.indexOf(waiter);
-            if (index >= 0) this.queue.splice(index, 1);
-            this.settle(waiter, signal.reason);
-          }
-        : undefined;
-      const waiter: Waiter = {
-        count,
-        resolve,
-        reject,
-        signal,
-        onAbort,
-        failedRounds: 0,
-        done: false,
-      };
-      signal?.addEventListener("abort", onAbort!, { once: true });
-      this.queue.push(waiter);
-      this.schedulePump();
-    });
-  }
-
-  /**
-   * Group commit: the round starts at the end of the tick, so every call
-   * made in the same tick (say, all the callers a finished round just
-   * resumed) shares it, instead of the first one taking a round alone. The
-   * connection would only send it at the end of the tick anyway.
-   */
-  private schedulePump(): void {
-    if (this.pumpScheduled) return;
-    this.pumpScheduled = true;
-    process.nextTick(() => {
-      this.pumpScheduled = false;
-      this.pump();
-    });
-  }
-
-  /** Starts rounds for waiting calls while the pipeline has room and no backoff runs. */
-  private pump(): void {
-    while (
-      !this.closed &&
-      this.queue.length > 0 &&
-      this.roundsInFlight < this.options.pipelineDepth &&
-      this.backoff === undefined
-    ) {
-      let ids = 0;
-      let take = 0;
-      while (
-        take < this.queue.length &&
-        (take === 0 || ids + this.queue[take]!.count <= idLimits.roundIdsMax)
-      ) {
-        ids += this.queue[take]!.count;
-        take++;
-      }
-      this.startRound(this.queue.splice(0, take), ids);
-    }
-  }
-
-  private startRound(batch: Waiter[], ids: number): void {
-    // Above our own rounds still in flight (or nodes that accepted them would
-    // refuse this one); with none in flight, what the nodes said is enough.
-    const base = this.roundsInFlight > 0 ? maxOf(this.knownMax, this.proposedMax) : this.knownMax;
-    const proposal = base + BigInt(ids) + this.leapMargin(ids);
-    if (proposal > maxId) {
-      for (const waiter of batch)
-        this.settle(waiter, new IdOverflowError(base, waiter.count, maxId));
-      return;
-    }
-    this.proposedMax = proposal;
-    this.roundsInFlight++;
-    const sequence = ++this.roundsSent;
-    const startMs = this.observer.counting ? this.options.clock.now() : 0;
-    const round: Promise<void> = this.propose(proposal)
-      .then(
-        (result) => {
-          if (this.observer.counting) {
-            this.observer.emit({
-              type: "id-round",
-              outcome: result.yesCount >= this.group.quorum ? "won" : "lost",
-              ids,
-              durationMs: this.options.clock.now() - startMs,
-            });
-          }
-          this.finishRound(batch, proposal, result, sequence);
-        },
-        (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
-      )
-      // A bug (a failed assertion) must still settle every call of the round.
-      .catch((error: unknown) => {
-        for (const waiter of batch) this.settle(waiter, error);
-      })
-      .finally(() => {
-        this.roundsInFlight--;
-        this.rounds.delete(round);
-        this.pump();
-      });
-    this.rounds.add(round);
-  }
-
-  private propose(proposal: bigint): Promise<RoundResult<unknown>> {
-    const args = [proposal.toString(), this.options.unsafeSkipMarkerCheck ? "1" : "0"];
-    return this.group.round(
-      (node, index) => this.runCounterScript(node, index, proposeScript, args),
-      {
-        isYes: isAccepted,
-        // A lost round waits for every answer: each refusal carries a node's
-        // value, and knowing all of them makes the next proposal win.
-        stop: "won",
-        timeoutMs: this.options.nodeTimeoutMs,
-      },
-    );
-  }
-
-  private finishRound(
-    batch: Waiter[],
-    proposal: bigint,
-    round: RoundResult<unknown>,
-    sequence: number,
-  ): void {
-    const previousMax = this.learn(round, proposal);
-    if (round.yesCount < this.group.quorum) {
-      this.loseRound(batch, this.failureOf("next", round));
-      return;
-    }
-    this.consecutiveLosses = 0;
-    this.staleLosses = 0;
-    // The round owns (previousMax, proposal]. Calls are served in arrival
-    // order while they fit whole; the rest wait for the next round.
-    assert(previousMax < proposal, "a winning round's range must not be empty");
-    // Paired with the range argument: two winning rounds of this instance
-    // share a node, where the later-sent one ran after the earlier one, so
-    // its range starts above the earlier proposal.
-    if (sequence > this.lastWinner.sequence) {
-      assert(previousMax >= this.lastWinner.proposal, "ranges of winning rounds must not overlap");
-      this.lastWinner = { sequence, proposal };
-    } else {
-      assert(
-        proposal <= this.lastWinner.proposal,
-        "an earlier-sent round must end below a later one",
-      );
-    }
-    let nextId = previousMax + 1n;
-    const unserved: Waiter[] = [];
-    for (const waiter of batch) {
-      if (waiter.done) continue; // aborted while in flight: its IDs become a hole
-      const last = nextId + BigInt(waiter.count) - 1n;
-      if (unserved.length > 0 || last > proposal) {
-        unserved.push(waiter);
-        continue;
-      }
-      const out = new Array<bigint>(waiter.count);
-      for (let i = 0; i < waiter.count; i++) out[i] = nextId + BigInt(i);
-      nextId = last + 1n;
-      this.settle(waiter, undefined, out);
-    }
-    this.requeue(unserved);
-  }
-
-  /** Puts calls back at the head of the queue, in order; after close they fail instead. */
-  private requeue(waiters: Waiter[]): void {
-    if (this.closed) {
-      for (const waiter of waiters) this.settle(waiter, new ClosedError("NextId"));
-      return;
-    }
-    this.queue.unshift(...waiters);
-  }
-
-  /**
-   * Folds a round's answers into what this instance knows and returns the
-   * largest previous value among the nodes that accepted. (Nodes that lost
-   * their counter were already sent to repair by `runCounterScript`.)
-   */
-  private learn(round: RoundResult<unknown>, proposal: bigint | undefined): bigint {
-    let previousMax = 0n;
-    round.outcomes.forEach((outcome) => {
-      if (!outcome || outcome.kind === "error") return;
-      const status = statusOf(outcome.value);
-      if (needsRepair(status)) return;
-      const value = parseCounter((outcome.value as CounterReply)[1]);
-      this.knownMax = maxOf(this.knownMax, value);
-      if (outcome.kind === "yes") {
-        previousMax = maxOf(previousMax, value);
-        if (proposal !== undefined) this.knownMax = maxOf(this.knownMax, proposal);
-      }
-    });
-    return previousMax;
-  }
-
-  private loseRound(batch: Waiter[], failure: RoundFailure): void {
-    this.consecutiveLosses++;
-    const retry: Waiter[] = [];
-    for (const waiter of batch) {
-      if (waiter.done) continue;
-      waiter.failedRounds++;
-      if (waiter.failedRounds > this.options.retry.retries) this.settle(waiter, failure.error);
-      else retry.push(waiter);
-    }
-    this.requeue(retry);
-    this.staleLosses = failure.stale ? this.staleLosses + 1 : 0;
-    if (failure.stale) return;
-    if (this.backoff === undefined && !this.closed) {
-      this.backoff = this.options.clock
-        .sleep(this.backoffMs(this.consecutiveLosses), this.lifetime.signal)
-        .catch(() => {})
-        .finally(() => {
-          this.backoff = undefined;
-          this.pump();
-        });
-    }
-  }
-
-  /**
-   * After stale rounds, propose further above the known maximum: the others
-   * keep moving it while our next proposal travels, and a proposal that is
-   * stale on arrival loses again (a starving instance). The margin grows with
-   * each loss in a row and is random, so competitors do not leap in step;
-   * the skipped IDs are holes, which the ID contract allows.
-   */
-  private leapMargin(ids: number): bigint {
-    // The first retry after a refusal proposes just above what the nodes
-    // said; only a second stale loss in a row shows others moving meanwhile.
-    if (this.staleLosses < 2) return 0n;
-    const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, 20));
-    return BigInt(this.options.random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
-  }
-
-  /** Exponential backoff with full jitter: a random wait up to min(max, delay * 2^(losses-1)). */
-  private backoffMs(losses: number): number {
-    const { delayMs, delayMsMax } = this.options.retry;
-    const bound = Math.min(delayMsMax, delayMs * 2 ** Math.min(losses - 1, 20));
-    return this.options.random.integer(0, Math.max(0, Math.floor(bound)));
-  }
-
-  /**
-   * Why a round did not reach a majority: the counter missing on too many
-   * nodes while no answering node knows it (never initialised), too few
-   * nodes answering or keeping their counter (down, or lost and not yet
-   * repaired), or (with enough answers) other writers proposing higher
-   * values.
-   */
-  private failureOf(operation: string, round: RoundResult<unknown>): RoundFailure {
-    const nodeCount = this.group.nodes.length;
-    const spare = nodeCount - this.group.quorum;
-    let lost = 0;
-    /** Nodes that answered with their counter value (accepted or refused). */
-    let known = 0;
-    const errors = nodeErrorsOf(round);
-    round.outcomes.forEach((outcome, index) => {
-      if (outcome?.kind === "yes") known++;
-      if (outcome?.kind !== "no") return;
-      const status = statusOf(outcome.value);
-      // A suspect node kept a counter; it may only lag.
-      if (!needsRepair(status) || status === suspect) known++;
-      if (needsRepair(status)) {
-        lost++;
-        errors.push(
-          new NodeError(
-            this.group.nodes[index]!.endpoint,
-            new Error(
-              status === amnesia
-                ? "lost its data (marker gone); excluded until repaired"
-                : status === suspect
-                  ? "restarted (a new run_id) and may have come back older; excluded until repaired"
-                  : "counter missing; excluded until repaired",
-            ),
-          ),
-        );
-      }
-    });
-    // Lost on too many nodes and known on none: the cluster looks
-    // uninitialised. Known somewhere, the lost nodes wait for their repair.
-    if (lost > spare && known === 0) {
-      return { error: new NotInitializedError(this.options.key, lost, nodeCount), stale: false };
-    }
-    if (round.errorCount + lost > spare) {
-      return {
-        error: new QuorumError(operation, this.group.quorum, nodeCount, round.yesCount, errors),
-        stale: false,
-      };
-    }
-    return {
-      error: new ContentionError(operation, this.consecutiveLosses + 1),
-      stale: round.yesCount === 0,
-    };
-  }
-
-  private settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {
-    if (waiter.done) return;
-    waiter.done = true;
-    if (waiter.onAbort) waiter.signal?.removeEventListener("abort", waiter.onAbort);
-    if (ids) waiter.resolve(ids);
-    else waiter.reject(error);
-  }
-
-  // ---- seed strategy: read a majority, max + 1, write --------------------
-
-  private async seedBatch(count: number, signal: AbortSignal | undefined): Promise<bigint[]> {
-    const ids: bigint[] = [];
-    for (let i = 0; i < count; i++) ids.push(await this.seedOne(signal));
-    return ids;
-  }
-
-  private async seedOne(signal: AbortSignal | undefined): Promise<bigint> {
-    const timeoutMs = this.options.nodeTimeoutMs;
-    for (let losses = 1; ; losses++) {
-      this.assertOpen();
-      const read = await this.group.round(
-        (node, index) => this.runCounterScript(node, index, readScript, []),
-        {
-          isYes: isAccepted,
-          // A lost read waits for every answer, so its error says whether
-          // any node knows the counter (lost data) or none does (no init).
-          stop: "won",
-          signal,
-          timeoutMs,
-        },
-      );
-      if (read.aborted) throw signal?.reason;
-      this.learn(read, undefined);
-      let failure: RoundFailure;
-      if (read.yesCount >= this.group.quorum) {
-        let readMax = 0n;
-        for (const outcome of read.outcomes) {
-          if (outcome?.kind === "yes")
-            readMax = maxOf(readMax, parseCounter((outcome.value as CounterReply)[1]));
-        }
-        const proposal = readMax + 1n;
-        if (proposal > maxId) throw new IdOverflowError(readMax, 1, maxId);
-        const write = await this.propose(proposal);
-        this.learn(write, proposal);
-        if (write.yesCount >= this.group.quorum) return proposal;
-        failure = this.failureOf("next", write);
-      } else {
-        failure = this.failureOf("next", read);
-      }
-      if (losses > this.options.retry.retries) throw failure.error;
-      await this.options.clock.sleep(this.backoffMs(losses), signal);
-    }
-  }
-
-  // ---- repair -------------------------------------------------------------
-
-  /**
-   * A node answered that its counter is gone (in any reply, also one that
-   * came after its round had ended). It is excluded (its answers do not
-   * count) until repaired: after `repairDelayMs`, when no round that might
-   * still count its old vote is running, its counter is raised to the
-   * maximum read from `repairReadsOf(N)` = N - Q + 1 other nodes that kept
-   * theirs. Those meet every winning majority in a node other than the lost
-   * one, so the repaired value is at least every ID handed out.
-   */
-  private scheduleRepair(index: number, token: string): void {
-    if (this.repairing.has(index) || this.closed) return;
-    this.repairing.add(index);
-    const repair = this.repair(index, token)
-      .catch(() => {}) // a later round that meets the node again schedules another try
-      .finally(() => {
-        this.repairing.delete(index);
-        this.repairs.delete(repair);
-      });
-    this.repairs.add(repair);
-  }
-
-  private async repair(index: number, token: string): Promise<void> {
-    const { clock, nodeTimeoutMs, repairDelayMs } = this.options;
-    const signal = this.lifetime.signal;
-    await clock.sleep(repairDelayMs, signal);
-    const lostNode = this.group.nodes[index]!;
-    const read = await this.group.round(
-      (node, i) =>
-        i === index
-          ? Promise.reject(new Error("being repaired"))
-          : this.runCounterScript(node, i, readScript, []),
-      { isYes: isAccepted, stop: "all", signal, timeoutMs: nodeTimeoutMs },
-    );
-    // Only nodes that kept their counter say yes: a node that lost its own
-    // is never read from.
-    if (read.yesCount < repairReadsOf(this.group.nodes.length)) return;
-    let value = 0n;
-    for (const outcome of read.outcomes) {
-      if (outcome?.kind === "yes")
-        value = maxOf(value, parseCounter((outcome.value as CounterReply)[1]));
-    }
-    await this.group
-      .round(
-        (node, i) =>
-          i === index
-            ? node.evalScript(repairScript, this.keys, [value.toString(), token])
-            : Promise.resolve(0),
-        { isYes: (reply) => reply === 1, stop: "all", signal, timeoutMs: nodeTimeoutMs },
-      )
-      .then((round) => {
-        // "no" (0): someone else repaired this loss first, or the node lost
-        // its data again since (a new token): nothing of ours was applied.
-        if (round.outcomes[index]?.kind !== "yes") throw new Error("repair not applied");
-      });
-    this.knownMax = maxOf(this.knownMax, value);
-    this.repairCount++;
-    this.observer.node(lostNode.endpoint, "repaired", `ID counter raised to ${value}`);
-    this.options.onRepair({ endpoint: lostNode.endpoint, value });
-  }
-
-  /**
-   * Runs a counter script on one node and checks its reply. A reply saying
-   * the node lost its counter schedules the repair here, for every reply:
-   * a round that was won without this node has ended and dropped it, and a
-   * slow node that lost its data would otherwise never be repaired.
-   */
-  private runCounterScript(
-    node: RedisNode,
-    index: number,
-    script: LuaScript,
-    args: readonly string[],
-  ): Promise<CounterReply> {
-    return node.evalScript(script, this.keys, args).then((reply) => {
-      const checked = checkedReply(node, reply);
-      const status = checked[0];
-      // Only proposals leave a loss token; reads answer without one.
-      if (needsRepair(status) && checked[1] !== undefined) {
-        this.observer.node(
-          node.endpoint,
-          "needs repair",
-          status === suspect ? "restarted (a new run_id)" : "lost its ID counter",
-        );
-        this.scheduleRepair(index, String(checked[1]));
-      }
-      return checked;
-    });
+  /** The endpoints of the nodes whose outcome in `round` passes `test`, in node order. */
+  private endpointsWhere<T>(
+    round: RoundResult<T>,
+    test: (outcome: RoundResult<T>["outcomes"][number]) => boolean,
+  ): string[] {
+    return this.group.nodes.filter((_, i) => test(round.outcomes[i])).map((node) => node.endpoint);
   }
 
   private requireAll(operation: string, round: RoundResult<unknown>): void {
-    const errors = nodeErrorsOf(round);
-    if (errors.length > 0) {
+    if (nodeErrorsOf(round).length > 0) {
       throw this.group.quorumError(operation, round, this.group.nodes.length);
     }
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new ClosedError("NextId");
-  }
-}
-
-function asRedquorumError(error: unknown): RedquorumError {
-  return error instanceof RedquorumError
-    ? error
-    : new RedquorumError("ERR_NODE", String(error), { cause: error });
-}
-
-/**
- * NextId needs every acknowledged write on disk before the answer (seed 2):
- * `appendonly yes` and `appendfsync always`, read with CONFIG GET.
- */
-async function checkDurability(node: RedisNode, timeoutMs: number): Promise<void> {
-  // One round trip for the three settings (a pattern, so Redis 6.2 takes it
-  // too): this runs again after every reconnect and recheck interval.
-  let reply: unknown;
-  try {
-    reply = await node.command(["CONFIG", "GET", "*append*"], { timeoutMs });
-  } catch (error) {
-    const message =
-      error instanceof Error
-        ? error.cause instanceof Error
-          ? error.cause.message
-          : error.message
-        : "";
-    if (/unknown command|NOPERM|not allowed/i.test(message)) {
-      throw new DurabilityError(
-        node.endpoint,
-        "CONFIG",
-        `${node.endpoint} does not allow CONFIG GET (${message.trim()}), so its persistence cannot be checked: ` +
-          "if it runs with appendonly yes and appendfsync always, pass unsafeAllowNonDurableNodes: true",
-      );
-    }
-    throw error;
-  }
-  const setting = (name: string) => configValue(reply, name);
-  const appendonly = setting("appendonly");
-  if (appendonly !== "yes") {
-    throw new DurabilityError(
-      node.endpoint,
-      "appendonly",
-      `${node.endpoint} has appendonly ${appendonly || "(unknown)"}: NextId needs appendonly yes and ` +
-        "appendfsync always, or a restarted node can forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
-    );
-  }
-  const appendfsync = setting("appendfsync");
-  if (appendfsync !== "always") {
-    throw new DurabilityError(
-      node.endpoint,
-      "appendfsync",
-      `${node.endpoint} has appendfsync ${appendfsync || "(unknown)"}: NextId needs appendfsync always, or a power ` +
-        "loss can make it forget IDs it acknowledged (pass unsafeAllowNonDurableNodes: true to accept the risk)",
-    );
-  }
-  // With "yes", Redis skips fsync while a rewrite or save child runs, even
-  // with appendfsync always: an acknowledged write can be lost then.
-  const noFsyncOnRewrite = setting("no-appendfsync-on-rewrite");
-  if (noFsyncOnRewrite !== "no") {
-    throw new DurabilityError(
-      node.endpoint,
-      "no-appendfsync-on-rewrite",
-      `${node.endpoint} has no-appendfsync-on-rewrite ${noFsyncOnRewrite || "(unknown)"}: Redis then skips fsync ` +
-        "while it rewrites the AOF or saves a snapshot, so NextId needs no-appendfsync-on-rewrite no " +
-        "(pass unsafeAllowNonDurableNodes: true to accept the risk)",
-    );
+    if (this.lifetime.signal.aborted) throw new ClosedError("NextId");
   }
 }

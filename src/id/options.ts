@@ -1,14 +1,17 @@
+/**
+ * NextId's options: what a caller may pass, their defaults and bounds, and
+ * the resolver that checks them once (the first problem found is reported).
+ */
 import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/lock-scripts.js";
+import type { NodeWarning } from "../node/admission.js";
 import {
   type Logger,
   type ObserveOptions,
   type RedquorumEvent,
   resolveObserveOptions,
 } from "../observe.js";
-import type { NodeWarning } from "../quorum/node-group.js";
 import {
   describe,
   rejectUnknownOptions,
@@ -16,8 +19,10 @@ import {
   requireFunction,
   requireInteger,
   requireOptionsObject,
-  requireWellFormed,
 } from "../validate.js";
+import { defaultIdKey, requireIdKey } from "./keys.js";
+
+export { idKeySuffixes } from "./keys.js";
 
 /**
  * `range`: one conditional write per round, concurrent calls share a round
@@ -116,7 +121,7 @@ export interface ResolvedNextIdOptions {
 }
 
 export const idDefaults = {
-  key: "redquorum:id",
+  key: defaultIdKey,
   nodeTimeoutMs: 200,
   retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
   pipelineDepth: 4,
@@ -155,53 +160,17 @@ const optionNames = [
 export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   const options = requireOptionsObject("options", input);
   rejectUnknownOptions("options", options, optionNames);
-  const key = options.key ?? idDefaults.key;
-  if (
-    typeof key !== "string" ||
-    key.length === 0 ||
-    Buffer.byteLength(key) > limits.resourceBytesMax
-  ) {
-    throw new InvalidArgumentError(
-      "options.key",
-      `expected a non-empty string of at most ${limits.resourceBytesMax} bytes, got ${describe(key)}`,
-    );
-  }
-  requireWellFormed("options.key", key);
-  requireIdKeyOutsideLockState(key);
-  const strategy = options.strategy ?? "range";
-  if (strategy !== "range" && strategy !== "seed") {
-    throw new InvalidArgumentError(
-      "options.strategy",
-      `expected "range" or "seed", got ${describe(strategy)}`,
-    );
-  }
+  // Checked in this order (the first problem is the one reported).
+  const key = requireIdKey(options.key ?? idDefaults.key);
+  const strategy = requireStrategy(options.strategy ?? "range");
   const nodeTimeoutMs = requireInteger(
     "options.nodeTimeoutMs",
     options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
     1,
     limits.nodeTimeoutMsMax,
   );
-  const repairDelayMs = requireInteger(
-    "options.repairDelayMs",
-    options.repairDelayMs ?? idDefaults.repairDelayMs,
-    1,
-    limits.ttlMsMax,
-  );
-  if (repairDelayMs <= limits.nodeTimeoutMsMax) {
-    throw new InvalidArgumentError(
-      "options.repairDelayMs",
-      `must exceed ${limits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any NextId may use: ` +
-        "a repair may only read once every round that could count the lost node's vote has ended",
-    );
-  }
-  const retry = requireOptionsObject("options.retry", options.retry);
-  rejectUnknownOptions("options.retry", retry, ["retries", "delayMs", "delayMsMax"]);
-  const delayMs = requireInteger(
-    "options.retry.delayMs",
-    retry.delayMs ?? idDefaults.retry.delayMs,
-    0,
-    limits.delayMsMax,
-  );
+  const repairDelayMs = requireRepairDelay(options.repairDelayMs ?? idDefaults.repairDelayMs);
+  const retry = resolveIdRetry(options.retry);
   return {
     key,
     strategy,
@@ -218,21 +187,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       1,
       limits.ttlMsMax,
     ),
-    retry: {
-      retries: requireInteger(
-        "options.retry.retries",
-        retry.retries ?? idDefaults.retry.retries,
-        0,
-        limits.retriesMax,
-      ),
-      delayMs,
-      delayMsMax: requireInteger(
-        "options.retry.delayMsMax",
-        retry.delayMsMax ?? Math.max(delayMs, idDefaults.retry.delayMsMax),
-        delayMs,
-        limits.delayMsMax,
-      ),
-    },
+    retry,
     pipelineDepth: requireInteger(
       "options.pipelineDepth",
       options.pipelineDepth ?? idDefaults.pipelineDepth,
@@ -260,6 +215,54 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   };
 }
 
+function requireStrategy(strategy: unknown): IdStrategy {
+  if (strategy !== "range" && strategy !== "seed") {
+    throw new InvalidArgumentError(
+      "options.strategy",
+      `expected "range" or "seed", got ${describe(strategy)}`,
+    );
+  }
+  return strategy;
+}
+
+function requireRepairDelay(value: unknown): number {
+  const repairDelayMs = requireInteger("options.repairDelayMs", value, 1, limits.ttlMsMax);
+  if (repairDelayMs <= limits.nodeTimeoutMsMax) {
+    throw new InvalidArgumentError(
+      "options.repairDelayMs",
+      `must exceed ${limits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any NextId may use: ` +
+        "a repair may only read once every round that could count the lost node's vote has ended",
+    );
+  }
+  return repairDelayMs;
+}
+
+function resolveIdRetry(input: unknown): ResolvedIdRetry {
+  const retry = requireOptionsObject("options.retry", input);
+  rejectUnknownOptions("options.retry", retry, ["retries", "delayMs", "delayMsMax"]);
+  const delayMs = requireInteger(
+    "options.retry.delayMs",
+    retry.delayMs ?? idDefaults.retry.delayMs,
+    0,
+    limits.delayMsMax,
+  );
+  return {
+    retries: requireInteger(
+      "options.retry.retries",
+      retry.retries ?? idDefaults.retry.retries,
+      0,
+      limits.retriesMax,
+    ),
+    delayMs,
+    delayMsMax: requireInteger(
+      "options.retry.delayMsMax",
+      retry.delayMsMax ?? Math.max(delayMs, idDefaults.retry.delayMsMax),
+      delayMs,
+      limits.delayMsMax,
+    ),
+  };
+}
+
 export function requireBatchCount(count: unknown): number {
   return requireInteger("count", count, 1, idLimits.batchCountMax);
 }
@@ -269,34 +272,4 @@ function emitRepairWarning(event: RepairEvent): void {
     `redquorum repaired the ID counter on ${event.endpoint} (it had lost its data) to ${event.value}`,
     { code: "REDQUORUM_REPAIR" },
   );
-}
-
-/** The keys NextId keeps beside its counter `key`. */
-export const idKeySuffixes = [":marker", ":lost", ":run"] as const;
-
-/**
- * The counter and the keys beside it must not be Redlock's node state
- * (marker, quarantine, fencing): an ID repair writing "redquorum:marker"
- * would hide a lost node from the restart quarantine. Under "redquorum:",
- * only "redquorum:id" and names below it are NextId's; and a key that
- * ends like one of another counter's own keys would alias that counter.
- */
-function requireIdKeyOutsideLockState(key: string): void {
-  const own = (k: string) =>
-    !k.startsWith(internalKeyPrefix) || k === idDefaults.key || k.startsWith(`${idDefaults.key}:`);
-  const clash = [key, ...idKeySuffixes.map((suffix) => key + suffix)].find((k) => !own(k));
-  if (clash !== undefined) {
-    throw new InvalidArgumentError(
-      "options.key",
-      `${JSON.stringify(key)} would use ${JSON.stringify(clash)}, in the namespace of redquorum's lock ` +
-        `state ("${internalKeyPrefix}…"); use a key outside it, or "${idDefaults.key}" or a name below it`,
-    );
-  }
-  const suffix = idKeySuffixes.find((s) => key.endsWith(s));
-  if (suffix !== undefined) {
-    throw new InvalidArgumentError(
-      "options.key",
-      `${JSON.stringify(key)} ends with "${suffix}", the name of the key NextId keeps beside a counter`,
-    );
-  }
 }

@@ -1,7 +1,13 @@
-import { raceAbort } from "../clock.js";
-import { NodeConfigurationError, NodeError, NodeTimeoutError, QuorumError } from "../errors.js";
-import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "../node/inspect.js";
-import type { LuaScript } from "../node/lua-script.js";
+/**
+ * The N independent masters behind a Redlock or NextId: the majority size,
+ * the one round every operation runs, and when each node is (re)checked
+ * before its votes count (first contact, reconnects, the recheck interval),
+ * with what a failed check does (refuse the group, or take the node out of
+ * service). What a check checks is src/node/admission.ts.
+ */
+import { NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { Admission, type AdmissionOptions } from "../node/admission.js";
+import type { NodeInfo } from "../node/inspect.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
 import {
@@ -13,30 +19,9 @@ import {
   settledRound,
 } from "./round.js";
 
-export interface NodeWarning {
-  readonly code: "REDQUORUM_EVICTION";
-  readonly endpoint: string;
-  readonly message: string;
-}
+export type { NodeWarning } from "../node/admission.js";
 
-export interface NodeGroupOptions {
-  checkTimeoutMs: number;
-  onWarning: (warning: NodeWarning) => void;
-  /**
-   * A further check of each node at every (re)check (NextId's durability
-   * check); a `NodeConfigurationError` it throws on first contact refuses
-   * the whole group, later it takes that node out of service.
-   */
-  extraCheck?: (node: RedisNode, timeoutMs: number) => Promise<void>;
-  /**
-   * Run at every (re)check before the node's votes count again, with the
-   * run_id just read as its one argument: where the owner keeps state that a
-   * restart can take back in time (counters), the script records the run_id
-   * on the node and treats a different one as a possible loss.
-   */
-  certify?: { readonly script: LuaScript; readonly keys: readonly string[] };
-  /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
-  scripts?: readonly LuaScript[];
+export interface NodeGroupOptions extends AdmissionOptions {
   /**
    * Longest time a node's checks are trusted, in milliseconds: a node is
    * checked again before its next call after this long, and after every
@@ -49,19 +34,13 @@ export interface NodeGroupOptions {
   observer?: Observer;
 }
 
-/**
- * The N independent masters behind a Redlock or NextId: the majority size,
- * the guard rails checked on first contact with each node (no replica, no
- * server counted twice), and the one round every operation runs.
- */
+/** The group of nodes one Redlock or NextId votes on. */
 export class NodeGroup {
   readonly nodes: readonly RedisNode[];
   readonly quorum: number;
   private readonly options: NodeGroupOptions;
-  private readonly infos: Array<NodeInfo | undefined>;
+  private readonly admission: Admission;
   private readonly pendingChecks: Array<Promise<void> | undefined>;
-  /** run_id → index of the node that has it. */
-  private readonly runIds = new Map<string, number>();
   private refusal: NodeConfigurationError | undefined;
   private firstContact: Promise<void> | undefined;
   /** Per node: the connection epoch and time of its last passed check. */
@@ -76,7 +55,7 @@ export class NodeGroup {
     this.nodes = nodes;
     this.quorum = quorumOf(nodes.length);
     this.options = options;
-    this.infos = new Array(nodes.length).fill(undefined);
+    this.admission = new Admission(nodes, options);
     this.pendingChecks = new Array(nodes.length).fill(undefined);
     this.checkedEpoch = new Array(nodes.length).fill(-1);
     this.checkedAtMs = new Array(nodes.length).fill(Number.NEGATIVE_INFINITY);
@@ -160,20 +139,24 @@ export class NodeGroup {
 
   /**
    * The error of a round that did not get `needed` yes votes (a majority
-   * unless said otherwise), with each failing node's error; `round`
-   * undefined for one that could not start (first contact timed out).
+   * unless said otherwise), with each failing node's error, then
+   * `answerErrors`: what the owner read in nodes' answers (a node excluded
+   * until repaired); `round` undefined for one that could not start (first
+   * contact timed out).
    */
   quorumError(
     operation: string,
     round: RoundResult<unknown> | undefined,
     needed = this.quorum,
+    answerErrors: readonly NodeError[] = [],
   ): QuorumError {
-    const errors = round ? nodeErrorsOf(round) : [];
+    const errors = [...(round ? nodeErrorsOf(round) : []), ...answerErrors];
     return new QuorumError(operation, needed, this.nodes.length, round?.yesCount ?? 0, errors);
   }
 
+  /** What node `index`'s last passed check read. */
   info(index: number): NodeInfo | undefined {
-    return this.infos[index];
+    return this.admission.info(index);
   }
 
   /** Lets calls still in flight finish (each is bounded by its timeout), then closes the nodes. */
@@ -202,11 +185,11 @@ export class NodeGroup {
   }
 
   /**
-   * Checks node `index` (concurrent calls share one check): INFO, the
-   * scripts, the owner's checks; then it may vote. On first contact a
-   * configuration problem refuses the whole group; found later, it takes
-   * this node out of service, and its calls fail with the reason until a
-   * check passes again (tried once per recheck interval).
+   * Checks node `index` (concurrent calls share one check: `Admission`);
+   * then it may vote. On first contact a configuration problem refuses the
+   * whole group; found later, it takes this node out of service, and its
+   * calls fail with the reason until a check passes again (tried once per
+   * recheck interval).
    */
   private check(index: number): Promise<void> {
     const startedMs = performance.now();
@@ -219,7 +202,8 @@ export class NodeGroup {
     }
     const pending =
       this.pendingChecks[index] ??
-      this.inspect(index)
+      this.admission
+        .check(index, this.checkedEpoch[index]!)
         .then(
           () => {
             this.excluded[index] = undefined;
@@ -252,66 +236,6 @@ export class NodeGroup {
         });
     this.pendingChecks[index] = pending;
     return pending;
-  }
-
-  private async inspect(index: number): Promise<void> {
-    const node = this.nodes[index]!;
-    const { extraCheck, certify, scripts = [], checkTimeoutMs } = this.options;
-    const info = await inspectNode(node, checkTimeoutMs);
-    this.admit(index, info);
-    // A new connection may reach a restarted server, with an empty script cache.
-    if (this.checkedEpoch[index] !== node.epoch) {
-      await Promise.all(scripts.map((script) => node.loadScript(script, checkTimeoutMs)));
-    }
-    await extraCheck?.(node, checkTimeoutMs);
-    if (certify) {
-      await raceAbort(
-        node.evalScript(certify.script, certify.keys, [info.runId]),
-        undefined,
-        checkTimeoutMs,
-        () => new NodeTimeoutError(node.endpoint, checkTimeoutMs),
-      );
-    }
-    this.infos[index] = info;
-  }
-
-  /** The guard rails that need no further call: a master, not a server already counted. */
-  private admit(index: number, info: NodeInfo): void {
-    const node = this.nodes[index]!;
-    if (info.role !== "master") {
-      throw new NodeConfigurationError(
-        [node.endpoint],
-        `${node.endpoint} is a ${info.role}, not a master: redquorum needs independent masters ` +
-          "(a replica lags its master, so a lock could be granted twice after a failover)",
-      );
-    }
-    // By index, not by endpoint: two clients of one server (say, on two
-    // databases) can carry the same host:port name. A node that comes back
-    // as another node's server (after a reconnect) is caught here too.
-    for (const [runId, otherIndex] of this.runIds) {
-      if (otherIndex === index && runId !== info.runId) this.runIds.delete(runId);
-    }
-    const otherIndex = this.runIds.get(info.runId);
-    if (otherIndex !== undefined && otherIndex !== index) {
-      const other = this.nodes[otherIndex]!.endpoint;
-      throw new NodeConfigurationError(
-        [other, node.endpoint],
-        `nodes[${otherIndex}] (${other}) and nodes[${index}] (${node.endpoint}) are the same Redis server (run_id ${info.runId}): ` +
-          "counting one server twice would fake a majority",
-      );
-    }
-    this.runIds.set(info.runId, index);
-    // Warned when first seen, and again whenever a check finds it newly set.
-    const before = this.infos[index];
-    if (evictsKeysWithTtl(info) && (!before || !evictsKeysWithTtl(before))) {
-      this.options.onWarning({
-        code: "REDQUORUM_EVICTION",
-        endpoint: node.endpoint,
-        message:
-          `${node.endpoint} has maxmemory ${info.maxmemoryBytes} with policy ` +
-          `${info.maxmemoryPolicy}: it may evict held lock keys; use maxmemory-policy noeviction`,
-      });
-    }
   }
 
   private refuse(error: NodeConfigurationError): never {

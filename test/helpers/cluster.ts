@@ -1,15 +1,35 @@
+import { after, before } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, type LocalClusterOptions } from "../../src/index.js";
 
 /**
  * Starts a cluster of real redis-server processes for one test suite. The
  * suite's `after` hook must call `stop()`, which also closes every
- * inspection client, so the file ends by itself.
+ * inspection client, so the file ends by itself (`useCluster` registers both).
  */
 export async function startCluster(options: LocalClusterOptions = {}): Promise<TestCluster> {
   const cluster = new TestCluster(await LocalCluster.start({ persistence: "none", ...options }));
   await cluster.markAll();
   return cluster;
+}
+
+/**
+ * One cluster for the enclosing suite: registers a `before` hook that starts
+ * it (`startCluster(options)`) and an `after` hook that stops it. Call it in
+ * a `describe` body; the accessor it returns gives the cluster in the tests
+ * and in hooks registered after it (they run after the start and, for
+ * `after` hooks, after the stop).
+ */
+export function useCluster(options: LocalClusterOptions = {}): () => TestCluster {
+  let cluster: TestCluster | undefined;
+  before(async () => {
+    cluster = await startCluster(options);
+  });
+  after(() => cluster?.stop());
+  return () => {
+    if (!cluster) throw new Error("useCluster(): the cluster starts in the suite's before hook");
+    return cluster;
+  };
 }
 
 /** The node marker of the restart quarantine (what `Redlock.init()` writes). */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { beforeEach, describe, it } from "node:test";
 import { DurabilityError, NextId, QuorumError } from "../../src/index.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 /** The client reconnects within its backoff cap (1 s); a round and a check follow. */
@@ -14,23 +14,19 @@ const reconnectMs = 1_000 + 2_000;
  * acknowledged writes.
  */
 describe("NextId checks durability again (FAULTS.md I14)", () => {
-  let cluster: TestCluster;
+  const cluster = useCluster({ nodeCount: 3, persistence: "aof-always" });
   let keyCounter = 0;
   let key: string;
 
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 3, persistence: "aof-always" });
-  });
-  after(() => cluster.stop());
   beforeEach(async () => {
-    await cluster.restoreAll({ keepData: true });
-    await cluster.onAll(async (client) => {
+    await cluster().restoreAll({ keepData: true });
+    await cluster().onAll(async (client) => {
       await client.config("SET", "appendonly", "yes");
       await client.config("SET", "appendfsync", "always");
       await client.config("SET", "no-appendfsync-on-rewrite", "no");
     });
     key = `durability:${++keyCounter}`;
-    const init = new NextId(cluster.urls, { key });
+    const init = new NextId(cluster().urls, { key });
     await init.init();
     await init.close();
   });
@@ -61,13 +57,13 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
   }
 
   it("no-appendfsync-on-rewrite yes is refused on first contact, naming node and setting", async () => {
-    await cluster.client(1).config("SET", "no-appendfsync-on-rewrite", "yes");
-    const ids = new NextId(cluster.urls, { key });
+    await cluster().client(1).config("SET", "no-appendfsync-on-rewrite", "yes");
+    const ids = new NextId(cluster().urls, { key });
     try {
       await assert.rejects(ids.next(), (error: unknown) => {
         assert.ok(error instanceof DurabilityError, String(error));
         assert.equal(error.setting, "no-appendfsync-on-rewrite");
-        assert.deepEqual(error.endpoints, [`127.0.0.1:${cluster.cluster.node(1).port}`]);
+        assert.deepEqual(error.endpoints, [`127.0.0.1:${cluster().cluster.node(1).port}`]);
         return true;
       });
     } finally {
@@ -77,19 +73,19 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
 
   it("appendfsync switched to everysec under a running client: the node is out within the recheck interval, back once fixed", async () => {
     const recheckIntervalMs = 300;
-    const ids = new NextId(cluster.urls, { key, recheckIntervalMs, retry: { retries: 1 } });
+    const ids = new NextId(cluster().urls, { key, recheckIntervalMs, retry: { retries: 1 } });
     try {
       await ids.next();
       // Without node 1 every ID needs node 0.
-      await cluster.cluster.kill(1);
+      await cluster().cluster.kill(1);
       await ids.next();
-      await cluster.client(0).config("SET", "appendfsync", "everysec");
+      await cluster().client(0).config("SET", "appendfsync", "everysec");
       const error = await failureMatching(ids, /appendfsync/, recheckIntervalMs + reconnectMs);
-      const endpoint = `127.0.0.1:${cluster.cluster.node(0).port}`;
+      const endpoint = `127.0.0.1:${cluster().cluster.node(0).port}`;
       const cause = error.nodeErrors.find((e) => e.endpoint === endpoint);
       assert.ok(cause, error.message);
       assert.match(cause.message, /appendfsync everysec/);
-      await cluster.client(0).config("SET", "appendfsync", "always");
+      await cluster().client(0).config("SET", "appendfsync", "always");
       // Back once a check passes again (one per interval while out).
       const deadline = performance.now() + recheckIntervalMs + reconnectMs;
       for (;;) {
@@ -108,16 +104,16 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
 
   it("a reconnect makes the client check again (appendonly turned off, connection dropped)", async () => {
     // A long interval: only the reconnect can trigger the check.
-    const ids = new NextId(cluster.urls, {
+    const ids = new NextId(cluster().urls, {
       key,
       recheckIntervalMs: 600_000,
       retry: { retries: 1 },
     });
     try {
       await ids.next();
-      await cluster.cluster.kill(1);
+      await cluster().cluster.kill(1);
       await ids.next();
-      const node0 = cluster.client(0);
+      const node0 = cluster().client(0);
       await node0.config("SET", "appendonly", "no");
       // Drop every connection of other clients to node 0 (not this one).
       const self = await node0.client("ID");
@@ -130,7 +126,7 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
       const error = await failureMatching(ids, /appendonly/, reconnectMs);
       assert.match(
         error.message,
-        new RegExp(`127\\.0\\.0\\.1:${cluster.cluster.node(0).port}.*appendonly no`),
+        new RegExp(`127\\.0\\.0\\.1:${cluster().cluster.node(0).port}.*appendonly no`),
       );
     } finally {
       await ids.close();

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { NextId, NotInitializedError, QuorumError, type RepairEvent } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useCluster } from "../helpers/cluster.js";
 import { DelayProxy } from "../helpers/delay-proxy.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -51,20 +51,16 @@ async function waitFor(condition: () => boolean, withinMs: number): Promise<void
 }
 
 describe("NextId repairs a lost node that answers after the majority (5 nodes, one 25 ms slower)", () => {
-  let cluster: TestCluster;
+  const cluster = useCluster({ nodeCount: 5, persistence: "none" });
   let proxy: DelayProxy;
 
   before(async () => {
-    cluster = await startCluster({ nodeCount: 5, persistence: "none" });
-    proxy = await DelayProxy.start(cluster.cluster.node(4).port, 25);
+    proxy = await DelayProxy.start(cluster().cluster.node(4).port, 25);
   });
-  after(async () => {
-    await proxy.close();
-    await cluster.stop();
-  });
+  after(() => proxy?.close());
 
   it("every round is won without the slow node, yet once restarted empty it is repaired, and then carries a majority", async () => {
-    const urls = [...cluster.urls.slice(0, 4), proxy.url];
+    const urls = [...cluster().urls.slice(0, 4), proxy.url];
     const repairs: RepairEvent[] = [];
     const ids = new NextId(urls, options("slow", repairs));
     const calls: IdCall[] = [];
@@ -75,7 +71,7 @@ describe("NextId repairs a lost node that answers after the majority (5 nodes, o
       await ids.init();
       for (let i = 0; i < 20; i++) await record(calls, "warm-up", () => ids.nextBatch(5));
       const beforeLoss = highestOf(calls);
-      await cluster.cluster.restart(4, { keepData: false });
+      await cluster().cluster.restart(4, { keepData: false });
       callers = Promise.all(
         Array.from({ length: 4 }, async (_, c) => {
           while (running) {
@@ -101,13 +97,13 @@ describe("NextId repairs a lost node that answers after the majority (5 nodes, o
       assert.equal(ids.repairedCount, 1);
       assert.equal(repairs[0]!.endpoint, endpointOf(proxy.url));
       assert.ok(repairs[0]!.value >= beforeLoss, `${repairs[0]!.value} < ${beforeLoss}`);
-      assert.equal(await cluster.client(4).get("slow:marker"), "1");
+      assert.equal(await cluster().client(4).get("slow:marker"), "1");
 
       // Two other nodes stall: the two left and the repaired slow node are
       // a majority, so IDs go on (unrepaired, nothing could be handed out).
       const highest = highestOf(calls);
-      cluster.cluster.pause(0);
-      cluster.cluster.pause(1);
+      cluster().cluster.pause(0);
+      cluster().cluster.pause(1);
       const late = await record(calls, "paused", () => ids.nextBatch(3));
       assert.ok(late[0]! > highest, `${late[0]} after ${highest}`);
       assert.deepEqual(findIdViolations(calls), []);
@@ -115,7 +111,7 @@ describe("NextId repairs a lost node that answers after the majority (5 nodes, o
       running = false;
       await callers;
       for (const i of [0, 1]) {
-        if (cluster.cluster.node(i).state === "paused") cluster.cluster.resume(i);
+        if (cluster().cluster.node(i).state === "paused") cluster().cluster.resume(i);
       }
       await ids.close();
     }
@@ -123,18 +119,8 @@ describe("NextId repairs a lost node that answers after the majority (5 nodes, o
 });
 
 describe("NextId repairs lost nodes on an even number of nodes", () => {
-  let two: TestCluster;
-  let four: TestCluster;
-
-  before(async () => {
-    [two, four] = await Promise.all([
-      startCluster({ nodeCount: 2, persistence: "none" }),
-      startCluster({ nodeCount: 4, persistence: "none" }),
-    ]);
-  });
-  after(async () => {
-    await Promise.all([two?.stop(), four?.stop()]);
-  });
+  const two = useCluster({ nodeCount: 2, persistence: "none" });
+  const four = useCluster({ nodeCount: 4, persistence: "none" });
 
   /**
    * Calls `next()` until it fails for the lost counter rather than for the
@@ -160,24 +146,24 @@ describe("NextId repairs lost nodes on an even number of nodes", () => {
 
   it("2 nodes: a node restarted empty is named as lost (not 'not initialised'), repaired from the other, and IDs continue above every earlier one", async () => {
     const repairs: RepairEvent[] = [];
-    const ids = new NextId(two.urls, options("two", repairs, 0));
+    const ids = new NextId(two().urls, options("two", repairs, 0));
     const calls: IdCall[] = [];
     try {
       await ids.init();
       for (let i = 0; i < 5; i++) await record(calls, "before", () => ids.nextBatch(10));
-      await two.cluster.restart(1, { keepData: false });
+      await two().cluster.restart(1, { keepData: false });
       const error = await lossError(ids);
       assert.ok(!(error instanceof NotInitializedError), `misleading: ${String(error)}`);
       assert.ok(error instanceof QuorumError, String(error));
       assert.deepEqual(
         error.nodeErrors.map((e) => e.endpoint),
-        [endpointOf(two.urls[1]!)],
+        [endpointOf(two().urls[1]!)],
       );
       assert.match(error.nodeErrors[0]!.message, /lost its data.*excluded until repaired/);
 
       await waitFor(() => repairs.length > 0, repairWithinMs);
       assert.equal(repairs.length, 1, "the node that lost its counter was never repaired");
-      assert.equal(repairs[0]!.endpoint, endpointOf(two.urls[1]!));
+      assert.equal(repairs[0]!.endpoint, endpointOf(two().urls[1]!));
       assert.ok(repairs[0]!.value >= highestOf(calls), String(repairs[0]!.value));
       const highest = highestOf(calls);
       const [id] = await record(calls, "after", async () => [await ids.next()]);
@@ -190,15 +176,15 @@ describe("NextId repairs lost nodes on an even number of nodes", () => {
 
   it("4 nodes: one restarted empty and another stopped, IDs continue once the lost one is repaired from the 2 healthy nodes", async () => {
     const repairs: RepairEvent[] = [];
-    const ids = new NextId(four.urls, options("four", repairs, 0));
+    const ids = new NextId(four().urls, options("four", repairs, 0));
     const calls: IdCall[] = [];
     const failures: unknown[] = [];
     try {
       await ids.init();
       for (let i = 0; i < 5; i++) await record(calls, "before", () => ids.nextBatch(10));
       const highest = highestOf(calls);
-      await four.cluster.kill(2);
-      await four.cluster.restart(3, { keepData: false });
+      await four().cluster.kill(2);
+      await four().cluster.restart(3, { keepData: false });
       // 2 healthy votes of the 3 needed until node 3 is repaired.
       const deadline = performance.now() + repairWithinMs;
       let id: bigint | undefined;
@@ -212,7 +198,7 @@ describe("NextId repairs lost nodes on an even number of nodes", () => {
       }
       assert.ok(id !== undefined, `no ID within ${repairWithinMs} ms: ${String(failures.at(-1))}`);
       assert.equal(repairs.length, 1);
-      assert.equal(repairs[0]!.endpoint, endpointOf(four.urls[3]!));
+      assert.equal(repairs[0]!.endpoint, endpointOf(four().urls[3]!));
       assert.ok(repairs[0]!.value >= highest, String(repairs[0]!.value));
       assert.ok(id > highest, `${id} after ${highest}`);
       for (const failure of failures) assert.ok(failure instanceof QuorumError, String(failure));
@@ -221,7 +207,7 @@ describe("NextId repairs lost nodes on an even number of nodes", () => {
           (f) =>
             f instanceof QuorumError &&
             f.nodeErrors.some(
-              (e) => e.endpoint === endpointOf(four.urls[3]!) && /lost its data/.test(e.message),
+              (e) => e.endpoint === endpointOf(four().urls[3]!) && /lost its data/.test(e.message),
             ),
         ),
         "no failure named the lost node",

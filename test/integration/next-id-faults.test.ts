@@ -1,24 +1,20 @@
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { beforeEach, describe, it } from "node:test";
 import { NextId, QuorumError, type RepairEvent } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 import { sleep } from "../helpers/sleep.js";
 
 describe("NextId under node faults (5 nodes, appendfsync always)", () => {
-  let cluster: TestCluster;
+  const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
   let keyCounter = 0;
   let key: string;
 
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 5, persistence: "aof-always" });
-  });
-  after(() => cluster.stop());
   beforeEach(async () => {
-    await cluster.restoreAll({ keepData: true });
+    await cluster().restoreAll({ keepData: true });
     key = `faults:${++keyCounter}`;
-    const init = new NextId(cluster.urls, { key });
+    const init = new NextId(cluster().urls, { key });
     await init.init();
     await init.close();
   });
@@ -31,7 +27,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     let running = true;
     const generators = Array.from(
       { length: instances },
-      () => new NextId(cluster.urls, { key, ...options }),
+      () => new NextId(cluster().urls, { key, ...options }),
     );
     const done = Promise.all(
       generators.flatMap((ids, i) =>
@@ -78,11 +74,11 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       for (let step = 0; step < 5; step++) {
         // One or two distinct nodes down at a time, never a majority.
         const victims = [...new Set([Math.floor(random() * 5), Math.floor(random() * 5)])];
-        const endpoints = victims.map((v) => `127.0.0.1:${cluster.cluster.node(v).port}`);
-        for (const v of victims) await cluster.cluster.kill(v);
+        const endpoints = victims.map((v) => `127.0.0.1:${cluster().cluster.node(v).port}`);
+        for (const v of victims) await cluster().cluster.kill(v);
         await sleep(150);
         repaired.length = 0;
-        for (const v of victims) await cluster.cluster.restart(v);
+        for (const v of victims) await cluster().cluster.restart(v);
         // Reconnect backoff (at most 1 s), the repair delay, a round.
         const deadline = performance.now() + 1_000 + repairDelayMs + 3_000;
         while (!endpoints.every((e) => repaired.includes(e))) {
@@ -107,17 +103,17 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   });
 
   it("with 3 of 5 nodes down, calls fail with QuorumError and return no ID", async () => {
-    const ids = new NextId(cluster.urls, { key, retry: { retries: 3 } });
+    const ids = new NextId(cluster().urls, { key, retry: { retries: 3 } });
     try {
       const before = await ids.next();
-      for (const i of [1, 2, 3]) await cluster.cluster.kill(i);
+      for (const i of [1, 2, 3]) await cluster().cluster.kill(i);
       await assert.rejects(ids.next(), (error: unknown) => {
         assert.ok(error instanceof QuorumError, String(error));
         assert.equal(error.nodeErrors.length, 3);
         return true;
       });
       await assert.rejects(ids.nextBatch(5), QuorumError);
-      for (const i of [1, 2, 3]) await cluster.cluster.restart(i);
+      for (const i of [1, 2, 3]) await cluster().cluster.restart(i);
       // The connections come back on their reconnect backoff (up to 1 s):
       // until then calls keep failing fast, never handing out an ID.
       let afterRestart: bigint | undefined;
@@ -147,7 +143,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     });
     try {
       await sleep(200);
-      await cluster.cluster.restart(2, { keepData: false });
+      await cluster().cluster.restart(2, { keepData: false });
       // Detected on the next round, repaired after repairDelayMs.
       const deadline = performance.now() + 10_000;
       while (repairs.length === 0 && performance.now() < deadline) await sleep(20);
@@ -157,14 +153,14 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     }
     const context = describeSeed(seed);
     assert.ok(repairs.length >= 1, `no repair reported; ${context}`);
-    assert.equal(repairs[0]!.endpoint, cluster.urls[2]!.replace("redis://", ""));
+    assert.equal(repairs[0]!.endpoint, cluster().urls[2]!.replace("redis://", ""));
     assert.deepEqual(run.failures.map(String), [], context);
     assert.deepEqual(findIdViolations(run.calls), [], context);
     // The repaired node holds a counter and its marker again, and the value
     // it was raised to is at least every ID handed out before the repair.
     const [value, marker] = await Promise.all([
-      cluster.client(2).get(key),
-      cluster.client(2).get(`${key}:marker`),
+      cluster().client(2).get(key),
+      cluster().client(2).get(`${key}:marker`),
     ]);
     assert.equal(marker, "1");
     assert.ok(BigInt(value!) >= repairs[0]!.value);
@@ -186,17 +182,17 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       const got = await ids.nextBatch(count);
       calls.push({ client, startMs, endMs: performance.now(), ids: got });
     };
-    const first = new NextId(cluster.urls, { key, ...options, retry: { retries: 3 } });
-    await cluster.cluster.kill(3);
-    await cluster.cluster.kill(4);
+    const first = new NextId(cluster().urls, { key, ...options, retry: { retries: 3 } });
+    await cluster().cluster.kill(3);
+    await cluster().cluster.kill(4);
     for (let i = 0; i < 5; i++) await record("first", first, 20);
     await first.close();
-    await cluster.cluster.restart(3);
-    await cluster.cluster.restart(4);
-    await cluster.cluster.restart(2, { keepData: false });
-    await cluster.cluster.kill(0);
-    await cluster.cluster.kill(1);
-    const second = new NextId(cluster.urls, {
+    await cluster().cluster.restart(3);
+    await cluster().cluster.restart(4);
+    await cluster().cluster.restart(2, { keepData: false });
+    await cluster().cluster.kill(0);
+    await cluster().cluster.kill(1);
+    const second = new NextId(cluster().urls, {
       key,
       ...options,
       retry: { retries: 3 },
@@ -236,10 +232,10 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     assert.deepEqual(findIdViolations(calls), []);
     // Nodes 0 and 1 come back: node 2 is repaired from the healthy majority
     // and IDs continue above everything handed out.
-    await cluster.cluster.restart(0);
-    await cluster.cluster.restart(1);
+    await cluster().cluster.restart(0);
+    await cluster().cluster.restart(1);
     const repairs: RepairEvent[] = [];
-    const third = new NextId(cluster.urls, {
+    const third = new NextId(cluster().urls, {
       key,
       nodeTimeoutMs: 100,
       repairDelayMs: 1_100,
@@ -264,7 +260,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       }
       assert.deepEqual(findIdViolations(calls), []);
       // Node 2 is raised to the others' maximum: at least the 100 IDs handed out.
-      const node2 = `127.0.0.1:${cluster.cluster.node(2).port}`;
+      const node2 = `127.0.0.1:${cluster().cluster.node(2).port}`;
       while (!repairs.some((r) => r.endpoint === node2) && performance.now() < deadline) {
         await sleep(20);
       }

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
+import { repairScript } from "../../src/id/counter.js";
 import {
   AlreadyInitializedError,
   DurabilityError,
@@ -11,9 +12,8 @@ import {
   NotInitializedError,
   QuorumError,
 } from "../../src/index.js";
-import { repairScript } from "../../src/node/id-scripts.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 
 /** Runs `instances` NextIds × `callers` each for `calls` calls, mixing next() and nextBatch(). */
@@ -64,15 +64,10 @@ function assertIncreasing(ids: readonly bigint[]): void {
 }
 
 describe("NextId on 5 nodes with appendfsync always", () => {
-  let cluster: TestCluster;
-
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 5, persistence: "aof-always" });
-  });
-  after(() => cluster.stop());
+  const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
 
   it("needs init(): before it, next() fails with NotInitializedError", async () => {
-    const ids = new NextId(cluster.urls, { key: "fresh", retry: { retries: 0 } });
+    const ids = new NextId(cluster().urls, { key: "fresh", retry: { retries: 0 } });
     try {
       await assert.rejects(ids.next(), NotInitializedError);
       await ids.init();
@@ -97,12 +92,12 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("8 instances × 4 callers, next() and nextBatch() mixed: no duplicate, real-time order kept", async (t) => {
-    const init = new NextId(cluster.urls, { key: "mixed" });
+    const init = new NextId(cluster().urls, { key: "mixed" });
     await init.init();
     await init.close();
     const seed = testSeed();
     t.diagnostic(describeSeed(seed));
-    const { calls, failures } = await idWorkload(cluster.urls, {
+    const { calls, failures } = await idWorkload(cluster().urls, {
       instances: 8,
       callers: 4,
       calls: 60,
@@ -118,11 +113,11 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("the seed strategy (read a majority, max + 1, write) passes the same checker", async () => {
-    const init = new NextId(cluster.urls, { key: "seeded", strategy: "seed" });
+    const init = new NextId(cluster().urls, { key: "seeded", strategy: "seed" });
     await init.init();
     const generators = Array.from(
       { length: 4 },
-      () => new NextId(cluster.urls, { key: "seeded", strategy: "seed" }),
+      () => new NextId(cluster().urls, { key: "seeded", strategy: "seed" }),
     );
     const calls: IdCall[] = [];
     try {
@@ -142,14 +137,14 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("is exact near 2^53 and stops with IdOverflowError at 2^63 - 1", async () => {
-    const ids = new NextId(cluster.urls, { key: "big" });
+    const ids = new NextId(cluster().urls, { key: "big" });
     try {
       await ids.init();
       const nearDouble = 2n ** 53n - 2n;
-      await cluster.onAll((c) => c.set("big", nearDouble.toString()));
+      await cluster().onAll((c) => c.set("big", nearDouble.toString()));
       assert.equal(await ids.next(), 2n ** 53n - 1n);
       assert.deepEqual(await ids.nextBatch(3), [2n ** 53n, 2n ** 53n + 1n, 2n ** 53n + 2n]);
-      await cluster.onAll((c) => c.set("big", (maxId - 3n).toString()));
+      await cluster().onAll((c) => c.set("big", (maxId - 3n).toString()));
       assert.deepEqual(await ids.nextBatch(2), [maxId - 2n, maxId - 1n]);
       assert.equal(await ids.next(), maxId);
       await assert.rejects(ids.next(), (error: unknown) => {
@@ -158,18 +153,18 @@ describe("NextId on 5 nodes with appendfsync always", () => {
         return true;
       });
       // Nothing was written past the limit.
-      assert.deepEqual(await cluster.onAll((c) => c.get("big")), Array(5).fill(maxId.toString()));
+      assert.deepEqual(await cluster().onAll((c) => c.get("big")), Array(5).fill(maxId.toString()));
     } finally {
       await ids.close();
     }
   });
 
   it("bad counts get InvalidArgumentError and send no round", async () => {
-    const ids = new NextId(cluster.urls, { key: "bad" });
+    const ids = new NextId(cluster().urls, { key: "bad" });
     try {
       await ids.init();
       await ids.next();
-      await cluster.onAll((c) => c.config("RESETSTAT"));
+      await cluster().onAll((c) => c.config("RESETSTAT"));
       for (const count of [0, -1, 1.5, Number.NaN, 10_001, "3", undefined]) {
         await assert.rejects(ids.nextBatch(count as number), (error: unknown) => {
           assert.ok(error instanceof InvalidArgumentError, `${count}: ${String(error)}`);
@@ -177,16 +172,16 @@ describe("NextId on 5 nodes with appendfsync always", () => {
           return true;
         });
       }
-      const stats = await cluster.onAll((c) => c.info("commandstats"));
+      const stats = await cluster().onAll((c) => c.info("commandstats"));
       for (const text of stats) assert.doesNotMatch(text, /cmdstat_evalsha/);
-      assert.deepEqual(await cluster.onAll((c) => c.get("bad")), Array(5).fill("1"));
+      assert.deepEqual(await cluster().onAll((c) => c.get("bad")), Array(5).fill("1"));
     } finally {
       await ids.close();
     }
   });
 
   it("an aborted call rejects with the signal's reason", async () => {
-    const ids = new NextId(cluster.urls, { key: "abort" });
+    const ids = new NextId(cluster().urls, { key: "abort" });
     try {
       await ids.init();
       const reason = new Error("stop");
@@ -199,12 +194,12 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("a corrupted counter on a minority is that node's error; on a majority calls fail, never hang", async () => {
-    const ids = new NextId(cluster.urls, { key: "corrupt", retry: { retries: 2 } });
+    const ids = new NextId(cluster().urls, { key: "corrupt", retry: { retries: 2 } });
     try {
       await ids.init();
-      await cluster.client(0).set("corrupt", "not-a-number");
+      await cluster().client(0).set("corrupt", "not-a-number");
       assert.equal(await ids.next(), 1n);
-      for (const i of [1, 2]) await cluster.client(i).set("corrupt", "99999999999999999999");
+      for (const i of [1, 2]) await cluster().client(i).set("corrupt", "99999999999999999999");
       await assert.rejects(ids.next(), (error: unknown) => {
         assert.ok(error instanceof QuorumError, String(error));
         assert.match(error.message, /not a counter value|above 2\^63/);
@@ -216,10 +211,10 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("close() settles every call: in flight, queued, or still on first contact", async () => {
-    const init = new NextId(cluster.urls, { key: "closing" });
+    const init = new NextId(cluster().urls, { key: "closing" });
     await init.init();
     await init.close();
-    const ids = new NextId(cluster.urls, { key: "closing" });
+    const ids = new NextId(cluster().urls, { key: "closing" });
     const calls = Array.from({ length: 50 }, (_, i) => (i % 2 ? ids.next() : ids.nextBatch(3)));
     await ids.close();
     const outcomes = await Promise.allSettled(calls);
@@ -235,7 +230,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("a repair applies only to the loss it was read for (loss token)", async () => {
-    const ids = new NextId(cluster.urls, {
+    const ids = new NextId(cluster().urls, {
       key: "token",
       repairDelayMs: 60_000,
       onRepair: () => {},
@@ -244,36 +239,36 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       await ids.init();
       await ids.nextBatch(10);
       // Node 0 loses its data; the next round meets it and leaves a loss token.
-      await cluster.client(0).del("token", "token:marker");
+      await cluster().client(0).del("token", "token:marker");
       await ids.next();
-      const token = await cluster.client(0).get("token:lost");
+      const token = await cluster().client(0).get("token:lost");
       assert.ok(token, "the round must have left a loss token");
       const repair = (value: string, withToken: string) =>
-        cluster
+        cluster()
           .client(0)
           .eval(repairScript.source, 3, "token", "token:marker", "token:lost", value, withToken);
       // A repair read for an earlier loss (another token) changes nothing.
       assert.equal(await repair("5", "1.2"), 0);
-      assert.equal(await cluster.client(0).get("token"), null);
+      assert.equal(await cluster().client(0).get("token"), null);
       assert.equal(await repair("11", token), 1);
-      assert.equal(await cluster.client(0).get("token"), "11");
-      assert.equal(await cluster.client(0).get("token:marker"), "1");
+      assert.equal(await cluster().client(0).get("token"), "11");
+      assert.equal(await cluster().client(0).get("token:marker"), "1");
       // Applied once: the same repair arriving late does nothing.
-      await cluster.client(0).set("token", "500");
+      await cluster().client(0).set("token", "500");
       assert.equal(await repair("11", token), 0);
-      assert.equal(await cluster.client(0).get("token"), "500");
+      assert.equal(await cluster().client(0).get("token"), "500");
     } finally {
       await ids.close();
     }
   });
 
   it("status() reports each node for IDs: the counter's marker, false once lost or suspect", async () => {
-    const ids = new NextId(cluster.urls, { key: "status" });
+    const ids = new NextId(cluster().urls, { key: "status" });
     try {
       await ids.init();
       await ids.next();
-      await cluster.client(1).del("status:marker");
-      await cluster.client(2).set("status:marker", "suspect");
+      await cluster().client(1).del("status:marker");
+      await cluster().client(2).set("status:marker", "suspect");
       const nodes = await ids.status();
       assert.deepEqual(
         nodes.map((n) => n.endpoint),
@@ -298,16 +293,16 @@ describe("NextId on 5 nodes with appendfsync always", () => {
 
   it("refuses bad options", () => {
     assert.throws(
-      () => new NextId(cluster.urls, { strategy: "fast" as never }),
+      () => new NextId(cluster().urls, { strategy: "fast" as never }),
       InvalidArgumentError,
     );
-    assert.throws(() => new NextId(cluster.urls, { pipelineDepth: 0 }), InvalidArgumentError);
+    assert.throws(() => new NextId(cluster().urls, { pipelineDepth: 0 }), InvalidArgumentError);
     assert.throws(
-      () => new NextId(cluster.urls, { nodeTimeoutMs: 500, repairDelayMs: 100 }),
+      () => new NextId(cluster().urls, { nodeTimeoutMs: 500, repairDelayMs: 100 }),
       /repairDelayMs: must exceed 1000 ms/,
     );
-    assert.throws(() => new NextId(cluster.urls, { key: "" }), InvalidArgumentError);
-    assert.throws(() => new NextId(cluster.urls, { nodeTimeoutMs: 1_001 }), /nodeTimeoutMs/);
+    assert.throws(() => new NextId(cluster().urls, { key: "" }), InvalidArgumentError);
+    assert.throws(() => new NextId(cluster().urls, { nodeTimeoutMs: 1_001 }), /nodeTimeoutMs/);
   });
 });
 

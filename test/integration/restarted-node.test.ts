@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { NextId, QuorumError, Redlock } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 /**
@@ -39,38 +39,34 @@ async function within<T>(forMs: number, what: string, attempt: () => Promise<T>)
  * now form a majority and both hold an old value.
  */
 describe("a node restarted with an older state (FAULTS.md I13)", () => {
-  let cluster: TestCluster;
+  const cluster = useCluster({ nodeCount: 3, persistence: "aof-always" });
   let snapshots: string;
 
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 3, persistence: "aof-always" });
+  before(() => {
     snapshots = mkdtempSync(join(tmpdir(), "redquorum-snapshot-"));
   });
-  after(async () => {
-    await cluster.stop();
-    rmSync(snapshots, { recursive: true, force: true });
-  });
+  after(() => rmSync(snapshots, { recursive: true, force: true }));
 
   /** Node 0's data directory as it is now (the node is stopped while it is copied). */
   async function snapshotNode0(name: string): Promise<string> {
     const to = join(snapshots, name);
-    await cluster.cluster.kill(0);
-    cpSync(cluster.cluster.node(0).dataDir, to, { recursive: true });
-    await cluster.cluster.restart(0);
+    await cluster().cluster.kill(0);
+    cpSync(cluster().cluster.node(0).dataDir, to, { recursive: true });
+    await cluster().cluster.restart(0);
     return to;
   }
 
   async function restoreNode0(from: string): Promise<void> {
-    await cluster.cluster.kill(0);
-    const dataDir = cluster.cluster.node(0).dataDir;
+    await cluster().cluster.kill(0);
+    const dataDir = cluster().cluster.node(0).dataDir;
     rmSync(dataDir, { recursive: true, force: true });
     cpSync(from, dataDir, { recursive: true });
-    await cluster.cluster.restart(0);
+    await cluster().cluster.restart(0);
   }
 
   it("NextId: no ID from a majority that came back older; IDs go on above every earlier one", async () => {
     const key = "stale:ids";
-    const ids = new NextId(cluster.urls, { key });
+    const ids = new NextId(cluster().urls, { key });
     let highest = 0n;
     const track = (id: bigint) => {
       if (id > highest) highest = id;
@@ -89,16 +85,16 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
         await sleep(20);
       }
       assert.equal(ids.repairedCount, 1, "node 0, restarted, was repaired");
-      await cluster.cluster.kill(1);
+      await cluster().cluster.kill(1);
       for (let i = 0; i < 10; i++) for (const id of await ids.nextBatch(10)) track(id);
     } finally {
       await ids.close();
     }
     await restoreNode0(copy);
-    await cluster.cluster.restart(1);
-    await cluster.cluster.kill(2);
+    await cluster().cluster.restart(1);
+    await cluster().cluster.kill(2);
     // A client that never saw the old servers: only what the nodes keep can warn it.
-    const fresh = new NextId(cluster.urls, { key, retry: { retries: 2 } });
+    const fresh = new NextId(cluster().urls, { key, retry: { retries: 2 } });
     try {
       for (let i = 0; i < 5; i++) {
         try {
@@ -108,7 +104,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
           assert.ok(error instanceof QuorumError, String(error));
         }
       }
-      await cluster.cluster.restart(2);
+      await cluster().cluster.restart(2);
       const id = await within(recoveryMs * 2, "an ID after node 2 is back", () => fresh.next());
       assert.ok(id > highest, `ID ${id} is not above ${highest}`);
     } finally {
@@ -117,8 +113,8 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
   });
 
   it("Redlock fencing: a majority that came back older never issues a token at or below one issued", async () => {
-    await cluster.restoreAll({ keepData: true });
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    await cluster().restoreAll({ keepData: true });
+    const redlock = new Redlock(cluster().urls, { retry: { retries: 0 } });
     let highest = 0n;
     const take = async (client: Redlock) => {
       const lock = await client.acquire(["stale:fence"], 2_000);
@@ -133,19 +129,19 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
       await within(recoveryMs, "node 0 voting again", async () => {
         const lock = await redlock.acquire(["probe"], 2_000);
         await sleep(20);
-        const held = (await cluster.client(0).get("probe")) === lock.value;
+        const held = (await cluster().client(0).get("probe")) === lock.value;
         await lock.release();
         if (!held) throw new Error("node 0 does not vote yet");
       });
-      await cluster.cluster.kill(1);
+      await cluster().cluster.kill(1);
       for (let i = 0; i < 20; i++) await take(redlock);
       await restoreNode0(copy);
     } finally {
       await redlock.close();
     }
-    await cluster.cluster.restart(1);
-    await cluster.cluster.kill(2);
-    const fresh = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    await cluster().cluster.restart(1);
+    await cluster().cluster.kill(2);
+    const fresh = new Redlock(cluster().urls, { retry: { retries: 0 } });
     try {
       for (let i = 0; i < 5; i++) {
         try {
@@ -160,7 +156,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
         await sleep(100);
       }
       const before = highest;
-      await cluster.cluster.restart(2);
+      await cluster().cluster.restart(2);
       const token = await within(recoveryMs * 2, "a lock after node 2 is back", () => take(fresh));
       assert.ok(token > before, `token ${token} is not above ${before}`);
     } finally {

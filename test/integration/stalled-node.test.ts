@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { NextId, NodeError, NodeTimeoutError } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { RedisNode } from "../../src/node/redis-node.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 /** The nodes behind a NextId (internal: the test watches what waits on each). */
@@ -31,17 +31,12 @@ async function refusedAtOnce(call: Promise<unknown>, pattern: RegExp): Promise<v
 }
 
 describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", () => {
-  let cluster: TestCluster;
+  const cluster = useCluster({ nodeCount: 5 });
   const paused = 2;
-
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 5 });
-  });
-  after(() => cluster.stop());
 
   it("under steady NextId load: bounded, flat once stalled, the load stays live, used again on resume", async () => {
     const key = "stalled:ids";
-    const ids = new NextId(cluster.urls, { key, unsafeAllowNonDurableNodes: true });
+    const ids = new NextId(cluster().urls, { key, unsafeAllowNonDurableNodes: true });
     await ids.init();
     const nodes = nodesOf(ids);
     const stalled = nodes[paused]!;
@@ -63,7 +58,7 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
     );
     try {
       await until("the load to run", () => succeeded > 0);
-      cluster.cluster.pause(paused);
+      cluster().cluster.pause(paused);
       // Long enough that the second half starts well after the node counts as stalled.
       const pauseMs = 3 * limits.nodeStallMs;
       const pausedAt = performance.now();
@@ -79,7 +74,7 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       // While stalled, a call fails at once instead of joining the queue.
       const probe = stalled.command(["PING"], { timeoutMs: limits.nodeTimeoutMsMax });
       await probe.catch(() => {});
-      cluster.cluster.resume(paused);
+      cluster().cluster.resume(paused);
 
       const most = Math.max(...samples.map((s) => s.outstanding));
       assert.ok(most <= limits.outstandingCommandsMax, `${most} commands outstanding`);
@@ -114,7 +109,7 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       // Every command sent before a PING on the same connection is answered first.
       for (const node of nodes) await node.command(["PING"], { timeoutMs: 1_000 });
       assert.equal(stalled.outstanding, 0);
-      const counters = await cluster.onAll((client) => client.get(key));
+      const counters = await cluster().onAll((client) => client.get(key));
       const [counter] = counters;
       assert.ok(counter && BigInt(counter) > 0n, String(counters));
       assert.deepEqual(
@@ -125,17 +120,17 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       assert.deepEqual(failures, []);
     } finally {
       running = false;
-      if (cluster.cluster.node(paused).state === "paused") cluster.cluster.resume(paused);
+      if (cluster().cluster.node(paused).state === "paused") cluster().cluster.resume(paused);
       await load;
       await ids.close();
     }
   });
 
   it(`at most outstandingCommandsMax commands wait on one node; more fail at once`, async () => {
-    const node = new RedisNode(IoredisTransport.fromUrl(cluster.urls[paused]!, "paused"));
+    const node = new RedisNode(IoredisTransport.fromUrl(cluster().urls[paused]!, "paused"));
     try {
       assert.equal(await node.command(["PING"], { timeoutMs: 1_000 }), "PONG");
-      cluster.cluster.pause(paused);
+      cluster().cluster.pause(paused);
       const max = limits.outstandingCommandsMax;
       // Each call gives up after 50 ms; its command stays queued on the connection.
       const waiting = Array.from({ length: max }, () =>
@@ -148,11 +143,11 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       );
       assert.equal(node.outstanding, max);
       await Promise.all(waiting);
-      cluster.cluster.resume(paused);
+      cluster().cluster.resume(paused);
       await until("the queue to drain", () => node.outstanding === 0);
       assert.equal(await node.command(["PING"], { timeoutMs: 1_000 }), "PONG");
     } finally {
-      if (cluster.cluster.node(paused).state === "paused") cluster.cluster.resume(paused);
+      if (cluster().cluster.node(paused).state === "paused") cluster().cluster.resume(paused);
       await node.close();
     }
   });

@@ -1,0 +1,235 @@
+/**
+ * The ID counter's protocol on one node: its Lua scripts, the
+ * status codes they answer (named here, used by name everywhere), and the
+ * decoding of a node's answer.
+ *
+ * KEYS[1] is the counter, KEYS[2] its marker (written by init and by
+ * repair, lost together with the counter when a node restarts empty or is
+ * flushed), KEYS[3] the loss token: written once when a proposal finds the
+ * counter or marker gone, and required by the repair, so a repair meant for
+ * one loss can never apply to a later one. Values are non-negative decimal
+ * strings without leading zeros, compared by length then bytes, so they are
+ * exact up to 2^63 - 1 (Lua numbers are doubles and would round above 2^53).
+ */
+import { parseCounter } from "../decimal.js";
+import { NodeError } from "../errors.js";
+import { LuaScript } from "../node/lua-script.js";
+import type { RedisNode } from "../node/redis-node.js";
+import type { CounterKeys } from "./keys.js";
+
+/** The first element of a counter script's reply. */
+export const counterStatus = {
+  /** `{refused, current}`: the counter is already >= the proposal. */
+  refused: 0,
+  /** `{accepted, previous}`: the counter was below and is now the proposal (a read: `{accepted, value}`). */
+  accepted: 1,
+  /** `{amnesia, token}`: the marker is gone: the node lost its data. */
+  amnesia: 2,
+  /** `{missing, token}`: marker present, counter missing (deleted, or init never reached it). */
+  missing: 3,
+  /**
+   * `{suspect, token}`: the node restarted (a new run_id, see certifyScript):
+   * its counter may be older than what it acknowledged.
+   */
+  suspect: 4,
+} as const;
+
+export type CounterStatus = (typeof counterStatus)[keyof typeof counterStatus];
+
+/** The reply of repairScript (a bare integer). */
+export const repairReply = { notApplied: 0, applied: 1 } as const;
+
+/** The reply of certifyScript (a bare integer). */
+export const certifyReply = { unchanged: 0, madeSuspect: 1 } as const;
+
+/** The marker's value while the node holds its counter ("suspect" after a restart). */
+export const markerHeld = "1";
+
+const { refused, accepted, amnesia, missing, suspect } = counterStatus;
+
+const compare = `
+local function less(a, b)
+  return #a < #b or (#a == #b and a < b)
+end`;
+
+const lossToken = `
+local function lost(status)
+  local token = redis.call('get', KEYS[3])
+  if not token then
+    local now = redis.call('time')
+    token = now[1] .. '.' .. now[2]
+    redis.call('set', KEYS[3], token)
+  end
+  return {status, token}
+end`;
+
+/** ARGV[1] = proposal; ARGV[2] = "1" to skip the marker check (test-only negative control). */
+export const proposeScript = new LuaScript(
+  "id-propose",
+  `${compare}
+${lossToken}
+local skipMarker = ARGV[2] == '1'
+if not skipMarker then
+  local marker = redis.call('get', KEYS[2])
+  if marker == 'suspect' then return lost(${suspect}) end
+  if marker ~= '${markerHeld}' then return lost(${amnesia}) end
+end
+local current = redis.call('get', KEYS[1])
+if not current then
+  if not skipMarker then return lost(${missing}) end
+  current = '0'
+end
+if less(current, ARGV[1]) then
+  redis.call('set', KEYS[1], ARGV[1])
+  return {${accepted}, current}
+end
+return {${refused}, current}`,
+);
+
+/** Reads the counter: {accepted, value}, or {amnesia} / {missing} (no token: a read leaves none). */
+export const readScript = new LuaScript(
+  "id-read",
+  `if redis.call('exists', KEYS[2]) == 0 then return {${amnesia}} end
+local current = redis.call('get', KEYS[1])
+if not current then return {${missing}} end
+return {${accepted}, current}`,
+);
+
+/**
+ * Repair, ARGV[1] = value, ARGV[2] = loss token: only while the node is
+ * still in the loss that token names (marker gone or "suspect", or counter
+ * gone, same token),
+ * raises the counter to ARGV[1] (never lowers it), writes the marker and
+ * clears the token, in one step: applied. Otherwise changes nothing: notApplied.
+ */
+export const repairScript = new LuaScript(
+  "id-repair",
+  `${compare}
+local current = redis.call('get', KEYS[1])
+if redis.call('get', KEYS[2]) == '${markerHeld}' and current then return ${repairReply.notApplied} end
+if redis.call('get', KEYS[3]) ~= ARGV[2] then return ${repairReply.notApplied} end
+if not current or less(current, ARGV[1]) then
+  redis.call('set', KEYS[1], ARGV[1])
+end
+redis.call('set', KEYS[2], '${markerHeld}')
+redis.call('del', KEYS[3])
+return ${repairReply.applied}`,
+);
+
+/**
+ * Init on one node: {accepted} when it set the counter to 0 (or found 0,
+ * from an earlier partial init), {refused, current} when the counter holds
+ * IDs already.
+ */
+export const initScript = new LuaScript(
+  "id-init",
+  `local current = redis.call('get', KEYS[1])
+if current and current ~= '0' then return {${refused}, current} end
+redis.call('set', KEYS[1], '0')
+redis.call('set', KEYS[2], '${markerHeld}')
+redis.call('del', KEYS[3])
+return {${accepted}}`,
+);
+
+/**
+ * Run whenever a client (re)checks a node: KEYS[1] counter, KEYS[2] marker,
+ * KEYS[3] loss token, KEYS[4] the run_id the counter was certified on;
+ * ARGV[1] the node's run_id now. A node restarted with its data (another
+ * run_id) may have come back with an older counter and its marker intact
+ * (a restored backup or disk snapshot, a replica promoted with lag): its
+ * marker becomes "suspect", so it does not vote until repaired — raised to
+ * what other nodes hold, which is always safe. Reads still answer its
+ * value (it may lag, it did not forget). madeSuspect or unchanged.
+ */
+export const certifyScript = new LuaScript(
+  "id-certify",
+  `local run = redis.call('get', KEYS[4])
+if run == ARGV[1] then return ${certifyReply.unchanged} end
+redis.call('set', KEYS[4], ARGV[1])
+if run and redis.call('get', KEYS[2]) == '${markerHeld}' then
+  redis.call('set', KEYS[2], 'suspect')
+  return ${certifyReply.madeSuspect}
+end
+return ${certifyReply.unchanged}`,
+);
+
+/** Every counter script, loaded on first contact with a node. */
+export const counterScripts: readonly LuaScript[] = [
+  proposeScript,
+  readScript,
+  repairScript,
+  initScript,
+];
+
+// ---- a node's answer ------------------------------------------------------
+
+/** A node's answer to a counter script: [status, value or loss token]. */
+export type CounterReply = readonly [CounterStatus, string?];
+
+/** A counter that a node no longer holds (or may hold older): the status, and the loss token. */
+export interface CounterLoss {
+  readonly status: CounterStatus;
+  readonly token: string;
+}
+
+/**
+ * A counter script's reply, checked: anything else (a corrupted value, a key
+ * of the wrong type answered by an old script) is that node's error, not a
+ * crash of the round.
+ */
+export function checkedReply(node: RedisNode, reply: unknown): CounterReply {
+  if (!Array.isArray(reply) || typeof reply[0] !== "number") {
+    throw new NodeError(node.endpoint, new Error(`unexpected reply ${JSON.stringify(reply)}`));
+  }
+  const [status, value] = reply as [number, unknown];
+  if (status === accepted || status === refused) {
+    try {
+      parseCounter(value);
+    } catch (error) {
+      throw new NodeError(node.endpoint, error);
+    }
+  }
+  return reply as unknown as CounterReply;
+}
+
+/** Runs a counter script on one node; the reply is checked (`checkedReply`). */
+export function evalCounter(
+  node: RedisNode,
+  script: LuaScript,
+  keys: CounterKeys,
+  args: readonly string[],
+): Promise<CounterReply> {
+  return node.evalScript(script, keys, args).then((reply) => checkedReply(node, reply));
+}
+
+export const statusOf = (reply: unknown): number =>
+  Array.isArray(reply) && typeof reply[0] === "number" ? reply[0] : -1;
+
+export const isAccepted = (reply: unknown) => statusOf(reply) === accepted;
+
+/** Statuses of a node that is excluded until repaired. */
+export const needsRepair = (status: number) =>
+  status === amnesia || status === missing || status === suspect;
+
+/** Whether the node still holds a counter: it may lag (suspect), it did not forget. */
+export const holdsCounter = (status: number) => !needsRepair(status) || status === suspect;
+
+/** The counter value an accepted or refused reply carries (a checked reply). */
+export function counterValueOf(reply: unknown): bigint {
+  return parseCounter((reply as CounterReply)[1]);
+}
+
+/** The loss a reply reports, when it carries a token: only proposals leave one, reads answer without. */
+export function lossOf(reply: CounterReply): CounterLoss | undefined {
+  const [status, token] = reply;
+  return needsRepair(status) && token !== undefined ? { status, token: String(token) } : undefined;
+}
+
+/** Why a node that needs repair does not vote, for its error. */
+export function lossReason(status: number): string {
+  if (status === amnesia) return "lost its data (marker gone); excluded until repaired";
+  if (status === suspect) {
+    return "restarted (a new run_id) and may have come back older; excluded until repaired";
+  }
+  return "counter missing; excluded until repaired";
+}

@@ -1,0 +1,303 @@
+/**
+ * The range strategy's group-commit pipeline: the queue of calls, the
+ * rounds in flight (up to `pipelineDepth`), retries and backoff.
+ *
+ * - one round trip per round: the conditional write answers the node's
+ *   value when it refuses and its previous value when it accepts, so the
+ *   next proposal needs no read round;
+ * - a round that wins on a majority S with proposal v owns the IDs
+ *   (max previous on S, v]: two winning rounds share a node, where the later
+ *   one saw the earlier one's v, so their ranges are disjoint and ordered;
+ * - group commit: calls that arrived before a round was sent share its
+ *   range; calls that arrive while it is in flight wait for a later round
+ *   (handing them this round's IDs could break real-time order);
+ * - rounds are pipelined on each node's connection, whose order the node
+ *   keeps; a later round proposes above every earlier proposal.
+ */
+import { assert } from "../assert.js";
+import { maxId, maxOf } from "../decimal.js";
+import { ClosedError, IdOverflowError, QueueFullError, RedquorumError } from "../errors.js";
+import type { Observer } from "../observe.js";
+import type { RoundResult } from "../quorum/round.js";
+import type { CounterReply } from "./counter.js";
+import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
+import { idLimits, type ResolvedNextIdOptions } from "./options.js";
+
+interface Waiter {
+  readonly count: number;
+  readonly resolve: (ids: bigint[]) => void;
+  readonly reject: (error: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  readonly onAbort: (() => void) | undefined;
+  failedRounds: number;
+  done: boolean;
+}
+
+export interface RangeContext {
+  readonly counter: CounterRounds;
+  readonly quorum: number;
+  readonly options: Pick<ResolvedNextIdOptions, "pipelineDepth" | "retry" | "clock" | "random">;
+  readonly observer: Observer;
+  /**
+   * The NextId's lifetime: once aborted (by `close()`), no round starts, a
+   * backoff ends, and calls a round put back fail with `ClosedError`.
+   */
+  readonly signal: AbortSignal;
+}
+
+export class RangeRounds {
+  private readonly context: RangeContext;
+  private readonly queue: Waiter[] = [];
+  /** Highest proposal sent (used while rounds are in flight). */
+  private proposedMax = 0n;
+  /** Send order of rounds, and the latest-sent winning round so far (for the order assertion). */
+  private roundsSent = 0;
+  private lastWinner = { sequence: 0, proposal: 0n };
+  private roundsInFlight = 0;
+  /** Rounds in flight; `close()` waits for them. */
+  private readonly rounds = new Set<Promise<void>>();
+  private pumpScheduled = false;
+  private consecutiveLosses = 0;
+  /** Lost rounds in a row that were only refused (stale proposals). */
+  private staleLosses = 0;
+  private backoff: Promise<void> | undefined;
+
+  constructor(context: RangeContext) {
+    this.context = context;
+  }
+
+  /** `count` IDs, once a round that claims them for this call wins. */
+  take(count: number, signal: AbortSignal | undefined): Promise<bigint[]> {
+    if (this.queue.length >= idLimits.queueLengthMax) {
+      return Promise.reject(new QueueFullError("NextId", idLimits.queueLengthMax));
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = signal
+        ? () => {
+            const index = this.queue.indexOf(waiter);
+            if (index >= 0) this.queue.splice(index, 1);
+            settle(waiter, signal.reason);
+          }
+        : undefined;
+      const waiter: Waiter = {
+        count,
+        resolve,
+        reject,
+        signal,
+        onAbort,
+        failedRounds: 0,
+        done: false,
+      };
+      signal?.addEventListener("abort", onAbort!, { once: true });
+      this.queue.push(waiter);
+      this.schedulePump();
+    });
+  }
+
+  /** Once the lifetime signal is aborted: waiting calls fail, and this resolves when no round is in flight. */
+  async close(): Promise<void> {
+    for (const waiter of this.queue.splice(0)) settle(waiter, new ClosedError("NextId"));
+    await Promise.allSettled(this.rounds);
+    // Calls a round could not serve were put back in the queue meanwhile.
+    for (const waiter of this.queue.splice(0)) settle(waiter, new ClosedError("NextId"));
+  }
+
+  private get closed(): boolean {
+    return this.context.signal.aborted;
+  }
+
+  /**
+   * Group commit: the round starts at the end of the tick, so every call
+   * made in the same tick (say, all the callers a finished round just
+   * resumed) shares it, instead of the first one taking a round alone. The
+   * connection would only send it at the end of the tick anyway.
+   */
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    process.nextTick(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  /** Starts rounds for waiting calls while the pipeline has room and no backoff runs. */
+  private pump(): void {
+    while (
+      !this.closed &&
+      this.queue.length > 0 &&
+      this.roundsInFlight < this.context.options.pipelineDepth &&
+      this.backoff === undefined
+    ) {
+      let ids = 0;
+      let take = 0;
+      while (
+        take < this.queue.length &&
+        (take === 0 || ids + this.queue[take]!.count <= idLimits.roundIdsMax)
+      ) {
+        ids += this.queue[take]!.count;
+        take++;
+      }
+      this.startRound(this.queue.splice(0, take), ids);
+    }
+  }
+
+  private startRound(batch: Waiter[], ids: number): void {
+    const { counter, observer, options, quorum } = this.context;
+    // Above our own rounds still in flight (or nodes that accepted them would
+    // refuse this one); with none in flight, what the nodes said is enough.
+    const known = counter.knownMax;
+    const base = this.roundsInFlight > 0 ? maxOf(known, this.proposedMax) : known;
+    const proposal = base + BigInt(ids) + this.leapMargin(ids);
+    if (proposal > maxId) {
+      for (const waiter of batch) settle(waiter, new IdOverflowError(base, waiter.count, maxId));
+      return;
+    }
+    this.proposedMax = proposal;
+    this.roundsInFlight++;
+    const sequence = ++this.roundsSent;
+    const startMs = observer.counting ? options.clock.now() : 0;
+    const round: Promise<void> = counter
+      .propose(proposal)
+      .then(
+        (result) => {
+          if (observer.counting) {
+            observer.emit({
+              type: "id-round",
+              outcome: result.yesCount >= quorum ? "won" : "lost",
+              ids,
+              durationMs: options.clock.now() - startMs,
+            });
+          }
+          this.finishRound(batch, proposal, result, sequence);
+        },
+        (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
+      )
+      // A bug (a failed assertion) must still settle every call of the round.
+      .catch((error: unknown) => {
+        for (const waiter of batch) settle(waiter, error);
+      })
+      .finally(() => {
+        this.roundsInFlight--;
+        this.rounds.delete(round);
+        this.pump();
+      });
+    this.rounds.add(round);
+  }
+
+  private finishRound(
+    batch: Waiter[],
+    proposal: bigint,
+    round: RoundResult<CounterReply>,
+    sequence: number,
+  ): void {
+    const { counter, quorum } = this.context;
+    const previousMax = counter.learn(round, proposal);
+    if (round.yesCount < quorum) {
+      this.loseRound(batch, counter.failureOf("next", round, this.consecutiveLosses + 1));
+      return;
+    }
+    this.consecutiveLosses = 0;
+    this.staleLosses = 0;
+    // The round owns (previousMax, proposal].
+    assert(previousMax < proposal, "a winning round's range must not be empty");
+    // Paired with the range argument: two winning rounds of this instance
+    // share a node, where the later-sent one ran after the earlier one, so
+    // its range starts above the earlier proposal.
+    if (sequence > this.lastWinner.sequence) {
+      assert(previousMax >= this.lastWinner.proposal, "ranges of winning rounds must not overlap");
+      this.lastWinner = { sequence, proposal };
+    } else {
+      assert(
+        proposal <= this.lastWinner.proposal,
+        "an earlier-sent round must end below a later one",
+      );
+    }
+    this.requeue(serve(batch, previousMax + 1n, proposal));
+  }
+
+  /** Puts calls back at the head of the queue, in order; after close they fail instead. */
+  private requeue(waiters: Waiter[]): void {
+    if (this.closed) {
+      for (const waiter of waiters) settle(waiter, new ClosedError("NextId"));
+      return;
+    }
+    this.queue.unshift(...waiters);
+  }
+
+  private loseRound(batch: Waiter[], failure: RoundFailure): void {
+    const { counter, options, signal } = this.context;
+    this.consecutiveLosses++;
+    const retry: Waiter[] = [];
+    for (const waiter of batch) {
+      if (waiter.done) continue;
+      waiter.failedRounds++;
+      if (waiter.failedRounds > options.retry.retries) settle(waiter, failure.error);
+      else retry.push(waiter);
+    }
+    this.requeue(retry);
+    this.staleLosses = failure.stale ? this.staleLosses + 1 : 0;
+    if (failure.stale) return;
+    if (this.backoff === undefined && !this.closed) {
+      this.backoff = options.clock
+        .sleep(counter.backoffMs(this.consecutiveLosses), signal)
+        .catch(() => {})
+        .finally(() => {
+          this.backoff = undefined;
+          this.pump();
+        });
+    }
+  }
+
+  /**
+   * After stale rounds, propose further above the known maximum: the others
+   * keep moving it while our next proposal travels, and a proposal that is
+   * stale on arrival loses again (a starving instance). The margin grows with
+   * each loss in a row and is random, so competitors do not leap in step;
+   * the skipped IDs are holes, which the ID contract allows.
+   */
+  private leapMargin(ids: number): bigint {
+    // The first retry after a refusal proposes just above what the nodes
+    // said; only a second stale loss in a row shows others moving meanwhile.
+    if (this.staleLosses < 2) return 0n;
+    const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, 20));
+    return BigInt(this.context.options.random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
+  }
+}
+
+/**
+ * Hands the IDs [first, last] out to the calls of a won round, in arrival
+ * order while they fit whole; returns the calls left to wait for the next
+ * round.
+ */
+function serve(batch: readonly Waiter[], first: bigint, last: bigint): Waiter[] {
+  let nextId = first;
+  const unserved: Waiter[] = [];
+  for (const waiter of batch) {
+    if (waiter.done) continue; // aborted while in flight: its IDs become a hole
+    const end = nextId + BigInt(waiter.count) - 1n;
+    if (unserved.length > 0 || end > last) {
+      unserved.push(waiter);
+      continue;
+    }
+    const out = new Array<bigint>(waiter.count);
+    for (let i = 0; i < waiter.count; i++) out[i] = nextId + BigInt(i);
+    nextId = end + 1n;
+    settle(waiter, undefined, out);
+  }
+  return unserved;
+}
+
+function settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {
+  if (waiter.done) return;
+  waiter.done = true;
+  if (waiter.onAbort) waiter.signal?.removeEventListener("abort", waiter.onAbort);
+  if (ids) waiter.resolve(ids);
+  else waiter.reject(error);
+}
+
+function asRedquorumError(error: unknown): RedquorumError {
+  return error instanceof RedquorumError
+    ? error
+    : new RedquorumError("ERR_NODE", String(error), { cause: error });
+}
