@@ -1,6 +1,6 @@
 // `npm run bench`: installs the benchmark's own dependencies (the other
-// Redlock libraries, kept out of the library's package.json) when missing,
-// then runs the lock and ID benchmarks.
+// Redlock libraries and autocannon, kept out of the library's package.json)
+// when missing, then runs the lock, ID and ID server benchmarks.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 
@@ -8,13 +8,20 @@ const run = (command, args) => {
   const result = spawnSync(command, args, { stdio: "inherit" });
   if (result.status !== 0) process.exit(result.status ?? 1);
 };
-if (!existsSync("bench/node_modules/redlock")) {
+if (!existsSync("bench/node_modules/redlock") || !existsSync("bench/node_modules/autocannon")) {
   run("npm", ["ci", "--prefix", "bench", "--no-audit", "--no-fund"]);
 }
-// `npm run bench -- locks` or `-- ids` runs one; the rest of the arguments go to it.
+// `npm run bench -- locks`, `-- ids`, `-- server` or `-- contention` runs one; the rest of the
+// arguments go to it. Without a name, every benchmark gets all the arguments.
+const benchmarks = {
+  locks: "bench/locks.mjs",
+  ids: "bench/ids.mjs",
+  server: "bench/id-server.mjs",
+  contention: "bench/contention.mjs",
+};
 const [first, ...rest] = process.argv.slice(2);
-const only = first === "locks" || first === "ids" ? first : undefined;
+const only = Object.hasOwn(benchmarks, first) ? first : undefined;
 const args = only ? rest : process.argv.slice(2);
-for (const name of only ? [only] : ["locks", "ids"]) {
-  run(process.execPath, [`bench/${name}.mjs`, ...args]);
+for (const name of only ? [only] : Object.keys(benchmarks)) {
+  run(process.execPath, [benchmarks[name], ...args]);
 }

@@ -13,7 +13,7 @@
  * one parse and one write.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { RedquorumError } from "../errors.js";
 import type { NodeStatus } from "../node/status.js";
 import { type Verdict, verdictOf } from "../node/verdict.js";
@@ -78,6 +78,7 @@ export class IdServer {
   private draining = false;
   private drained: (() => void) | undefined;
   private health: { atMs: number; verdict: Promise<Verdict> } | undefined;
+  private closing: Promise<{ unfinished: number }> | undefined;
 
   constructor(ids: IdSource, options: IdServerOptions) {
     this.ids = ids;
@@ -105,12 +106,16 @@ export class IdServer {
    * what is left once they are done or after `drainTimeoutMs`. /healthz
    * says 503 meanwhile, so a load balancer stops sending.
    */
-  async close(): Promise<{ unfinished: number }> {
-    if (!this.draining) {
-      this.draining = true;
-      this.http.close();
-      this.http.closeIdleConnections();
-    }
+  close(): Promise<{ unfinished: number }> {
+    // Once: a second call (the CLI's finally after its drain) gets the first one's outcome.
+    this.closing ??= this.drain();
+    return this.closing;
+  }
+
+  private async drain(): Promise<{ unfinished: number }> {
+    this.draining = true;
+    this.http.close();
+    this.http.closeIdleConnections();
     let timer: ReturnType<typeof setTimeout> | undefined;
     if (this.inFlight > 0) {
       await new Promise<void>((resolve) => {
@@ -169,12 +174,20 @@ export class IdServer {
     this.options.metrics.inFlight.inc();
     // A client that goes away stops waiting for its IDs (they are never handed out).
     const gone = new AbortController();
-    res.once("close", () => {
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      forget();
       if (!res.writableFinished) gone.abort();
       this.inFlight--;
       this.options.metrics.inFlight.dec();
       if (this.inFlight === 0) this.drained?.();
-    });
+    };
+    // A request queued behind another on a pipelined connection never sees
+    // its response's "close" when the client goes: the socket's tells.
+    const forget = onSocketClose(req.socket, release);
+    res.once("close", release);
     readBody(req, this.options.maxBodyBytes)
       .then((body) => {
         const count = this.countOf(body);
@@ -316,6 +329,25 @@ export class IdServer {
     });
     res.end(headOnly ? undefined : body);
   }
+}
+
+/** Per socket, what to run when it closes: one listener however many requests it pipelines. */
+const socketCloseHooks = new WeakMap<Socket, Set<() => void>>();
+
+/** Runs `hook` when `socket` closes, unless the returned function is called first. */
+function onSocketClose(socket: Socket, hook: () => void): () => void {
+  let hooks = socketCloseHooks.get(socket);
+  if (!hooks) {
+    const set = new Set<() => void>();
+    hooks = set;
+    socketCloseHooks.set(socket, set);
+    socket.once("close", () => {
+      for (const run of set) run();
+      set.clear();
+    });
+  }
+  hooks.add(hook);
+  return () => hooks.delete(hook);
 }
 
 /** The request body as text, refused with 413 once it passes `maxBytes` (also when Content-Length says so up front). */

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { request } from "node:http";
+import { createConnection } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { LocalCluster, NextId } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
@@ -341,6 +342,33 @@ describe("redquorum serve (the HTTP ID server)", () => {
     } finally {
       for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
       assert.equal(await stopServer(small), 0);
+    }
+  });
+
+  it("pipelined requests of a client that goes away free their slots", async () => {
+    const paused = [0, 1, 2];
+    const inFlight = async () =>
+      metric(
+        (await http(main.url, { method: "GET", path: "/metrics" })).body,
+        "redquorum_id_requests_in_flight",
+      );
+    const { hostname, port } = new URL(main.url);
+    const socket = createConnection({ host: hostname, port: Number(port) });
+    try {
+      for (const i of paused) cluster.pause(i);
+      await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+      // Three requests back to back on one connection (HTTP/1.1 pipelining).
+      const body = '{"count": 1}';
+      const one = `POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      socket.write(one.repeat(3));
+      await waitFor("three requests in flight", async () => (await inFlight()) === 3, 5_000);
+      socket.destroy();
+      for (const i of paused) cluster.resume(i);
+      // Before: the two queued behind the first stayed counted forever.
+      await waitFor("every slot freed", async () => (await inFlight()) === 0, 10_000);
+    } finally {
+      socket.destroy();
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
     }
   });
 
