@@ -1,0 +1,190 @@
+// One process of the cross-process contention benchmark (bench/contention.mjs):
+// `instances` independent lock clients, each with its own connections (as
+// separate processes or machines would have), loop acquire → hold → release
+// on one resource until told to stop. Every hold is recorded on
+// CLOCK_MONOTONIC (process.hrtime.bigint(), shared by all processes on
+// Linux), so the coordinator can check mutual exclusion across processes.
+//
+// Protocol: argv[2] is a JSON config; the process prints "ready" once
+// connected and warmed up, starts on a "go" line on stdin, stops acquiring
+// on a "stop" line, and prints one JSON line with its results.
+import { randomBytes } from "node:crypto";
+import { createInterface } from "node:readline";
+import { Redis } from "ioredis";
+import NodeRedlock from "redlock";
+import { Redlock } from "../dist/index.js";
+
+const config = JSON.parse(process.argv[2]);
+const { library, urls, instances, resource, ttlMs, pacing, holdMs } = config;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const paced = () => pacing.delayMs + Math.floor((Math.random() * 2 - 1) * pacing.jitterMs);
+const nowNs = () => process.hrtime.bigint();
+
+function ioredisClients() {
+  return urls.map((url) => {
+    const client = new Redis(url);
+    client.on("error", () => {});
+    return client;
+  });
+}
+
+/** Each kind of client: { acquire(), release(handle), close() } with retries paced alike. */
+const factories = {
+  redquorum: () => ours({}),
+  "redquorum, fencing off": () => ours({ fencing: false }),
+  "node-redlock 5.0.0-beta.2": () => {
+    const clients = ioredisClients();
+    const redlock = new NodeRedlock(clients, {
+      retryCount: 1_000_000,
+      retryDelay: pacing.delayMs,
+      retryJitter: pacing.jitterMs,
+      driftFactor: 0.01,
+    });
+    redlock.on("error", () => {});
+    return {
+      acquire: (res) => redlock.acquire([res], ttlMs),
+      release: (lock) => lock.release(),
+      close: async () => {
+        for (const c of clients) c.disconnect();
+      },
+    };
+  },
+  floor: () => floor(),
+};
+
+function ours(options) {
+  const redlock = new Redlock(urls, {
+    ...options,
+    retry: { retries: 10_000, delayMs: pacing.delayMs, jitterMs: pacing.jitterMs },
+  });
+  return {
+    acquire: (res) => redlock.acquire([res], ttlMs),
+    release: (lock) => lock.release(),
+    close: () => redlock.close(),
+  };
+}
+
+/** The least any correct Redlock does: SET NX PX on all nodes, majority; undo and paced retry otherwise. */
+function floor() {
+  const clients = ioredisClients();
+  for (const client of clients) {
+    client.defineCommand("compareAndDelete", {
+      numberOfKeys: 1,
+      lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+    });
+  }
+  const quorum = Math.floor(clients.length / 2) + 1;
+  const majority = (calls, isYes) =>
+    new Promise((resolve) => {
+      let yes = 0;
+      let no = 0;
+      for (const call of calls) {
+        call
+          .then(
+            (reply) => (isYes(reply) ? ++yes : ++no),
+            () => ++no,
+          )
+          .then(() => {
+            if (yes === quorum) resolve(true);
+            else if (no === clients.length - quorum + 1) resolve(false);
+          });
+      }
+    });
+  const release = ({ res, value }) =>
+    majority(
+      clients.map((c) => c.compareAndDelete(res, value)),
+      () => true,
+    );
+  return {
+    acquire: async (res) => {
+      for (;;) {
+        const value = randomBytes(20).toString("hex");
+        const won = await majority(
+          clients.map((c) => c.set(res, value, "PX", ttlMs, "NX")),
+          (reply) => reply === "OK",
+        );
+        if (won) return { res, value };
+        await release({ res, value });
+        await sleep(paced());
+      }
+    },
+    release,
+    close: async () => {
+      for (const c of clients) c.disconnect();
+    },
+  };
+}
+
+const clients = Array.from({ length: instances }, () => factories[library]());
+// Connect and warm up each client on a resource of its own (no contention yet).
+await Promise.all(
+  clients.map(async (client, i) => {
+    for (let n = 0; n < 3; n++) {
+      try {
+        await client.release(await client.acquire(`${resource}:warm:${process.pid}:${i}`));
+      } catch {
+        // A slow warm-up round on a loaded machine: the connections are open either way.
+      }
+    }
+  }),
+);
+process.stdout.write("ready\n");
+
+const lines = createInterface({ input: process.stdin });
+const go = new Promise((resolve) => lines.on("line", (l) => l === "go" && resolve()));
+let stopping = false;
+// On "stop" the results so far are the results: waiters still in acquire()
+// are abandoned (node-redlock has no way to cancel one, and draining 64
+// waiters of a slow library would take longer than the cell). The process
+// exits without releasing; each cell uses a fresh resource, and the keys
+// expire by their TTL.
+lines.on("line", (l) => {
+  if (l !== "stop") return;
+  stopping = true;
+  report();
+  process.exit(0);
+});
+await go;
+
+const holds = []; // [startNs, endNs, instance] as strings (bigint)
+const acquireMs = [];
+const grants = new Array(instances).fill(0);
+let errors = 0;
+const errorKinds = {};
+function report() {
+  process.stdout.write(
+    `${JSON.stringify({ pid: process.pid, holds, acquireMs, grants, errors, errorKinds })}\n`,
+  );
+}
+
+await Promise.all(
+  clients.map(async (client, i) => {
+    while (!stopping) {
+      const t0 = performance.now();
+      let handle;
+      try {
+        handle = await client.acquire(resource);
+      } catch (error) {
+        errors++;
+        const key = String(error?.message ?? error).slice(0, 120);
+        errorKinds[key] = (errorKinds[key] ?? 0) + 1;
+        continue;
+      }
+      if (stopping) return;
+      const start = nowNs();
+      acquireMs.push(performance.now() - t0);
+      grants[i]++;
+      if (holdMs > 0) await sleep(holdMs);
+      const end = nowNs();
+      holds.push([String(start), String(end), i]);
+      try {
+        await client.release(handle);
+      } catch (error) {
+        errors++;
+        const key = `release: ${String(error?.message ?? error).slice(0, 100)}`;
+        errorKinds[key] = (errorKinds[key] ?? 0) + 1;
+      }
+    }
+  }),
+);
+// (Never reached: "stop" reports and exits.)

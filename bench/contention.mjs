@@ -1,0 +1,253 @@
+// Cross-process contention: many independent clients, each with its own
+// connections, waiting for ONE lock — the case a distributed lock exists
+// for. Every contender lives in a child process (`--procs` of them, the
+// contenders spread evenly; `--procs 64` puts each in a process of its
+// own); redquorum, node-redlock and the bare floor run in the same run on
+// the same 5 local redis-server nodes (no persistence), interleaved
+// (A B C …, … C B A) and repeated, each cell on a fresh resource.
+//
+// Per cell: grants/s, acquire p50/p99, grants per contender (min–max) and
+// Jain's index, Redis commands per grant (INFO commandstats on every node,
+// before and after), and mutual exclusion checked across processes from
+// every hold's CLOCK_MONOTONIC interval.
+//
+//   npm run bench -- contention
+//   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10]
+import { spawn } from "node:child_process";
+import { cpus } from "node:os";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { Redis } from "ioredis";
+import { LocalCluster, Redlock } from "../dist/index.js";
+import { fmt, median, percentile, writeResults } from "./report.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "5" },
+    reps: { type: "string", default: "3" },
+    procs: { type: "string", default: "8" },
+    hold: { type: "string", default: "0" },
+    only: { type: "string" },
+    libraries: { type: "string" },
+    json: { type: "string" },
+  },
+});
+const cellMs = Number(args.seconds) * 1_000;
+const reps = Number(args.reps);
+const holdMs = Number(args.hold);
+const ttlMs = 10_000;
+
+const libraries = args.libraries?.split(",") ?? [
+  "redquorum",
+  "redquorum, fencing off",
+  "node-redlock 5.0.0-beta.2",
+  "floor",
+];
+const allWorkloads = [
+  { key: "8x10", contenders: 8, pacing: { delayMs: 10, jitterMs: 5 } },
+  { key: "8x200", contenders: 8, pacing: { delayMs: 200, jitterMs: 100 } },
+  { key: "64x10", contenders: 64, pacing: { delayMs: 10, jitterMs: 5 } },
+  { key: "64x200", contenders: 64, pacing: { delayMs: 200, jitterMs: 100 } },
+];
+const workloads = args.only
+  ? allWorkloads.filter((w) => args.only.split(",").includes(w.key))
+  : allWorkloads;
+
+/** Jain's fairness index: 1 when every contender got the same number of grants. */
+const jain = (xs) => {
+  const sum = xs.reduce((a, b) => a + b, 0);
+  const squares = xs.reduce((a, b) => a + b * b, 0);
+  return squares === 0 ? 0 : (sum * sum) / (xs.length * squares);
+};
+
+/** Commands run on every node so far (INFO commandstats, every command). */
+async function commandsRun(urls) {
+  let total = 0;
+  for (const url of urls) {
+    const client = new Redis(url);
+    const text = await client.info("commandstats");
+    client.disconnect();
+    for (const match of text.matchAll(/calls=(\d+)/g)) total += Number(match[1]);
+  }
+  return total;
+}
+
+/** Holds that overlap another, across every process: a sweep over all intervals. */
+function overlapsOf(holds) {
+  const sorted = holds
+    .map(([start, end, instance, pid]) => ({
+      start: BigInt(start),
+      end: BigInt(end),
+      who: `${pid}/${instance}`,
+    }))
+    .sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
+  let overlaps = 0;
+  let latestEnd = -1n;
+  for (const hold of sorted) {
+    if (hold.start < latestEnd) overlaps++;
+    if (hold.end > latestEnd) latestEnd = hold.end;
+  }
+  return overlaps;
+}
+
+function startProcess(config) {
+  const child = spawn(
+    process.execPath,
+    [join(here, "contention-worker.mjs"), JSON.stringify(config)],
+    {
+      stdio: ["pipe", "pipe", "inherit"],
+    },
+  );
+  const lines = createInterface({ input: child.stdout });
+  const ready = new Promise((resolve, reject) => {
+    lines.on("line", (line) => {
+      if (line === "ready") resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`worker exited with ${code} before ready`)));
+  });
+  const result = new Promise((resolve, reject) => {
+    lines.on("line", (line) => {
+      if (line.startsWith("{")) resolve(JSON.parse(line));
+    });
+    child.once("exit", (code) => {
+      if (code !== 0) reject(new Error(`worker exited with ${code}`));
+    });
+  });
+  return { child, ready, result };
+}
+
+async function runCell(cluster, library, workload, rep) {
+  const procs = Math.min(Number(args.procs), workload.contenders);
+  const resource = `contention:${workload.key}:${rep}:${library}`;
+  const perProc = Array.from(
+    { length: procs },
+    (_, i) => Math.floor(workload.contenders / procs) + (i < workload.contenders % procs ? 1 : 0),
+  );
+  const workers = perProc.map((instances) =>
+    startProcess({
+      library,
+      urls: cluster.urls,
+      instances,
+      resource,
+      ttlMs,
+      pacing: workload.pacing,
+      holdMs,
+    }),
+  );
+  await Promise.all(workers.map((w) => w.ready));
+  const commandsBefore = await commandsRun(cluster.urls);
+  const start = performance.now();
+  for (const w of workers) w.child.stdin.write("go\n");
+  await new Promise((r) => setTimeout(r, cellMs));
+  for (const w of workers) w.child.stdin.write("stop\n");
+  const elapsedMs = performance.now() - start;
+  // Commands are counted up to "stop": the drain that follows serves no counted grant.
+  const commandsAfter = await commandsRun(cluster.urls);
+  const results = await Promise.all(workers.map((w) => w.result));
+  for (const w of workers) w.child.stdin.end();
+  const grants = results.flatMap((r) => r.grants);
+  const acquireMs = results.flatMap((r) => r.acquireMs).sort((a, b) => a - b);
+  const holds = results.flatMap((r) => r.holds.map((h) => [...h, r.pid]));
+  const total = grants.reduce((a, b) => a + b, 0);
+  const errorKinds = {};
+  for (const r of results) {
+    for (const [k, v] of Object.entries(r.errorKinds)) errorKinds[k] = (errorKinds[k] ?? 0) + v;
+  }
+  return {
+    perSecond: (total / elapsedMs) * 1_000,
+    acquireP50Ms: percentile(acquireMs, 50),
+    acquireP99Ms: percentile(acquireMs, 99),
+    grantsMin: Math.min(...grants),
+    grantsMax: Math.max(...grants),
+    jain: jain(grants),
+    // The info calls themselves (5 before, 5 after) are left in: 10 of thousands.
+    commandsPerGrant: total === 0 ? Number.NaN : (commandsAfter - commandsBefore) / total,
+    overlaps: overlapsOf(holds),
+    holds: holds.length,
+    errors: results.reduce((n, r) => n + r.errors, 0),
+    errorKinds,
+  };
+}
+
+const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
+try {
+  {
+    const redlock = new Redlock(cluster.urls);
+    await redlock.init();
+    await redlock.close();
+  }
+  const results = [];
+  for (const workload of workloads) {
+    for (let rep = 0; rep < reps; rep++) {
+      // A B C …, then … C B A: drift over the run falls on every library alike.
+      const order = rep % 2 === 0 ? libraries : [...libraries].reverse();
+      for (const library of order) {
+        const cell = await runCell(cluster, library, workload, rep);
+        process.stderr.write(
+          `${workload.key} rep ${rep + 1}/${reps} ${library}: ${fmt(cell.perSecond)} grants/s, ` +
+            `p99 ${fmt(cell.acquireP99Ms)} ms, ${fmt(cell.commandsPerGrant)} commands/grant, overlaps ${cell.overlaps}\n`,
+        );
+        results.push({ workload: workload.key, library, rep, ...cell });
+      }
+    }
+  }
+  console.log(
+    `\n${workloads.length} workloads × ${libraries.length} libraries × ${reps} reps, ${args.seconds} s per cell, ` +
+      `contenders in ${args.procs === "64" ? "one process each" : `up to ${args.procs} processes`}, hold ${holdMs} ms, ` +
+      `${cpus().length} CPUs, Node ${process.version}; 5 local redis-server nodes, no persistence`,
+  );
+  const summary = [];
+  for (const workload of workloads) {
+    const { contenders, pacing } = workload;
+    console.log(
+      `\n### ${contenders} independent contenders, one resource, retry ${pacing.delayMs} ± ${pacing.jitterMs} ms\n`,
+    );
+    console.log(
+      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | grants per contender min–max | Jain | Redis commands per grant | overlapping holds | errors |",
+    );
+    console.log("|---|---|---|---|---|---|---|---|");
+    for (const library of libraries) {
+      const cells = results.filter((r) => r.workload === workload.key && r.library === library);
+      const m = (field) => median(cells.map((c) => c[field]));
+      const row = {
+        workload: workload.key,
+        library,
+        perSecond: m("perSecond"),
+        min: Math.min(...cells.map((c) => c.perSecond)),
+        max: Math.max(...cells.map((c) => c.perSecond)),
+        acquireP50Ms: m("acquireP50Ms"),
+        acquireP99Ms: m("acquireP99Ms"),
+        grantsMin: m("grantsMin"),
+        grantsMax: m("grantsMax"),
+        jain: m("jain"),
+        commandsPerGrant: m("commandsPerGrant"),
+        overlaps: cells.reduce((n, c) => n + c.overlaps, 0),
+        errors: cells.reduce((n, c) => n + c.errors, 0),
+      };
+      summary.push(row);
+      console.log(
+        `| ${library} | ${fmt(row.perSecond)} (${fmt(row.min)}–${fmt(row.max)}) | ${fmt(row.acquireP50Ms, 1)} / ${fmt(row.acquireP99Ms, 1)} | ` +
+          `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} | ${row.overlaps} | ${row.errors} |`,
+      );
+    }
+  }
+  const file =
+    args.json ?? `bench/results/contention-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
+  writeResults({
+    setup: "5 local redis-server nodes (no persistence), contenders in child processes",
+    file,
+    cellMs,
+    reps,
+    summary,
+    results,
+  });
+  if (summary.some((s) => s.overlaps > 0)) {
+    console.error("MUTUAL EXCLUSION VIOLATED in some cell (overlapping holds above)");
+    process.exitCode = 1;
+  }
+} finally {
+  await cluster.stop();
+}
