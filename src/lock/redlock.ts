@@ -193,7 +193,7 @@ export class Redlock implements LockOwner {
     this.closed = true;
     this.context.fences.stop(new ClosedError("Redlock"));
     this.context.waits.abortAll(new ClosedError("Redlock"));
-    await Promise.allSettled([...this.active, ...this.context.fences.running]);
+    await Promise.allSettled([...this.active, this.context.fences.settled()]);
     await this.context.watch.close();
     await this.group.close();
   }
