@@ -8,7 +8,7 @@
  */
 
 import { type Clock, raceAbort } from "../clock.js";
-import { limits } from "../limits.js";
+import { fenceLimits, limits } from "../limits.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
@@ -26,9 +26,6 @@ import {
   fenceScript,
   isCounted,
 } from "./scripts.js";
-
-/** Fencing rounds after the acquire's own, at most, before the attempt counts as failed. */
-const fenceRoundsMax = 3;
 
 export interface FenceIssuerContext {
   readonly group: NodeGroup;
@@ -98,7 +95,7 @@ export class FenceIssuer {
       const fences = new Map<string, bigint>();
       const stale = this.learn(claim, current, tally, fences);
       if (stale === 0) return fences;
-      if (fenceRound >= fenceRoundsMax || signal?.aborted) return undefined;
+      if (fenceRound >= fenceLimits.roundsMax || signal?.aborted) return undefined;
       // Every resource is proposed again (one script call per node), above
       // what the nodes reported; committed ones just get a higher token.
       current = this.proposals(claim.counterKeys);

@@ -4,7 +4,7 @@
  */
 import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
-import { defaults, limits } from "../limits.js";
+import { defaults, idDefaults, idLimits, limits } from "../limits.js";
 import type { NodeWarning } from "../node/admission.js";
 import {
   type Logger,
@@ -20,7 +20,7 @@ import {
   requireInteger,
   requireOptionsObject,
 } from "../validate.js";
-import { defaultIdKey, requireIdKey } from "./keys.js";
+import { requireIdKey } from "./keys.js";
 
 export { idKeySuffixes } from "./keys.js";
 
@@ -120,24 +120,6 @@ export interface ResolvedNextIdOptions {
   readonly random: RandomSource;
 }
 
-export const idDefaults = {
-  key: defaultIdKey,
-  nodeTimeoutMs: 200,
-  retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
-  pipelineDepth: 4,
-  repairDelayMs: limits.repairDelayMs,
-} as const;
-
-export const idLimits = {
-  /** IDs in one `nextBatch` call. */
-  batchCountMax: 10_000,
-  /** Calls waiting in one instance. */
-  queueLengthMax: 100_000,
-  /** IDs one round may claim for the calls it serves. */
-  roundIdsMax: 1_000_000,
-  pipelineDepthMax: 64,
-} as const;
-
 const optionNames = [
   "key",
   "strategy",
@@ -162,7 +144,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   rejectUnknownOptions("options", options, optionNames);
   // Checked in this order (the first problem is the one reported).
   const key = requireIdKey(options.key ?? idDefaults.key);
-  const strategy = requireStrategy(options.strategy ?? "range");
+  const strategy = requireStrategy(options.strategy ?? idDefaults.strategy);
   const nodeTimeoutMs = requireInteger(
     "options.nodeTimeoutMs",
     options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
