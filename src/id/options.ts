@@ -2,16 +2,12 @@
  * NextId's options: what a caller may pass, their defaults and bounds, and
  * the resolver that checks them once (the first problem found is reported).
  */
-import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
-import { defaults, idDefaults, idLimits, limits } from "../limits.js";
+import { idDefaults, idLimits, limits } from "../limits.js";
 import type { NodeWarning } from "../node/admission.js";
-import {
-  type Logger,
-  type ObserveOptions,
-  type RedquorumEvent,
-  resolveObserveOptions,
-} from "../observe.js";
+import type { Logger, ObserveOptions, RedquorumEvent } from "../observe.js";
+import { requireNodeTimeoutMs, resolveNodeChecks, resolveRuntime } from "../shared-options.js";
 import {
   describe,
   rejectUnknownOptions,
@@ -145,30 +141,14 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   // Checked in this order (the first problem is the one reported).
   const key = requireIdKey(options.key ?? idDefaults.key);
   const strategy = requireStrategy(options.strategy ?? idDefaults.strategy);
-  const nodeTimeoutMs = requireInteger(
-    "options.nodeTimeoutMs",
-    options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
-    1,
-    limits.nodeTimeoutMsMax,
-  );
+  const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, idDefaults.nodeTimeoutMs);
   const repairDelayMs = requireRepairDelay(options.repairDelayMs ?? idDefaults.repairDelayMs);
   const retry = resolveIdRetry(options.retry);
   return {
     key,
     strategy,
     nodeTimeoutMs,
-    checkTimeoutMs: requireInteger(
-      "options.checkTimeoutMs",
-      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
-      1,
-      limits.checkTimeoutMsMax,
-    ),
-    recheckIntervalMs: requireInteger(
-      "options.recheckIntervalMs",
-      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
-      1,
-      limits.ttlMsMax,
-    ),
+    ...resolveNodeChecks(options),
     retry,
     pipelineDepth: requireInteger(
       "options.pipelineDepth",
@@ -186,14 +166,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       options.unsafeSkipMarkerCheck ?? false,
     ),
     onRepair: requireFunction("options.onRepair", options.onRepair ?? emitRepairWarning),
-    onWarning: requireFunction(
-      "options.onWarning",
-      options.onWarning ??
-        ((warning: NodeWarning) => process.emitWarning(warning.message, { code: warning.code })),
-    ),
-    observe: resolveObserveOptions("options", options),
-    clock: (options.clock as Clock | undefined) ?? systemClock,
-    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+    ...resolveRuntime(options),
   };
 }
 

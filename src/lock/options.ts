@@ -1,19 +1,14 @@
-import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/lock-scripts.js";
-import {
-  type Logger,
-  type ObserveOptions,
-  type RedquorumEvent,
-  resolveObserveOptions,
-} from "../observe.js";
+import type { Logger, ObserveOptions, RedquorumEvent } from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
+import { requireNodeTimeoutMs, resolveNodeChecks, resolveRuntime } from "../shared-options.js";
 import {
   describe,
   rejectUnknownOptions,
   requireBoolean,
-  requireFunction,
   requireInteger,
   requireNumber,
   requireOptionsObject,
@@ -153,12 +148,7 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     1,
     limits.ttlMsMax,
   );
-  const nodeTimeoutMs = requireInteger(
-    "options.nodeTimeoutMs",
-    options.nodeTimeoutMs ?? defaults.nodeTimeoutMs,
-    1,
-    limits.nodeTimeoutMsMax,
-  );
+  const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, defaults.nodeTimeoutMs);
   const keyPrefix = options.keyPrefix ?? "";
   if (typeof keyPrefix !== "string" || Buffer.byteLength(keyPrefix) > limits.resourceBytesMax) {
     throw new InvalidArgumentError(
@@ -188,27 +178,13 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
       limits.ttlMsMax,
     ),
     nodeTimeoutMs,
-    checkTimeoutMs: requireInteger(
-      "options.checkTimeoutMs",
-      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
-      1,
-      limits.checkTimeoutMsMax,
-    ),
-    recheckIntervalMs: requireInteger(
-      "options.recheckIntervalMs",
-      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
-      1,
-      limits.ttlMsMax,
-    ),
+    ...resolveNodeChecks(options),
     maxTtlMs,
     keyPrefix,
     quarantine: requireBoolean("options.quarantine", options.quarantine ?? true),
     fencing: requireBoolean("options.fencing", options.fencing ?? true),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
-    onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
-    observe: resolveObserveOptions("options", options),
-    clock: (options.clock as Clock | undefined) ?? systemClock,
-    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+    ...resolveRuntime(options),
   };
 }
 
@@ -314,8 +290,4 @@ export function requireResources(resources: unknown): readonly string[] {
     seen.add(resource);
   });
   return Object.freeze([...resources]) as readonly string[];
-}
-
-function emitNodeWarning(warning: NodeWarning): void {
-  process.emitWarning(warning.message, { code: warning.code });
 }
