@@ -149,21 +149,7 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     limits.ttlMsMax,
   );
   const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, defaults.nodeTimeoutMs);
-  const keyPrefix = options.keyPrefix ?? "";
-  if (typeof keyPrefix !== "string" || Buffer.byteLength(keyPrefix) > limits.resourceBytesMax) {
-    throw new InvalidArgumentError(
-      "options.keyPrefix",
-      `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
-    );
-  }
-  requireWellFormed("options.keyPrefix", keyPrefix);
-  if (keyPrefix.startsWith(internalKeyPrefix)) {
-    throw new InvalidArgumentError(
-      "options.keyPrefix",
-      `${JSON.stringify(keyPrefix)} is in redquorum's own namespace ("${internalKeyPrefix}…": node markers, ` +
-        "quarantine, fencing counters, IDs); choose another prefix",
-    );
-  }
+  const keyPrefix = requireKeyPrefix(options.keyPrefix ?? "");
   return {
     driftFactor: requireNumber(
       "options.driftFactor",
@@ -186,6 +172,25 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
     ...resolveRuntime(options),
   };
+}
+
+/** `options.keyPrefix`: a well-formed string within a resource name's bytes, outside redquorum's own keys. */
+function requireKeyPrefix(keyPrefix: unknown): string {
+  if (typeof keyPrefix !== "string" || Buffer.byteLength(keyPrefix) > limits.resourceBytesMax) {
+    throw new InvalidArgumentError(
+      "options.keyPrefix",
+      `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
+    );
+  }
+  requireWellFormed("options.keyPrefix", keyPrefix);
+  if (keyPrefix.startsWith(internalKeyPrefix)) {
+    throw new InvalidArgumentError(
+      "options.keyPrefix",
+      `${JSON.stringify(keyPrefix)} is in redquorum's own namespace ("${internalKeyPrefix}…": node markers, ` +
+        "quarantine, fencing counters, IDs); choose another prefix",
+    );
+  }
+  return keyPrefix;
 }
 
 export function resolveRetry(name: string, input: unknown, base: ResolvedRetry): ResolvedRetry {
