@@ -10,8 +10,8 @@
  */
 
 import { luaDecimalLess, maxOf, parseCounter } from "../decimal.js";
-import { markerKey, quarantineCheck, quarantineKey } from "../node/lock-scripts.js";
 import { LuaScript } from "../node/lua-script.js";
+import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
 
 /**
  * Fencing state of the node as a whole: the floor below which no counter

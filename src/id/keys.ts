@@ -6,7 +6,7 @@
  */
 import { InvalidArgumentError } from "../errors.js";
 import { idDefaults, limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/lock-scripts.js";
+import { internalKeyPrefix } from "../node/node-state.js";
 import { describe, requireWellFormed } from "../validate.js";
 
 /** The counter's key unless the `key` option says otherwise. */

@@ -1,7 +1,7 @@
 import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/lock-scripts.js";
+import { internalKeyPrefix } from "../node/node-state.js";
 import type { Logger, ObserveOptions, RedquorumEvent } from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import { requireNodeTimeoutMs, resolveNodeChecks, resolveRuntime } from "../shared-options.js";

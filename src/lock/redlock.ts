@@ -9,7 +9,7 @@
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
 import { fenceCertifyKeys, fenceCertifyScript, fenceScript } from "../fencing/scripts.js";
-import { initNodeScript, markerKey, quarantineKey } from "../node/lock-scripts.js";
+import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
