@@ -6,8 +6,13 @@ import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { idDefaults, idLimits, limits } from "../limits.js";
 import type { NodeWarning } from "../node/admission.js";
-import type { Logger, ObserveOptions, RedquorumEvent } from "../observe.js";
-import { requireNodeTimeoutMs, resolveNodeChecks, resolveRuntime } from "../shared-options.js";
+import type { Logger, RedquorumEvent } from "../observe.js";
+import {
+  type ResolvedSharedOptions,
+  requireNodeTimeoutMs,
+  resolveNodeChecks,
+  resolveRuntime,
+} from "../shared-options.js";
 import {
   describe,
   rejectUnknownOptions,
@@ -98,22 +103,15 @@ export interface ResolvedIdRetry {
   readonly delayMsMax: number;
 }
 
-export interface ResolvedNextIdOptions {
+export interface ResolvedNextIdOptions extends ResolvedSharedOptions {
   readonly key: string;
   readonly strategy: IdStrategy;
-  readonly nodeTimeoutMs: number;
-  readonly checkTimeoutMs: number;
-  readonly recheckIntervalMs: number;
   readonly retry: ResolvedIdRetry;
   readonly pipelineDepth: number;
   readonly repairDelayMs: number;
   readonly unsafeAllowNonDurableNodes: boolean;
   readonly unsafeSkipMarkerCheck: boolean;
   readonly onRepair: (event: RepairEvent) => void;
-  readonly onWarning: (warning: NodeWarning) => void;
-  readonly observe: ObserveOptions;
-  readonly clock: Clock;
-  readonly random: RandomSource;
 }
 
 const optionNames = [

@@ -2,9 +2,14 @@ import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/node-state.js";
-import type { Logger, ObserveOptions, RedquorumEvent } from "../observe.js";
+import type { Logger, RedquorumEvent } from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
-import { requireNodeTimeoutMs, resolveNodeChecks, resolveRuntime } from "../shared-options.js";
+import {
+  type ResolvedSharedOptions,
+  requireNodeTimeoutMs,
+  resolveNodeChecks,
+  resolveRuntime,
+} from "../shared-options.js";
 import {
   describe,
   rejectUnknownOptions,
@@ -94,21 +99,14 @@ export interface ResolvedRetry {
   readonly jitterMs: number;
 }
 
-export interface ResolvedRedlockOptions {
+export interface ResolvedRedlockOptions extends ResolvedSharedOptions {
   readonly driftFactor: number;
   readonly driftMs: number;
-  readonly nodeTimeoutMs: number;
-  readonly checkTimeoutMs: number;
-  readonly recheckIntervalMs: number;
   readonly maxTtlMs: number;
   readonly keyPrefix: string;
   readonly quarantine: boolean;
   readonly fencing: boolean;
   readonly retry: ResolvedRetry;
-  readonly onWarning: (warning: NodeWarning) => void;
-  readonly observe: ObserveOptions;
-  readonly clock: Clock;
-  readonly random: RandomSource;
 }
 
 const redlockOptionNames = [
