@@ -20,3 +20,14 @@ export function parseCounter(value: unknown): bigint {
 export function maxOf(a: bigint, b: bigint): bigint {
   return a > b ? a : b;
 }
+
+/**
+ * Lua, for the scripts of both counters: `less(a, b)` compares two counter
+ * values as Redis holds them (decimal strings without leading zeros):
+ * shorter is less, then bytewise. Lua numbers are doubles and would round
+ * above 2^53.
+ */
+export const luaDecimalLess = `
+local function less(a, b)
+  return #a < #b or (#a == #b and a < b)
+end`;

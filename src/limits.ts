@@ -2,6 +2,11 @@
  * Defaults and hard limits, in one place. Every option that has a default is
  * listed here with its unit in its name; the assertions at the bottom keep the
  * relationships between them true.
+ *
+ * `defaults` and `limits` (Redlock's, and what locks and IDs share) are
+ * public API; `idDefaults` and `idLimits` (NextId), `fenceDefaults` and
+ * `fenceLimits` (fencing tokens) and `releaseNoticeLimits` (the release
+ * watch) are internal.
  */
 import { assert } from "./assert.js";
 
@@ -98,6 +103,72 @@ export const limits = {
   outstandingCommandsMax: 5_000,
 } as const;
 
+// ---- NextId -------------------------------------------------------------
+
+export const idDefaults = {
+  /** Inside redquorum's own namespace, where no lock key may be. */
+  key: "redquorum:id",
+  /** One conditional write per round, group commit, pipelining (see IdStrategy). */
+  strategy: "range",
+  /** Above Redlock's 50 ms: every ID round writes, and fsync on every write takes time. */
+  nodeTimeoutMs: 200,
+  /**
+   * A lost ID round is a race with another instance, usually over by the
+   * next round: the first backoff is short (1 ms, doubling up to 100), and
+   * a call gives up only after many lost rounds.
+   */
+  retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
+  /** Rounds one instance keeps in flight at once (`range`), so the next round need not wait for a round trip. */
+  pipelineDepth: 4,
+  /** The wait fencing always uses: above every client's node timeout. */
+  repairDelayMs: limits.repairDelayMs,
+} as const;
+
+export const idLimits = {
+  /** IDs in one `nextBatch` call; bounds what one call asks of a round. */
+  batchCountMax: 10_000,
+  /** Calls waiting in one instance (as `limits.waitersMax` for locks); more fail with QueueFullError. */
+  queueLengthMax: 100_000,
+  /** IDs one round may claim for the calls it serves (group commit): bounds how far one round moves the counter. */
+  roundIdsMax: 1_000_000,
+  /** Bound on `pipelineDepth`: each round in flight is one more call outstanding on every node. */
+  pipelineDepthMax: 64,
+} as const;
+
+// ---- fencing tokens -------------------------------------------------------
+
+export const fenceDefaults = {
+  /** `fencedSet`'s bound on its one call: the protected Redis is the caller's, not one of the lock's nodes. */
+  fencedSetTimeoutMs: 1_000,
+} as const;
+
+export const fenceLimits = {
+  /**
+   * Fencing rounds after the acquire's own, at most, before the attempt
+   * counts as failed: each proposes above the highest values the last one
+   * reported, so one is usually enough, and the lock is held meanwhile.
+   */
+  roundsMax: 3,
+  /**
+   * Counters one client remembers, so its next proposal is usually right
+   * (FenceMemory): the oldest go first; a forgotten one may cost a fencing round.
+   */
+  memoryEntriesMax: 10_000,
+} as const;
+
+// ---- release notices (lock internals) -------------------------------------
+
+export const releaseNoticeLimits = {
+  /** Random bytes of an instance's id in its release notices: enough to tell its own notices from other instances'. */
+  instanceIdBytes: 8,
+  /**
+   * Keys whose courtesy wait one instance keeps at most, a bound on the
+   * memory: each entry matters for `courtesyMs` only, so past this many all
+   * are forgotten at once.
+   */
+  courtesyEntriesMax: 10_000,
+} as const;
+
 assert(limits.courtesyMs > limits.noticeJitterMs, "courtesy must outlast the notice jitter");
 assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
 assert(
@@ -107,3 +178,12 @@ assert(
 assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");
 assert(defaults.maxTtlMs <= limits.ttlMsMax, "default max TTL must be within the hard limit");
 assert(defaults.retry.jitterMs <= defaults.retry.delayMs, "jitter must not exceed the delay");
+assert(
+  idDefaults.repairDelayMs > limits.nodeTimeoutMsMax,
+  "repairs must wait out every node timeout",
+);
+assert(
+  idDefaults.nodeTimeoutMs <= limits.nodeTimeoutMsMax,
+  "NextId's node timeout within the limit",
+);
+assert(idDefaults.pipelineDepth <= idLimits.pipelineDepthMax, "pipeline depth within the limit");

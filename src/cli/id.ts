@@ -1,7 +1,7 @@
 /** `redquorum id init` and `redquorum id next`: NextId's counter. */
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
-import { idLimits } from "../id/options.js";
+import { idLimits } from "../limits.js";
 import {
   diagnose,
   jsonOption,

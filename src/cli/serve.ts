@@ -6,7 +6,7 @@
  */
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
-import { idDefaults, idLimits } from "../id/options.js";
+import { idDefaults, idLimits } from "../limits.js";
 import { IdServer } from "../server/id-server.js";
 import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
 import { IdServerMetrics } from "../server/metrics.js";

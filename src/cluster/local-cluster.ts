@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { InvalidArgumentError, RedquorumError } from "../errors.js";
 import { limits } from "../limits.js";
-import { markerKey } from "../node/lock-scripts.js";
+import { markerKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
 
 /** How a node keeps its data: nothing, AOF fsynced every second, AOF fsynced on every write. */

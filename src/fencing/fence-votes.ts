@@ -7,6 +7,7 @@
  */
 
 import { parseCounter } from "../decimal.js";
+import { fenceLimits } from "../limits.js";
 import type { RoundResult } from "../quorum/round.js";
 import { fenceVote } from "./scripts.js";
 
@@ -41,7 +42,7 @@ export class FenceMemory {
   private readonly known = new Map<string, bigint>();
   private readonly limit: number;
 
-  constructor(limit = 10_000) {
+  constructor(limit: number = fenceLimits.memoryEntriesMax) {
     this.limit = limit;
   }
 

@@ -6,6 +6,7 @@
 import { raceAbort } from "../clock.js";
 import { parseCounter } from "../decimal.js";
 import { InvalidArgumentError, NodeError, NodeTimeoutError, RedquorumError } from "../errors.js";
+import { fenceDefaults } from "../limits.js";
 import { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -80,7 +81,7 @@ export async function fencedSet(
     );
   }
   const node = nodeOf(client);
-  const timeoutMs = options.timeoutMs ?? 1_000;
+  const timeoutMs = options.timeoutMs ?? fenceDefaults.fencedSetTimeoutMs;
   // Whatever the node answers (WRONGTYPE, a corrupt token), the caller gets a typed error.
   try {
     const reply = (await raceAbort(

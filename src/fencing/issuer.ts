@@ -8,12 +8,13 @@
  */
 
 import { type Clock, raceAbort } from "../clock.js";
-import { limits } from "../limits.js";
+import { fenceLimits, limits } from "../limits.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
+import { type CounterRepair, RepairScheduler, raiseFromOthers } from "../quorum/counter-repair.js";
 import type { NodeGroup } from "../quorum/node-group.js";
-import { type RoundResult, repairReadsOf } from "../quorum/round.js";
+import type { RoundResult } from "../quorum/round.js";
 import { FenceMemory, type FenceTally, tallyFences } from "./fence-votes.js";
 import {
   fencedScriptArgs,
@@ -25,9 +26,6 @@ import {
   fenceScript,
   isCounted,
 } from "./scripts.js";
-
-/** Fencing rounds after the acquire's own, at most, before the attempt counts as failed. */
-const fenceRoundsMax = 3;
 
 export interface FenceIssuerContext {
   readonly group: NodeGroup;
@@ -64,12 +62,13 @@ export interface FenceClaim {
 export class FenceIssuer {
   private readonly context: FenceIssuerContext;
   private readonly memory = new FenceMemory();
-  private readonly repairs = new Map<number, Promise<void>>();
   /** Aborted by `stop()`: ends repairs waiting to run, and no new one starts. */
   private readonly lifetime = new AbortController();
+  private readonly repairs: RepairScheduler;
 
   constructor(context: FenceIssuerContext) {
     this.context = context;
+    this.repairs = new RepairScheduler(context.clock, limits.repairDelayMs, this.lifetime.signal);
   }
 
   /** What to propose for each counter: one above the highest value seen. */
@@ -96,7 +95,7 @@ export class FenceIssuer {
       const fences = new Map<string, bigint>();
       const stale = this.learn(claim, current, tally, fences);
       if (stale === 0) return fences;
-      if (fenceRound >= fenceRoundsMax || signal?.aborted) return undefined;
+      if (fenceRound >= fenceLimits.roundsMax || signal?.aborted) return undefined;
       // Every resource is proposed again (one script call per node), above
       // what the nodes reported; committed ones just get a higher token.
       current = this.proposals(claim.counterKeys);
@@ -138,57 +137,57 @@ export class FenceIssuer {
    * (the marker value names it). From then on it votes for every resource.
    */
   scheduleRepair(index: number, marker: string): void {
-    if (this.lifetime.signal.aborted || !this.context.enabled) return;
+    if (!this.context.enabled) return;
     if (!marker.startsWith("lost:") && !marker.startsWith("restarted:")) return;
-    if (this.repairs.has(index)) return;
-    const repair = this.repair(index, marker)
-      .catch(() => {}) // the next vote that meets the unknown counters schedules another try
-      .finally(() => this.repairs.delete(index));
-    this.repairs.set(index, repair);
+    // A failed repair is dropped: the next vote that meets the unknown counters schedules another try.
+    this.repairs.schedule(index, () => this.repair(index, marker));
   }
 
-  /** Ends repairs waiting to run (the owner is closing); `running` then says what to wait for. */
+  /** Ends repairs waiting to run (the owner is closing); `settled()` then says when they have ended. */
   stop(reason: unknown): void {
     this.lifetime.abort(reason);
   }
 
-  /** Repairs under way now. */
-  get running(): Promise<void>[] {
-    return [...this.repairs.values()];
+  /** Resolves once every repair scheduled so far has ended. */
+  settled(): Promise<void> {
+    return this.repairs.settled();
   }
 
   private async repair(index: number, marker: string): Promise<void> {
-    const { clock, group, nodeTimeoutMs, observer } = this.context;
+    const { group, nodeTimeoutMs, observer } = this.context;
     const signal = this.lifetime.signal;
-    await clock.sleep(limits.repairDelayMs, signal);
-    const highest = await this.highestElsewhere(index, signal);
-    if (highest === undefined) return;
     const node = group.nodes[index]!;
-    const applied = await raceAbort(
-      node.evalScript(fenceRepairScript, fenceRepairKeys, [marker, highest.toString()]),
-      signal,
-      nodeTimeoutMs,
+    const highest = await raiseFromOthers(
+      group,
+      index,
+      fenceRepairOf(node, marker, signal, nodeTimeoutMs),
+      { signal, timeoutMs: nodeTimeoutMs },
     );
-    if (applied === fenceRepairApplied) {
+    if (highest !== undefined) {
       observer.node(node.endpoint, "repaired", `fencing floor raised to ${highest}`);
     }
   }
+}
 
-  /** The highest value accepted on the other nodes, if enough of them know theirs. */
-  private async highestElsewhere(index: number, signal: AbortSignal): Promise<bigint | undefined> {
-    const { group, nodeTimeoutMs } = this.context;
-    const read = await group.round(
-      (node, i) =>
-        i === index
-          ? Promise.reject(new Error("being repaired"))
-          : node.evalScript(fenceMaxReadScript, fenceRepairKeys, []).then(fenceMaxOf),
-      { isYes: (value) => value !== undefined, stop: "all", signal, timeoutMs: nodeTimeoutMs },
-    );
-    if (read.yesCount < repairReadsOf(group.nodes.length)) return undefined;
-    let highest = 0n;
-    for (const outcome of read.outcomes) {
-      if (outcome?.kind === "yes" && outcome.value! > highest) highest = outcome.value!;
-    }
-    return highest;
-  }
+/**
+ * The fencing counters' repair of `lost`: the others are read for the
+ * highest value their counters accepted (undefined where their own are
+ * unknown), and the lost node's floor is set to it if the loss that
+ * `marker` names is still current there.
+ */
+function fenceRepairOf(
+  lost: RedisNode,
+  marker: string,
+  signal: AbortSignal,
+  timeoutMs: number,
+): CounterRepair {
+  return {
+    readOther: (node) => node.evalScript(fenceMaxReadScript, fenceRepairKeys, []).then(fenceMaxOf),
+    raise: async (highest) =>
+      (await raceAbort(
+        lost.evalScript(fenceRepairScript, fenceRepairKeys, [marker, highest.toString()]),
+        signal,
+        timeoutMs,
+      )) === fenceRepairApplied,
+  };
 }

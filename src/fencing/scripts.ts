@@ -9,9 +9,9 @@
  * length then bytes (Lua numbers are doubles and would round above 2^53).
  */
 
-import { maxOf, parseCounter } from "../decimal.js";
-import { markerKey, quarantineCheck, quarantineKey } from "../node/lock-scripts.js";
+import { luaDecimalLess, maxOf, parseCounter } from "../decimal.js";
 import { LuaScript } from "../node/lua-script.js";
+import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
 
 /**
  * Fencing state of the node as a whole: the floor below which no counter
@@ -44,12 +44,6 @@ export const fenceVote = {
   accepted: 1,
   refused: 0,
 } as const;
-
-/** Decimal strings without leading zeros: shorter is less, then bytewise. */
-const less = `
-local function less(a, b)
-  return #a < #b or (#a == #b and a < b)
-end`;
 
 /**
  * The layout of the fenced lock scripts (acquire and fence): KEYS[1]
@@ -89,7 +83,7 @@ export function fencedScriptArgs(
  * (accepted 0). `applyFences(highestKey, counters, proposals, reply)` then
  * raises each counter below its accepted proposal.
  */
-const fenceCounters = `${less}
+const fenceCounters = `${luaDecimalLess}
 local function fencedLayout()
   local fenceCount = tonumber(ARGV[4])
   local lockCount = #KEYS - 4 - fenceCount
@@ -238,7 +232,7 @@ export const fenceRepairApplied = 1;
  */
 export const fenceRepairScript = new LuaScript(
   "fence-repair",
-  `${less}
+  `${luaDecimalLess}
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('exists', KEYS[2]) == 1 then return 0 end
 redis.call('set', KEYS[2], ARGV[2])

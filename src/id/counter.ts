@@ -11,7 +11,7 @@
  * strings without leading zeros, compared by length then bytes, so they are
  * exact up to 2^63 - 1 (Lua numbers are doubles and would round above 2^53).
  */
-import { parseCounter } from "../decimal.js";
+import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -47,11 +47,6 @@ export const markerHeld = "1";
 
 const { refused, accepted, amnesia, missing, suspect } = counterStatus;
 
-const compare = `
-local function less(a, b)
-  return #a < #b or (#a == #b and a < b)
-end`;
-
 const lossToken = `
 local function lost(status)
   local token = redis.call('get', KEYS[3])
@@ -66,7 +61,7 @@ end`;
 /** ARGV[1] = proposal; ARGV[2] = "1" to skip the marker check (test-only negative control). */
 export const proposeScript = new LuaScript(
   "id-propose",
-  `${compare}
+  `${luaDecimalLess}
 ${lossToken}
 local skipMarker = ARGV[2] == '1'
 if not skipMarker then
@@ -104,7 +99,7 @@ return {${accepted}, current}`,
  */
 export const repairScript = new LuaScript(
   "id-repair",
-  `${compare}
+  `${luaDecimalLess}
 local current = redis.call('get', KEYS[1])
 if redis.call('get', KEYS[2]) == '${markerHeld}' and current then return ${repairReply.notApplied} end
 if redis.call('get', KEYS[3]) ~= ARGV[2] then return ${repairReply.notApplied} end

@@ -5,12 +5,12 @@
  * counters' keys.
  */
 import { InvalidArgumentError } from "../errors.js";
-import { limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/lock-scripts.js";
+import { idDefaults, limits } from "../limits.js";
+import { internalKeyPrefix } from "../node/node-state.js";
 import { describe, requireWellFormed } from "../validate.js";
 
 /** The counter's key unless the `key` option says otherwise. */
-export const defaultIdKey = "redquorum:id";
+const defaultIdKey = idDefaults.key;
 
 /** The keys NextId keeps beside its counter `key`: marker, loss token, certified run_id. */
 export const idKeySuffixes = [":marker", ":lost", ":run"] as const;

@@ -14,6 +14,7 @@ import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
+import { nodeGroupOptionsOf } from "../shared-options.js";
 import { requireSignal } from "../validate.js";
 import {
   certifyScript,
@@ -58,16 +59,14 @@ export class NextId {
     this.options = resolveNextIdOptions(options);
     this.keys = counterKeys(this.options.key);
     this.observer = new Observer(this.options.observe);
-    this.group = new NodeGroup(createNodes(nodes), {
-      observer: this.observer,
-      checkTimeoutMs: this.options.checkTimeoutMs,
-      recheckIntervalMs: this.options.recheckIntervalMs,
-      graceMs: this.options.nodeTimeoutMs,
-      onWarning: this.options.onWarning,
-      extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
-      certify: { script: certifyScript, keys: certifyKeys(this.options.key) },
-      scripts: counterScripts,
-    });
+    this.group = new NodeGroup(
+      createNodes(nodes),
+      nodeGroupOptionsOf(this.options, this.observer, {
+        extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
+        certify: { script: certifyScript, keys: certifyKeys(this.options.key) },
+        scripts: counterScripts,
+      }),
+    );
     const { group, keys, observer, options: resolved } = this;
     const signal = this.lifetime.signal;
     // The counter hands losses to the repairs; the repairs hand the values

@@ -2,16 +2,17 @@
  * NextId's options: what a caller may pass, their defaults and bounds, and
  * the resolver that checks them once (the first problem found is reported).
  */
-import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
-import { defaults, limits } from "../limits.js";
+import { idDefaults, idLimits, limits } from "../limits.js";
 import type { NodeWarning } from "../node/admission.js";
+import type { Logger, RedquorumEvent } from "../observe.js";
 import {
-  type Logger,
-  type ObserveOptions,
-  type RedquorumEvent,
-  resolveObserveOptions,
-} from "../observe.js";
+  type ResolvedSharedOptions,
+  requireNodeTimeoutMs,
+  resolveNodeChecks,
+  resolveRuntime,
+} from "../shared-options.js";
 import {
   describe,
   rejectUnknownOptions,
@@ -20,7 +21,7 @@ import {
   requireInteger,
   requireOptionsObject,
 } from "../validate.js";
-import { defaultIdKey, requireIdKey } from "./keys.js";
+import { requireIdKey } from "./keys.js";
 
 export { idKeySuffixes } from "./keys.js";
 
@@ -102,41 +103,16 @@ export interface ResolvedIdRetry {
   readonly delayMsMax: number;
 }
 
-export interface ResolvedNextIdOptions {
+export interface ResolvedNextIdOptions extends ResolvedSharedOptions {
   readonly key: string;
   readonly strategy: IdStrategy;
-  readonly nodeTimeoutMs: number;
-  readonly checkTimeoutMs: number;
-  readonly recheckIntervalMs: number;
   readonly retry: ResolvedIdRetry;
   readonly pipelineDepth: number;
   readonly repairDelayMs: number;
   readonly unsafeAllowNonDurableNodes: boolean;
   readonly unsafeSkipMarkerCheck: boolean;
   readonly onRepair: (event: RepairEvent) => void;
-  readonly onWarning: (warning: NodeWarning) => void;
-  readonly observe: ObserveOptions;
-  readonly clock: Clock;
-  readonly random: RandomSource;
 }
-
-export const idDefaults = {
-  key: defaultIdKey,
-  nodeTimeoutMs: 200,
-  retry: { retries: 30, delayMs: 1, delayMsMax: 100 },
-  pipelineDepth: 4,
-  repairDelayMs: limits.repairDelayMs,
-} as const;
-
-export const idLimits = {
-  /** IDs in one `nextBatch` call. */
-  batchCountMax: 10_000,
-  /** Calls waiting in one instance. */
-  queueLengthMax: 100_000,
-  /** IDs one round may claim for the calls it serves. */
-  roundIdsMax: 1_000_000,
-  pipelineDepthMax: 64,
-} as const;
 
 const optionNames = [
   "key",
@@ -162,31 +138,15 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   rejectUnknownOptions("options", options, optionNames);
   // Checked in this order (the first problem is the one reported).
   const key = requireIdKey(options.key ?? idDefaults.key);
-  const strategy = requireStrategy(options.strategy ?? "range");
-  const nodeTimeoutMs = requireInteger(
-    "options.nodeTimeoutMs",
-    options.nodeTimeoutMs ?? idDefaults.nodeTimeoutMs,
-    1,
-    limits.nodeTimeoutMsMax,
-  );
+  const strategy = requireStrategy(options.strategy ?? idDefaults.strategy);
+  const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, idDefaults.nodeTimeoutMs);
   const repairDelayMs = requireRepairDelay(options.repairDelayMs ?? idDefaults.repairDelayMs);
   const retry = resolveIdRetry(options.retry);
   return {
     key,
     strategy,
     nodeTimeoutMs,
-    checkTimeoutMs: requireInteger(
-      "options.checkTimeoutMs",
-      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
-      1,
-      limits.checkTimeoutMsMax,
-    ),
-    recheckIntervalMs: requireInteger(
-      "options.recheckIntervalMs",
-      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
-      1,
-      limits.ttlMsMax,
-    ),
+    ...resolveNodeChecks(options),
     retry,
     pipelineDepth: requireInteger(
       "options.pipelineDepth",
@@ -204,14 +164,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       options.unsafeSkipMarkerCheck ?? false,
     ),
     onRepair: requireFunction("options.onRepair", options.onRepair ?? emitRepairWarning),
-    onWarning: requireFunction(
-      "options.onWarning",
-      options.onWarning ??
-        ((warning: NodeWarning) => process.emitWarning(warning.message, { code: warning.code })),
-    ),
-    observe: resolveObserveOptions("options", options),
-    clock: (options.clock as Clock | undefined) ?? systemClock,
-    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+    ...resolveRuntime(options),
   };
 }
 

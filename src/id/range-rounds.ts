@@ -14,14 +14,16 @@
  * - rounds are pipelined on each node's connection, whose order the node
  *   keeps; a later round proposes above every earlier proposal.
  */
+
 import { assert } from "../assert.js";
 import { maxId, maxOf } from "../decimal.js";
 import { ClosedError, IdOverflowError, QueueFullError, RedquorumError } from "../errors.js";
+import { idLimits } from "../limits.js";
 import type { Observer } from "../observe.js";
 import type { RoundResult } from "../quorum/round.js";
 import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
-import { idLimits, type ResolvedNextIdOptions } from "./options.js";
+import type { ResolvedNextIdOptions } from "./options.js";
 
 interface Waiter {
   readonly count: number;

@@ -9,7 +9,7 @@ import { raceAbort } from "../clock.js";
 import { InvalidArgumentError, QueueFullError } from "../errors.js";
 import { fenceKeyOf } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/lock-scripts.js";
+import { internalKeyPrefix } from "../node/node-state.js";
 import { type AttemptContext, type AttemptRequest, runAttempt } from "./attempt.js";
 import type { LockContext } from "./context.js";
 import { handoffOutcome } from "./handoff.js";

@@ -8,7 +8,7 @@
 
 import { type Timer, timerOf } from "../clock.js";
 import { FenceIssuer } from "../fencing/issuer.js";
-import { limits } from "../limits.js";
+import { limits, releaseNoticeLimits } from "../limits.js";
 import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import { randomHex } from "./attempt.js";
@@ -88,7 +88,11 @@ export function createLockContext(
       if (!lifecycle.isClosed()) waits.released([key]);
     });
   };
-  const watch = new ReleaseWatch(group.nodes, randomHex(random, 8), wakeLater);
+  const watch = new ReleaseWatch(
+    group.nodes,
+    randomHex(random, releaseNoticeLimits.instanceIdBytes),
+    wakeLater,
+  );
   const waits = new WaitQueues({
     onWatch: (key) => watch.watch(key),
     onUnwatch: (key) => watch.unwatch(key),

@@ -6,7 +6,7 @@
  */
 
 import { fenceFloorKey } from "../fencing/scripts.js";
-import { initNodeScript, initState, markerKey, quarantineKey } from "../node/lock-scripts.js";
+import { initNodeScript, initState, markerKey, quarantineKey } from "../node/node-state.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { Outcome } from "../quorum/round.js";
 

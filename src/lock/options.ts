@@ -1,19 +1,19 @@
-import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/lock-scripts.js";
-import {
-  type Logger,
-  type ObserveOptions,
-  type RedquorumEvent,
-  resolveObserveOptions,
-} from "../observe.js";
+import { internalKeyPrefix } from "../node/node-state.js";
+import type { Logger, RedquorumEvent } from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
+import {
+  type ResolvedSharedOptions,
+  requireNodeTimeoutMs,
+  resolveNodeChecks,
+  resolveRuntime,
+} from "../shared-options.js";
 import {
   describe,
   rejectUnknownOptions,
   requireBoolean,
-  requireFunction,
   requireInteger,
   requireNumber,
   requireOptionsObject,
@@ -99,21 +99,14 @@ export interface ResolvedRetry {
   readonly jitterMs: number;
 }
 
-export interface ResolvedRedlockOptions {
+export interface ResolvedRedlockOptions extends ResolvedSharedOptions {
   readonly driftFactor: number;
   readonly driftMs: number;
-  readonly nodeTimeoutMs: number;
-  readonly checkTimeoutMs: number;
-  readonly recheckIntervalMs: number;
   readonly maxTtlMs: number;
   readonly keyPrefix: string;
   readonly quarantine: boolean;
   readonly fencing: boolean;
   readonly retry: ResolvedRetry;
-  readonly onWarning: (warning: NodeWarning) => void;
-  readonly observe: ObserveOptions;
-  readonly clock: Clock;
-  readonly random: RandomSource;
 }
 
 const redlockOptionNames = [
@@ -153,27 +146,8 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     1,
     limits.ttlMsMax,
   );
-  const nodeTimeoutMs = requireInteger(
-    "options.nodeTimeoutMs",
-    options.nodeTimeoutMs ?? defaults.nodeTimeoutMs,
-    1,
-    limits.nodeTimeoutMsMax,
-  );
-  const keyPrefix = options.keyPrefix ?? "";
-  if (typeof keyPrefix !== "string" || Buffer.byteLength(keyPrefix) > limits.resourceBytesMax) {
-    throw new InvalidArgumentError(
-      "options.keyPrefix",
-      `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
-    );
-  }
-  requireWellFormed("options.keyPrefix", keyPrefix);
-  if (keyPrefix.startsWith(internalKeyPrefix)) {
-    throw new InvalidArgumentError(
-      "options.keyPrefix",
-      `${JSON.stringify(keyPrefix)} is in redquorum's own namespace ("${internalKeyPrefix}…": node markers, ` +
-        "quarantine, fencing counters, IDs); choose another prefix",
-    );
-  }
+  const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, defaults.nodeTimeoutMs);
+  const keyPrefix = requireKeyPrefix(options.keyPrefix ?? "");
   return {
     driftFactor: requireNumber(
       "options.driftFactor",
@@ -188,28 +162,33 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
       limits.ttlMsMax,
     ),
     nodeTimeoutMs,
-    checkTimeoutMs: requireInteger(
-      "options.checkTimeoutMs",
-      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
-      1,
-      limits.checkTimeoutMsMax,
-    ),
-    recheckIntervalMs: requireInteger(
-      "options.recheckIntervalMs",
-      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
-      1,
-      limits.ttlMsMax,
-    ),
+    ...resolveNodeChecks(options),
     maxTtlMs,
     keyPrefix,
     quarantine: requireBoolean("options.quarantine", options.quarantine ?? true),
     fencing: requireBoolean("options.fencing", options.fencing ?? true),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
-    onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
-    observe: resolveObserveOptions("options", options),
-    clock: (options.clock as Clock | undefined) ?? systemClock,
-    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+    ...resolveRuntime(options),
   };
+}
+
+/** `options.keyPrefix`: a well-formed string within a resource name's bytes, outside redquorum's own keys. */
+function requireKeyPrefix(keyPrefix: unknown): string {
+  if (typeof keyPrefix !== "string" || Buffer.byteLength(keyPrefix) > limits.resourceBytesMax) {
+    throw new InvalidArgumentError(
+      "options.keyPrefix",
+      `expected a string of at most ${limits.resourceBytesMax} bytes, got ${describe(keyPrefix)}`,
+    );
+  }
+  requireWellFormed("options.keyPrefix", keyPrefix);
+  if (keyPrefix.startsWith(internalKeyPrefix)) {
+    throw new InvalidArgumentError(
+      "options.keyPrefix",
+      `${JSON.stringify(keyPrefix)} is in redquorum's own namespace ("${internalKeyPrefix}…": node markers, ` +
+        "quarantine, fencing counters, IDs); choose another prefix",
+    );
+  }
+  return keyPrefix;
 }
 
 export function resolveRetry(name: string, input: unknown, base: ResolvedRetry): ResolvedRetry {
@@ -314,8 +293,4 @@ export function requireResources(resources: unknown): readonly string[] {
     seen.add(resource);
   });
   return Object.freeze([...resources]) as readonly string[];
-}
-
-function emitNodeWarning(warning: NodeWarning): void {
-  process.emitWarning(warning.message, { code: warning.code });
 }

@@ -9,11 +9,12 @@
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
 import { fenceCertifyKeys, fenceCertifyScript, fenceScript } from "../fencing/scripts.js";
-import { initNodeScript, markerKey, quarantineKey } from "../node/lock-scripts.js";
+import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
+import { nodeGroupOptionsOf } from "../shared-options.js";
 import { requireInteger } from "../validate.js";
 import { acquireLock } from "./acquire.js";
 import { createLockContext, type LockContext } from "./context.js";
@@ -51,17 +52,15 @@ export class Redlock implements LockOwner {
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
     this.observer = new Observer(this.options.observe);
-    this.group = new NodeGroup(createNodes(nodes), {
-      observer: this.observer,
-      checkTimeoutMs: this.options.checkTimeoutMs,
-      recheckIntervalMs: this.options.recheckIntervalMs,
-      graceMs: this.options.nodeTimeoutMs,
-      onWarning: this.options.onWarning,
-      certify: this.options.fencing
-        ? { script: fenceCertifyScript, keys: fenceCertifyKeys }
-        : undefined,
-      scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
-    });
+    this.group = new NodeGroup(
+      createNodes(nodes),
+      nodeGroupOptionsOf(this.options, this.observer, {
+        certify: this.options.fencing
+          ? { script: fenceCertifyScript, keys: fenceCertifyKeys }
+          : undefined,
+        scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
+      }),
+    );
     this.context = createLockContext(this, this.options, this.group, this.observer, {
       isClosed: () => this.closed,
       assertOpen: () => this.assertOpen(),
@@ -193,7 +192,7 @@ export class Redlock implements LockOwner {
     this.closed = true;
     this.context.fences.stop(new ClosedError("Redlock"));
     this.context.waits.abortAll(new ClosedError("Redlock"));
-    await Promise.allSettled([...this.active, ...this.context.fences.running]);
+    await Promise.allSettled([...this.active, this.context.fences.settled()]);
     await this.context.watch.close();
     await this.group.close();
   }

@@ -6,6 +6,7 @@
  */
 
 import type { Clock } from "../clock.js";
+import { releaseNoticeLimits } from "../limits.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Subscription } from "../node/transport.js";
 
@@ -170,7 +171,7 @@ export class Courtesy {
 
   grant(key: string): void {
     // A bound on the memory: entries only matter for a few milliseconds.
-    if (this.until.size >= 10_000) this.until.clear();
+    if (this.until.size >= releaseNoticeLimits.courtesyEntriesMax) this.until.clear();
     this.until.set(key, this.clock.now() + this.courtesyMs);
   }
 

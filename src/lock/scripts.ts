@@ -8,7 +8,7 @@
  * exclude each other.
  *
  * Acquire and extend start with the restart quarantine (see
- * node/lock-scripts.ts), acquire also with the fencing counters (see
+ * node/node-state.ts), acquire also with the fencing counters (see
  * fencing/scripts.ts): KEYS[1] is the node's marker, KEYS[2] its quarantine
  * key, ARGV[3] the quarantine in ms ("0": off for this client).
  */
@@ -21,13 +21,8 @@ import {
   fencedScriptPrelude,
   fenceReply,
 } from "../fencing/scripts.js";
-import {
-  markerKey,
-  quarantineCheck,
-  quarantineKey,
-  quarantineReply,
-} from "../node/lock-scripts.js";
 import { LuaScript } from "../node/lua-script.js";
+import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
 

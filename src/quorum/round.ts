@@ -89,103 +89,133 @@ export function runRound<T>(
   call: (node: RedisNode, index: number) => Promise<T>,
   options: RoundOptions<T>,
 ): Promise<RoundResult<T>> {
-  const { isYes, stop, signal, timeoutMs, acceptLateReplies = false } = options;
-  const startedMs = performance.now();
-  const nodeCount = nodes.length;
-  const outcomes: Array<Outcome<T> | undefined> = new Array(nodeCount).fill(undefined);
-  // A call settles once: by its reply, or by the round's timer (a late reply is then ignored).
-  const settledCalls: boolean[] = new Array(nodeCount).fill(false);
-  let yesCount = 0;
-  let noCount = 0;
-  let errorCount = 0;
-  let unsettled = nodeCount;
-  let aborted = false;
-  let finished = false;
-  // Created only when the round ends before every call settled.
-  let onAllSettled: (() => void) | undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  return new Promise((resolve) => new RoundRun(nodes, quorum, options, resolve).start(call));
+}
 
-  return new Promise((resolve) => {
-    const finish = () => {
-      if (finished) return;
-      finished = true;
-      signal?.removeEventListener("abort", onAbort);
-      const done =
-        unsettled === 0
-          ? settledRound
-          : new Promise<void>((resolveDone) => {
-              onAllSettled = resolveDone;
-            });
-      resolve({ outcomes, yesCount, noCount, errorCount, aborted, done });
-    };
-    const onAbort = () => {
-      aborted = true;
-      finish();
-    };
-    const record = (index: number, outcome: Outcome<T>) => {
-      if (settledCalls[index]) return;
-      settledCalls[index] = true;
-      unsettled--;
-      if (unsettled === 0) clearTimeout(timer);
-      if (finished) {
-        if (unsettled === 0) onAllSettled?.();
-        return;
-      }
-      outcomes[index] = outcome;
-      if (outcome.kind === "yes") yesCount++;
-      else if (outcome.kind === "no") noCount++;
-      else errorCount++;
-      if (unsettled === 0 || stop === "all") {
-        if (unsettled === 0) finish();
-        return;
-      }
-      const state = roundState(yesCount, noCount + errorCount, nodeCount, quorum);
-      if (state === "won" || (state === "lost" && stop === "decided")) finish();
-    };
+/** One round under way: the calls, their outcomes as they settle, and when the round ends. */
+class RoundRun<T> {
+  private readonly nodes: readonly RedisNode[];
+  private readonly quorum: number;
+  private readonly options: RoundOptions<T>;
+  private readonly resolve: (result: RoundResult<T>) => void;
+  private readonly startedMs = performance.now();
+  private readonly outcomes: Array<Outcome<T> | undefined>;
+  /** A call settles once: by its reply, or by the round's timer (a late reply is then ignored). */
+  private readonly settledCalls: boolean[];
+  private yesCount = 0;
+  private noCount = 0;
+  private errorCount = 0;
+  private unsettled: number;
+  private aborted = false;
+  private finished = false;
+  /** Created only when the round ends before every call settled. */
+  private onAllSettled: (() => void) | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onAbort = () => {
+    this.aborted = true;
+    this.finish();
+  };
+
+  constructor(
+    nodes: readonly RedisNode[],
+    quorum: number,
+    options: RoundOptions<T>,
+    resolve: (result: RoundResult<T>) => void,
+  ) {
+    this.nodes = nodes;
+    this.quorum = quorum;
+    this.options = options;
+    this.resolve = resolve;
+    this.outcomes = new Array(nodes.length).fill(undefined);
+    this.settledCalls = new Array(nodes.length).fill(false);
+    this.unsettled = nodes.length;
+  }
+
+  start(call: (node: RedisNode, index: number) => Promise<T>): void {
+    const { signal, timeoutMs } = this.options;
     if (signal?.aborted) {
-      aborted = true;
-      unsettled = 0;
-      finish();
+      this.aborted = true;
+      this.unsettled = 0;
+      this.finish();
       return;
     }
-    signal?.addEventListener("abort", onAbort, { once: true });
-
-    const timeOut = () => {
-      for (let index = 0; index < nodeCount; index++) {
-        if (settledCalls[index]) continue;
-        record(index, {
-          kind: "error",
-          error: new NodeTimeoutError(nodes[index]!.endpoint, timeoutMs),
-        });
-      }
-    };
+    signal?.addEventListener("abort", this.onAbort, { once: true });
     // Timers run before the poll phase of the event loop: after a stall,
     // replies that arrived in time are still unread when the timer fires.
     // setImmediate runs after the poll phase, once they have been read
     // (and, unless acceptLateReplies, counted as timeouts if read late).
-    timer = setTimeout(() => setImmediate(timeOut), timeoutMs);
+    this.timer = setTimeout(() => setImmediate(() => this.timeOut()), timeoutMs);
+    for (let index = 0; index < this.nodes.length; index++) this.callNode(call, index);
+  }
 
-    for (let index = 0; index < nodeCount; index++) {
-      const node = nodes[index]!;
-      invoke(() => call(node, index)).then(
-        (value) =>
-          // A reply handled after the deadline (the event loop was blocked
-          // while it waited) counts as a timeout, as if the timer had won:
-          // callers rely on every counted answer being at most timeoutMs old.
-          !acceptLateReplies && performance.now() - startedMs > timeoutMs
-            ? record(index, {
-                kind: "error",
-                error: new NodeTimeoutError(node.endpoint, timeoutMs),
-              })
-            : record(index, { kind: isYes(value) ? "yes" : "no", value }),
-        (error: unknown) =>
-          record(index, {
-            kind: "error",
-            error: error instanceof NodeError ? error : new NodeError(node.endpoint, error),
-          }),
-      );
+  private callNode(call: (node: RedisNode, index: number) => Promise<T>, index: number): void {
+    const { isYes, timeoutMs, acceptLateReplies = false } = this.options;
+    const node = this.nodes[index]!;
+    invoke(() => call(node, index)).then(
+      (value) =>
+        // A reply handled after the deadline (the event loop was blocked
+        // while it waited) counts as a timeout, as if the timer had won:
+        // callers rely on every counted answer being at most timeoutMs old.
+        !acceptLateReplies && performance.now() - this.startedMs > timeoutMs
+          ? this.record(index, {
+              kind: "error",
+              error: new NodeTimeoutError(node.endpoint, timeoutMs),
+            })
+          : this.record(index, { kind: isYes(value) ? "yes" : "no", value }),
+      (error: unknown) =>
+        this.record(index, {
+          kind: "error",
+          error: error instanceof NodeError ? error : new NodeError(node.endpoint, error),
+        }),
+    );
+  }
+
+  private timeOut(): void {
+    for (let index = 0; index < this.nodes.length; index++) {
+      if (this.settledCalls[index]) continue;
+      this.record(index, {
+        kind: "error",
+        error: new NodeTimeoutError(this.nodes[index]!.endpoint, this.options.timeoutMs),
+      });
     }
-  });
+  }
+
+  private record(index: number, outcome: Outcome<T>): void {
+    if (this.settledCalls[index]) return;
+    this.settledCalls[index] = true;
+    this.unsettled--;
+    if (this.unsettled === 0) clearTimeout(this.timer);
+    if (this.finished) {
+      if (this.unsettled === 0) this.onAllSettled?.();
+      return;
+    }
+    this.outcomes[index] = outcome;
+    if (outcome.kind === "yes") this.yesCount++;
+    else if (outcome.kind === "no") this.noCount++;
+    else this.errorCount++;
+    const { stop } = this.options;
+    if (this.unsettled === 0 || stop === "all") {
+      if (this.unsettled === 0) this.finish();
+      return;
+    }
+    const notYes = this.noCount + this.errorCount;
+    const state = roundState(this.yesCount, notYes, this.nodes.length, this.quorum);
+    if (state === "won" || (state === "lost" && stop === "decided")) this.finish();
+  }
+
+  private finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.options.signal?.removeEventListener("abort", this.onAbort);
+    const done =
+      this.unsettled === 0
+        ? settledRound
+        : new Promise<void>((resolveDone) => {
+            this.onAllSettled = resolveDone;
+          });
+    const { outcomes, yesCount, noCount, errorCount, aborted } = this;
+    this.resolve({ outcomes, yesCount, noCount, errorCount, aborted, done });
+  }
 }
 
 /** The `done` of a round whose calls had all settled when it ended. */

@@ -13,8 +13,6 @@
  * service (answers {quarantined, marker}) until a quarantine of the
  * cluster's maxTtlMs (longer than any lock) has passed. Every client sees
  * the same server-side quarantine.
- *
- * (The file keeps its old name because src/id and src/cluster import it.)
  */
 
 import { LuaScript } from "./lua-script.js";

@@ -1,0 +1,93 @@
+/**
+ * Repair of a node that lost a counter, for any kind of counter (IDs,
+ * fencing tokens). A node that answered that its counter is gone (or may
+ * have come back older) is excluded — its answers do not count — until
+ * repaired: after a delay, when no round that might still count its old
+ * vote is running, it is raised to the highest value read from
+ * `repairReadsOf(N)` = N - Q + 1 other nodes that kept theirs. Those meet
+ * every winning majority in a node other than the lost one, so the
+ * repaired value is at least every value handed out.
+ *
+ * `CounterRepair` says what to read and how to raise (the counter's own
+ * scripts), `raiseFromOthers` does the reading and raising, and
+ * `RepairScheduler` says when: at most one repair per node pending, none
+ * once the owner closed.
+ */
+import type { Clock } from "../clock.js";
+import { maxOf } from "../decimal.js";
+import type { RedisNode } from "../node/redis-node.js";
+import type { NodeGroup } from "./node-group.js";
+import { repairReadsOf } from "./round.js";
+
+/** How one kind of counter is read and raised, for the repair of one lost node. */
+export interface CounterRepair {
+  /**
+   * What `node` (one of the others) holds; undefined when it holds no value
+   * either (it is not read from), a rejection when it fails.
+   */
+  readOther(node: RedisNode, index: number): Promise<bigint | undefined>;
+  /** Raises the lost node to `value` if the loss it was scheduled for is still current there; whether it was. */
+  raise(value: bigint): Promise<boolean>;
+}
+
+/**
+ * Reads every node but `lostIndex`; with answers from N - Q + 1 that hold a
+ * value, raises the lost node to their highest. The value it raised the
+ * node to, or undefined: too few answers, or the loss was no longer current
+ * (someone else repaired it first, or the node lost its data again since).
+ */
+export async function raiseFromOthers(
+  group: NodeGroup,
+  lostIndex: number,
+  repair: CounterRepair,
+  round: { readonly signal: AbortSignal; readonly timeoutMs: number },
+): Promise<bigint | undefined> {
+  const read = await group.round(
+    (node, index) =>
+      index === lostIndex
+        ? Promise.reject(new Error("being repaired"))
+        : repair.readOther(node, index),
+    { isYes: (value) => value !== undefined, stop: "all", ...round },
+  );
+  if (read.yesCount < repairReadsOf(group.nodes.length)) return undefined;
+  let value = 0n;
+  for (const outcome of read.outcomes) {
+    if (outcome?.kind === "yes") value = maxOf(value, outcome.value!);
+  }
+  return (await repair.raise(value)) ? value : undefined;
+}
+
+/** The repairs of one owner's nodes: at most one running per node, each after a delay. */
+export class RepairScheduler {
+  private readonly running = new Map<number, Promise<void>>();
+  private readonly clock: Clock;
+  private readonly delayMs: number;
+  private readonly signal: AbortSignal;
+
+  /** `delayMs`: longer than any round that might count a lost node's old vote; `signal`: the owner's lifetime. */
+  constructor(clock: Clock, delayMs: number, signal: AbortSignal) {
+    this.clock = clock;
+    this.delayMs = delayMs;
+    this.signal = signal;
+  }
+
+  /**
+   * Runs `repair` for node `index` after the delay, unless one is already
+   * scheduled for it or the owner closed. A failed repair is dropped: a
+   * later reply that reports the loss again schedules another try.
+   */
+  schedule(index: number, repair: () => Promise<void>): void {
+    if (this.running.has(index) || this.signal.aborted) return;
+    const running = this.clock
+      .sleep(this.delayMs, this.signal)
+      .then(repair)
+      .catch(() => {})
+      .finally(() => this.running.delete(index));
+    this.running.set(index, running);
+  }
+
+  /** Resolves once every repair scheduled so far has ended (the owner's `close()`). */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.running.values());
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * The options Redlock and NextId share: the node timeout (each with its own
+ * default), the node checks' timeout and interval, and what they are told
+ * and run on (onWarning, logger/onEvent, clock, random); and the NodeGroup
+ * options both build from them. Each owner's resolver calls these in its
+ * own order (the first problem found is the one reported).
+ */
+import { type Clock, cryptoRandom, type RandomSource, systemClock } from "./clock.js";
+import { defaults, limits } from "./limits.js";
+import type { NodeWarning } from "./node/admission.js";
+import type { Observer } from "./observe.js";
+import { type ObserveOptions, resolveObserveOptions } from "./observe.js";
+import type { NodeGroupOptions } from "./quorum/node-group.js";
+import { requireFunction, requireInteger } from "./validate.js";
+
+/** The node checks' bounds, resolved. */
+export interface ResolvedNodeChecks {
+  readonly checkTimeoutMs: number;
+  readonly recheckIntervalMs: number;
+}
+
+/** What an owner is told and runs on, resolved. */
+export interface ResolvedRuntime {
+  readonly onWarning: (warning: NodeWarning) => void;
+  readonly observe: ObserveOptions;
+  readonly clock: Clock;
+  readonly random: RandomSource;
+}
+
+/** All an owner's NodeGroup is built from. */
+export interface ResolvedSharedOptions extends ResolvedNodeChecks, ResolvedRuntime {
+  readonly nodeTimeoutMs: number;
+}
+
+/** `options.nodeTimeoutMs`, or the owner's default; at most `limits.nodeTimeoutMsMax` for every owner. */
+export function requireNodeTimeoutMs(value: unknown, defaultMs: number): number {
+  return requireInteger("options.nodeTimeoutMs", value ?? defaultMs, 1, limits.nodeTimeoutMsMax);
+}
+
+/** `options.checkTimeoutMs` then `options.recheckIntervalMs`. */
+export function resolveNodeChecks(options: Record<string, unknown>): ResolvedNodeChecks {
+  return {
+    checkTimeoutMs: requireInteger(
+      "options.checkTimeoutMs",
+      options.checkTimeoutMs ?? defaults.checkTimeoutMs,
+      1,
+      limits.checkTimeoutMsMax,
+    ),
+    recheckIntervalMs: requireInteger(
+      "options.recheckIntervalMs",
+      options.recheckIntervalMs ?? defaults.recheckIntervalMs,
+      1,
+      limits.ttlMsMax,
+    ),
+  };
+}
+
+/** `options.onWarning`, then `logger` and `onEvent`, then `clock` and `random` (not checked). */
+export function resolveRuntime(options: Record<string, unknown>): ResolvedRuntime {
+  return {
+    onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
+    observe: resolveObserveOptions("options", options),
+    clock: (options.clock as Clock | undefined) ?? systemClock,
+    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+  };
+}
+
+/**
+ * The NodeGroup options of an owner: the shared part from its resolved
+ * options (first contact waits one node timeout for the slow ones), the
+ * owner's own checks and scripts from `own`.
+ */
+export function nodeGroupOptionsOf(
+  resolved: ResolvedSharedOptions,
+  observer: Observer,
+  own: Pick<NodeGroupOptions, "extraCheck" | "certify" | "scripts">,
+): NodeGroupOptions {
+  return {
+    observer,
+    checkTimeoutMs: resolved.checkTimeoutMs,
+    recheckIntervalMs: resolved.recheckIntervalMs,
+    graceMs: resolved.nodeTimeoutMs,
+    onWarning: resolved.onWarning,
+    ...own,
+  };
+}
+
+function emitNodeWarning(warning: NodeWarning): void {
+  process.emitWarning(warning.message, { code: warning.code });
+}
