@@ -84,9 +84,12 @@ export async function runAttempt(
         lock: new Lock(context.owner, names, keys, value, validUntil, round.yesCount, fences),
       };
     }
-    // Seed 1, step 5: undo on every node, also those that seemed to fail
-    // (a timed-out SET may have executed). Never cancelled by the signal.
-    await releaseKeys(context, request.keys, value, "all");
+    // Seed 1, step 5: undo on every node that may hold our keys, also those
+    // that seemed to fail (a timed-out SET may have executed). Only a node
+    // that answered in time with a refusal is spared: the script checks
+    // every key before it writes, so it set nothing of this attempt.
+    // Never cancelled by the signal.
+    await releaseKeys(context, request.keys, value, "all", undefined, (i) => mayHold(round, i));
     if (round.aborted || request.signal?.aborted) throw request.signal?.reason;
     if (group.refused) throw group.refused;
     context.assertOpen();
@@ -94,6 +97,11 @@ export async function runAttempt(
   } finally {
     from?.settle(handoffOutcome(round, granted, group.nodes.length));
   }
+}
+
+/** Whether node `index` may hold keys of this attempt: it granted, failed, timed out, or was not heard. */
+function mayHold(round: RoundResult<unknown> | undefined, index: number): boolean {
+  return round?.outcomes[index]?.kind !== "no";
 }
 
 /**

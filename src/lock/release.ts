@@ -7,6 +7,7 @@
 
 import { LockExpiredError } from "../errors.js";
 import { limits } from "../limits.js";
+import type { RedisNode } from "../node/redis-node.js";
 import type { RoundResult, RoundStop } from "../quorum/round.js";
 import type { LockContext } from "./context.js";
 import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
@@ -111,12 +112,16 @@ export function releaseKeys(
   value: string,
   stop: RoundStop,
   tag?: string,
+  mayHold: (index: number) => boolean = () => true,
 ): Promise<RoundResult<unknown>> {
   // A node votes yes when it deleted every key: then the lock was still
   // ours there. With a tag the reply is {deleted, subscribers reached}.
   const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
   const args = tag === undefined ? [value] : [value, tag];
-  return context.group.round((node) => node.evalScript(releaseScript, keys, args), {
+  // A node known to hold none of our keys needs no call: nothing to delete there.
+  const call = (node: RedisNode, index: number) =>
+    mayHold(index) ? node.evalScript(releaseScript, keys, args) : Promise.resolve(keys.length);
+  return context.group.round(call, {
     isYes,
     stop,
     timeoutMs: context.options.nodeTimeoutMs,

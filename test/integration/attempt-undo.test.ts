@@ -1,0 +1,79 @@
+/**
+ * A failed acquire attempt undoes its keys on every node that may hold one
+ * (granted, failed, timed out) and sends nothing to a node that answered
+ * with a refusal: that node's script checked every key before writing, so
+ * it set nothing of the attempt (issue 13: 5 release calls per failed
+ * attempt on a resource held everywhere doubled the commands of contention).
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { Redlock, ResourceLockedError } from "../../src/index.js";
+import { useCluster } from "../helpers/cluster.js";
+
+/** Script calls (EVALSHA + EVAL) node `index` has run so far. */
+async function scriptCalls(client: { info(section: string): Promise<string> }): Promise<number> {
+  const text = await client.info("commandstats");
+  let calls = 0;
+  for (const match of text.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g))
+    calls += Number(match[1]);
+  return calls;
+}
+
+describe("a failed acquire attempt undoes only where it may have written", () => {
+  const cluster = useCluster({ nodeCount: 5 });
+
+  it("held on every node: the nodes known to have refused get no undo", async () => {
+    const t = cluster();
+    const holder = new Redlock(t.urls);
+    const rival = new Redlock(t.urls, { retry: { retries: 0 } });
+    try {
+      const lock = await holder.acquire(["undo:all"], 10_000);
+      await assert.rejects(rival.acquire(["undo:all"], 10_000), ResourceLockedError);
+      const before = await Promise.all(t.urls.map((_, i) => scriptCalls(t.client(i))));
+      await assert.rejects(rival.acquire(["undo:all"], 10_000), ResourceLockedError);
+      const after = await Promise.all(t.urls.map((_, i) => scriptCalls(t.client(i))));
+      // The round is lost once 3 nodes refused; it does not wait for the
+      // other 2, which may still answer "refused" after it ended: they are
+      // not known to hold nothing, so they get the undo (before: all 5 did).
+      const calls = after.map((n, i) => n - before[i]!);
+      assert.ok(
+        calls.every((n) => n === 1 || n === 2),
+        `each node: the acquire, and at most the undo (${calls})`,
+      );
+      assert.ok(
+        calls.filter((n) => n === 1).length >= 3,
+        `at least the 3 refusals spared (${calls})`,
+      );
+      await lock.release();
+    } finally {
+      await holder.close();
+      await rival.close();
+    }
+  });
+
+  it("held on 3 of 5: the 2 nodes that granted are undone, the 3 that refused are left alone", async () => {
+    const t = cluster();
+    const rival = new Redlock(t.urls, { retry: { retries: 0 } });
+    try {
+      // Another holder's value on nodes 0-2 (what a competing client would
+      // leave). The round is lost exactly when those three have refused, so
+      // which nodes get the undo is certain: 3 and 4, which granted.
+      await Promise.all([0, 1, 2].map((i) => t.client(i).set("undo:some", "theirs", "PX", 10_000)));
+      // First contact (checks, script loads, certification) before counting.
+      await (await rival.acquire(["undo:warm"], 10_000)).release();
+      const before = await Promise.all(t.urls.map((_, i) => scriptCalls(t.client(i))));
+      await assert.rejects(rival.acquire(["undo:some"], 10_000), ResourceLockedError);
+      const after = await Promise.all(t.urls.map((_, i) => scriptCalls(t.client(i))));
+      assert.deepEqual(
+        after.map((n, i) => n - before[i]!),
+        [1, 1, 1, 2, 2],
+        "acquire everywhere, release only on the nodes that granted",
+      );
+      // Nothing of the attempt is left; the other holder's keys are untouched.
+      const values = await Promise.all(t.urls.map((_, i) => t.client(i).get("undo:some")));
+      assert.deepEqual(values, ["theirs", "theirs", "theirs", null, null]);
+    } finally {
+      await rival.close();
+    }
+  });
+});
