@@ -12,7 +12,7 @@
 // every hold's CLOCK_MONOTONIC interval.
 //
 //   npm run bench -- contention
-//   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10]
+//   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
 import { spawn } from "node:child_process";
 import { cpus } from "node:os";
 import { dirname, join } from "node:path";
@@ -40,12 +40,14 @@ const reps = Number(args.reps);
 const holdMs = Number(args.hold);
 const ttlMs = 10_000;
 
-const libraries = args.libraries?.split(",") ?? [
-  "redquorum",
-  "redquorum, fencing off",
-  "node-redlock 5.0.0-beta.2",
-  "floor",
-];
+const known = ["redquorum", "redquorum, fencing off", "node-redlock 5.0.0-beta.2", "floor"];
+// --libraries takes names separated by ";" (a name may hold a comma).
+const libraries = args.libraries?.split(";").map((name) => name.trim()) ?? known;
+for (const name of libraries) {
+  if (!known.includes(name)) {
+    throw new Error(`--libraries: unknown ${JSON.stringify(name)}; known: ${known.join("; ")}`);
+  }
+}
 const allWorkloads = [
   { key: "8x10", contenders: 8, pacing: { delayMs: 10, jitterMs: 5 } },
   { key: "8x200", contenders: 8, pacing: { delayMs: 200, jitterMs: 100 } },
