@@ -1,20 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import {
-  accessSync,
-  constants,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-} from "node:fs";
-import { createConnection, createServer } from "node:net";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { InvalidArgumentError, RedquorumError } from "../errors.js";
 import { limits } from "../limits.js";
 import { markerKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
+import { freePort, ping, portHolder, send } from "./local-sockets.js";
+import { processState, sleepSync } from "./process-state.js";
+import { findRedisServer, requireRedisServer } from "./redis-server.js";
+
 
 /** How a node keeps its data: nothing, AOF fsynced every second, AOF fsynced on every write. */
 export type Persistence = "none" | "aof-everysec" | "aof-always";
@@ -375,46 +370,6 @@ async function killSlot(slot: NodeSlot): Promise<void> {
   await exited;
 }
 
-/**
- * The state letter of process `pid` from /proc/<pid>/stat ("R", "S", "T"...),
- * "gone" if it has no entry there, undefined where there is no /proc at all.
- */
-function processState(pid: number): string | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return existsSync("/proc/self/stat") ? "gone" : undefined;
-  }
-  // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")".
-  return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
-}
-
-const sleepCell = new Int32Array(new SharedArrayBuffer(4));
-
-/** Blocks the thread for `ms` (pause and resume stay synchronous for their callers). */
-function sleepSync(ms: number): void {
-  Atomics.wait(sleepCell, 0, 0, ms);
-}
-
-/**
- * Whether something holds 127.0.0.1:`port` so that redis-server could not
- * bind it: a description of the conflict, or undefined when it is free. A
- * listening probe binds as redis-server does (SO_REUSEADDR).
- */
-function portHolder(port: number): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const probe = createServer();
-    probe.unref();
-    probe.once("error", (error: NodeJS.ErrnoException) =>
-      resolve(`${error.code ?? "error"}: ${error.message}`),
-    );
-    probe.listen({ port, host: "127.0.0.1", exclusive: true }, () =>
-      probe.close(() => resolve(undefined)),
-    );
-  });
-}
-
 interface NodeSlot {
   index: number;
   port: number;
@@ -422,99 +377,6 @@ interface NodeSlot {
   child: ChildProcess | undefined;
   state: LocalNodeState;
   log: string[];
-}
-
-/** The redis-server binary: $REDQUORUM_REDIS_SERVER, else the first on PATH (or the usual sbin dirs). */
-export function findRedisServer(): string {
-  const fromEnv = process.env.REDQUORUM_REDIS_SERVER;
-  if (fromEnv) return fromEnv;
-  const dirs = [
-    ...(process.env.PATH ?? "").split(delimiter),
-    "/usr/bin",
-    "/usr/local/bin",
-    "/usr/sbin",
-  ];
-  for (const dir of dirs) {
-    if (!dir) continue;
-    const candidate = join(dir, "redis-server");
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  throw new RedquorumError(
-    "ERR_REDIS_NOT_FOUND",
-    "redis-server was not found on PATH. Install it (Debian/Ubuntu: apt-get install -y redis-server, " +
-      "or run `sh scripts/ensure-redis.sh` in this repository) or set REDQUORUM_REDIS_SERVER to its path.",
-  );
-}
-
-/** The given redis-server path, if it is an executable file; else ERR_REDIS_NOT_FOUND. */
-function requireRedisServer(path: string): string {
-  try {
-    accessSync(path, constants.X_OK);
-  } catch (error) {
-    throw new RedquorumError(
-      "ERR_REDIS_NOT_FOUND",
-      `redis-server not found at ${JSON.stringify(path)} (${(error as Error).message}): pass ` +
-        "redisServerPath or set REDQUORUM_REDIS_SERVER to an executable redis-server, or install it " +
-        "(Debian/Ubuntu: apt-get install -y redis-server)",
-    );
-  }
-  return path;
-}
-
-/** One command on a fresh socket, for setting up a node; rejects on an error reply. */
-function send(port: number, args: readonly string[]): Promise<void> {
-  const frame = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`;
-  return new Promise((resolve, reject) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    socket.setTimeout(5_000, () => {
-      socket.destroy();
-      reject(new RedquorumError("ERR_CLUSTER", `node on port ${port} did not answer ${args[0]}`));
-    });
-    socket.once("error", reject);
-    socket.once("connect", () => socket.write(frame));
-    socket.once("data", (data) => {
-      socket.destroy();
-      const reply = data.toString();
-      if (reply.startsWith("-"))
-        reject(new RedquorumError("ERR_CLUSTER", `node on port ${port}: ${reply.trim()}`));
-      else resolve();
-    });
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() =>
-        port && port !== 6379 ? resolve(port) : freePort().then(resolve, reject),
-      );
-    });
-  });
-}
-
-/** One PING on a fresh socket; true on +PONG. Only a readiness probe, not a client. */
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(500, () => done(false));
-    socket.once("error", () => done(false));
-    socket.once("connect", () => socket.write("PING\r\n"));
-    socket.once("data", (data) => done(data.toString().startsWith("+PONG")));
-  });
 }
 
 let exitCleanupInstalled = false;
