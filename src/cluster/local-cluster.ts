@@ -10,7 +10,6 @@ import { freePort, ping, portHolder, send } from "./local-sockets.js";
 import { processState, sleepSync } from "./process-state.js";
 import { findRedisServer, requireRedisServer } from "./redis-server.js";
 
-
 /** How a node keeps its data: nothing, AOF fsynced every second, AOF fsynced on every write. */
 export type Persistence = "none" | "aof-everysec" | "aof-always";
 
