@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { limits } from "../../src/limits.js";
+import { connectResult, startCli } from "../helpers/cli.js";
 
 /** Bound on a short CLI run (status, id next, a usage error): tsx's start (~1 s) plus a few round trips. */
 const runTimeoutMs = 15_000;
@@ -33,10 +33,7 @@ class CliRun {
   readonly exited: Promise<Exit>;
 
   constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}) {
-    this.child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    this.child = startCli(args, env);
     this.child.stdout!.on("data", (chunk) => {
       this.stdout += chunk;
     });
@@ -85,18 +82,6 @@ class CliRun {
   output(): string {
     return `stdout: ${JSON.stringify(this.stdout)}, stderr: ${this.stderr}`;
   }
-}
-
-/** The error code of a TCP connect to 127.0.0.1:`port`, or "connected". */
-function connectResult(port: number): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve("connected");
-    });
-    socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-  });
 }
 
 const portOf = (url: string) => Number(new URL(url).port);

@@ -8,7 +8,7 @@
  * dispositions are the defaults.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,6 +16,7 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
+import { finished, type Run, startCli as startCliFromSource } from "../helpers/cli.js";
 
 /** tsx's start of one CLI process: about 1 s on this machine, 3 s under load. */
 const cliStartMs = 3_000;
@@ -28,48 +29,15 @@ const releaseSettleMs = 2_000;
 /** How often the test polls a file or the nodes. */
 const pollMs = 20;
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Every CLI this file started, and the pid of every command they ran: after() kills leftovers. */
 const children = new Set<ChildProcess>();
 const pidFiles: string[] = [];
 
-/** `redquorum <args>` from the source, no build needed, no shell in between. */
+/** `redquorum <args>` from the source, remembered for the cleanup. */
 function startCli(args: readonly string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = startCliFromSource(args, env);
   children.add(child);
   child.once("close", () => children.delete(child));
   return child;
-}
-
-/** The run's exit and output; fails (with the CLI's stderr) if it runs longer than `timeoutMs`. */
-function finished(child: ChildProcess, timeoutMs: number): Promise<Run> {
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr!.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`CLI still running after ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
 }
 
 function cli(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {

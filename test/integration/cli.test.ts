@@ -1,53 +1,17 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
+import { finished, type Run, startCli } from "../helpers/cli.js";
 
 /** Bound on one CLI run: tsx's start (about 1 s on this machine) plus the command's work. */
 const runTimeoutMs = 15_000;
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** `redquorum <args>` from the source, no build needed. */
-function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-}
-
-function finished(child: ChildProcess): Promise<Run> {
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr!.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`CLI still running after ${runTimeoutMs} ms; stderr: ${stderr}`));
-    }, runTimeoutMs);
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
 function cli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return finished(startCli(args, env));
+  return finished(startCli(args, env), runTimeoutMs);
 }
 
 async function waitForFile(path: string, timeoutMs: number): Promise<void> {
@@ -169,7 +133,7 @@ describe("redquorum command line", () => {
       ],
       env,
     );
-    const held = finished(holder);
+    const held = finished(holder, runTimeoutMs);
     await waitForFile(ready, runTimeoutMs);
     assert.equal(await holders("cli:held"), 3);
 
@@ -191,7 +155,7 @@ describe("redquorum command line", () => {
       ["lock", "cli:lost", "--ttl", "1s", "--", "sh", "-c", `touch ${ready}; exec sleep 30`],
       env,
     );
-    const held = finished(holder);
+    const held = finished(holder, runTimeoutMs);
     await waitForFile(ready, runTimeoutMs);
     // Someone deletes the lock: the next extension (at half the TTL) is refused.
     await Promise.all(clients.map((c) => c.del("cli:lost")));

@@ -7,24 +7,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
-import { createConnection } from "node:net";
 import { describe, it } from "node:test";
+import { connectResult } from "../helpers/cli.js";
 
 /** Build (tsup, ~11 s here) + 5 nodes + 12 lock turns + IDs + status, with room for a loaded machine. */
 const upTimeoutMs = 240_000;
 /** After Ctrl-C: the server drains, the nodes stop. */
 const stopTimeoutMs = 30_000;
-
-function connectResult(port: number): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve("connected");
-    });
-    socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "error"));
-  });
-}
 
 describe("npm start", () => {
   it("brings the cluster up, runs the demo, and stops cleanly on Ctrl-C", async () => {
