@@ -5,7 +5,7 @@
  *
  * `defaults` and `limits` (Redlock's, and what locks and IDs share) are
  * public API; `idDefaults` and `idLimits` (NextId), `fenceDefaults` and
- * `fenceLimits` (fencing tokens) and `releaseNoticeLimits` (the release
+ * `fenceLimits` (fencing tokens) and `releaseNoticeLimits` (the heir
  * watch) are internal.
  */
 import { assert } from "./assert.js";
@@ -77,12 +77,13 @@ export const limits = {
    */
   noticeJitterMs: 3,
   /**
-   * After a release that waiters in other instances heard of, the
-   * releasing instance's own next acquire of that key waits this long
-   * first: the woken waiter elsewhere gets its chance (notice jitter plus a
-   * round), the releasing loop does not barge ahead.
+   * How long a release reserves a lock key for the head of a node's queue
+   * (heir-queue.ts): the notified heir needs one round; a reservation not
+   * taken up lapses into a free key after this long.
    */
-  courtesyMs: 5,
+  heirReservationMs: 200,
+  /** A waiter's registration in a node's queue lasts at least this long unless renewed. */
+  queueRegistrationMinMs: 1_000,
   /** Callers of one Redlock instance waiting for locks at once; more fail with QueueFullError. */
   waitersMax: 100_000,
   /** 20 random bytes per acquisition, as in seed 1. */
@@ -156,20 +157,13 @@ export const fenceLimits = {
   memoryEntriesMax: 10_000,
 } as const;
 
-// ---- release notices (lock internals) -------------------------------------
+// ---- heir notices (lock internals) ---------------------------------------
 
 export const releaseNoticeLimits = {
-  /** Random bytes of an instance's id in its release notices: enough to tell its own notices from other instances'. */
+  /** Random bytes of an instance's id (its waiters' ids and heir channel): enough to tell instances apart. */
   instanceIdBytes: 8,
-  /**
-   * Keys whose courtesy wait one instance keeps at most, a bound on the
-   * memory: each entry matters for `courtesyMs` only, so past this many all
-   * are forgotten at once.
-   */
-  courtesyEntriesMax: 10_000,
 } as const;
 
-assert(limits.courtesyMs > limits.noticeJitterMs, "courtesy must outlast the notice jitter");
 assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
 assert(
   limits.nodeStallMs >= limits.nodeTimeoutMsMax,

@@ -76,6 +76,11 @@ export class FenceIssuer {
     return counterKeys.map((key) => this.memory.proposal(key));
   }
 
+  /** Remembers a counter's value seen elsewhere (a refusal): the next proposal goes above it. */
+  noteCounter(counterKey: string, value: bigint): void {
+    this.memory.learn(counterKey, value);
+  }
+
   /**
    * Tokens for a lock just granted. Usually the acquire round's proposals
    * were accepted by a majority: no extra round. A resource whose proposal

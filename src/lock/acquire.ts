@@ -13,6 +13,7 @@ import { internalKeyPrefix } from "../node/node-state.js";
 import { type AttemptContext, type AttemptRequest, runAttempt } from "./attempt.js";
 import type { LockContext } from "./context.js";
 import { handoffOutcome } from "./handoff.js";
+import { agreedTicket, highestFence, waitersAhead } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
 import {
   type AcquireOptions,
@@ -21,11 +22,11 @@ import {
   requireTtl,
   resolveAcquireOptions,
 } from "./options.js";
-import { acquireKeys } from "./scripts.js";
+import { acquireKeys, leaveQueueScript, type QueueArgs } from "./scripts.js";
 import { type Handoff, Waiter } from "./wait-queue.js";
 
 export type AcquireContext = AttemptContext &
-  Pick<LockContext, "waits" | "courtesy" | "timer" | "assertOpen">;
+  Pick<LockContext, "waits" | "watch" | "timer" | "assertOpen" | "nextWaiterId" | "track">;
 
 interface AcquireRequest extends AttemptRequest {
   readonly retry: ResolvedRetry;
@@ -95,19 +96,29 @@ class Acquisition {
   private handoff: Handoff | undefined;
   /** Why the last attempt failed. */
   private failure: Error | undefined;
-  /** Attempts made, including turns that passed while others of this instance went first. */
+  /** Attempts made, including turns that passed while others went first. */
   private attempt = 0;
   private granted = false;
+  /** Its id in the nodes' queues: a caller that may wait for one resource (heir-queue.ts). */
+  private readonly waiterId: string | undefined;
+  /** The ticket every node is to order it by; "0" until a node gave one. */
+  private ticket = "0";
+  /** Waiters ahead of it in the nodes' queues, as the last refusals said. */
+  private ahead = 0;
+  /** Whether a node may have queued it (it was refused with a waiter id). */
+  private queued = false;
 
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
     this.request = request;
+    if (request.retry.retries > 0 && request.keys.length === 1) {
+      this.waiterId = context.nextWaiterId();
+    }
   }
 
   async run(): Promise<Lock> {
     const { retry, keys } = this.request;
     try {
-      await this.waitOutCourtesy();
       // A caller that may wait joins the queue behind this instance's
       // waiters for these keys instead of racing them for the next release.
       if (retry.retries > 0 && this.context.waits.hasWaiters(keys)) await this.awaitTurn();
@@ -115,30 +126,53 @@ class Acquisition {
         this.attempt++;
         const from = this.handoff;
         this.handoff = undefined;
-        const verdict = await runAttempt(this.context, this.request, this.attempt, from);
+        const queue = this.queueArgs();
+        const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
         if ("lock" in verdict) {
           this.granted = true;
           return verdict.lock;
         }
         this.failure = verdict.failure;
+        // Refused or undone, a failed attempt with a waiter id may have queued it.
+        if (queue) this.queued = true;
+        if (verdict.places.length > 0) {
+          this.ticket = agreedTicket(verdict.places) ?? this.ticket;
+          this.ahead = waitersAhead(verdict.places);
+          const fence = highestFence(verdict.places);
+          const counterKey = this.request.counterKeys[0];
+          if (fence !== undefined && counterKey) this.context.fences.noteCounter(counterKey, fence);
+        }
         if (this.attempt > retry.retries) throw this.failure;
         await this.awaitTurn();
       }
     } finally {
       if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);
       this.handoff?.settle(handoffOutcome(undefined, false, this.context.group.nodes.length));
+      if (this.queued && !this.granted) this.leaveNodeQueues();
     }
   }
 
+  /** The registration sent with the next attempt: long enough to outlast the next poll. */
+  private queueArgs(): QueueArgs | undefined {
+    if (this.waiterId === undefined) return undefined;
+    const pollMs = (this.request.retry.delayMs + this.request.retry.jitterMs) * (1 + this.ahead);
+    const waitMs = Math.max(limits.queueRegistrationMinMs, 4 * pollMs);
+    return { waiterId: this.waiterId, ticket: this.ticket, waitMs };
+  }
+
   /**
-   * After this instance released a lock that waiters elsewhere heard of,
-   * its own next acquire of it lets them go first (no barging).
+   * A caller that gives up leaves the nodes' queues, and a reservation
+   * made for it passes on; not awaited (the registrations expire anyway).
    */
-  private async waitOutCourtesy(): Promise<void> {
-    const { retry, keys, deadlineMs, signal } = this.request;
-    const { clock } = this.context.options;
-    const courtesyMs = retry.retries > 0 ? this.context.courtesy.remainingMs(keys[0]!) : 0;
-    if (courtesyMs > 0) await clock.sleep(Math.min(courtesyMs, deadlineMs - clock.now()), signal);
+  private leaveNodeQueues(): void {
+    const { group, options, watch } = this.context;
+    if (this.context.isClosed()) return;
+    const args = [this.waiterId!, String(limits.heirReservationMs), watch.available ? "1" : "0"];
+    const leaving = group.round(
+      (node) => node.evalScript(leaveQueueScript, this.request.keys, args),
+      { isYes: () => true, stop: "all", timeoutMs: options.nodeTimeoutMs },
+    );
+    void this.context.track(leaving).catch(() => {});
   }
 
   /**
@@ -152,17 +186,23 @@ class Acquisition {
     const { retry, deadlineMs, signal } = this.request;
     const { clock } = this.context.options;
     for (;;) {
-      const delayMs = this.nextDelayMs();
-      if (clock.now() + delayMs >= deadlineMs) {
+      const baseMs = this.nextDelayMs();
+      if (clock.now() + baseMs >= deadlineMs) {
         if (this.failure) throw this.failure;
         return; // queued from the start: one round before giving up
       }
+      // Queued on the nodes, a waiter is told when it is the heir: the more
+      // waiters are ahead, the less often it polls, each poll counting for
+      // the turns it waited (retries × delay still bounds the wait).
+      const turns = Math.max(1, Math.min(1 + this.ahead, retry.retries - this.attempt));
+      const delayMs = Math.min(baseMs * turns, deadlineMs - clock.now() - baseMs);
       this.context.assertOpen(); // close() ends parks; none may start after it
       const wake = await waiter.park(delayMs, this.context.timer, signal);
       if (wake.kind === "handoff") {
         this.handoff = wake.handoff;
         return;
       }
+      if (wake.kind === "timer") this.attempt += turns - 1;
       if (wake.kind === "released" || this.context.waits.isFirst(waiter)) return;
       if (this.attempt >= retry.retries) return; // the last attempt is always a round
       this.attempt++;
@@ -173,7 +213,7 @@ class Acquisition {
     if (!this.waiter) {
       const { waits } = this.context;
       if (waits.size >= limits.waitersMax) throw new QueueFullError("Redlock", limits.waitersMax);
-      this.waiter = new Waiter(this.request.keys);
+      this.waiter = new Waiter(this.request.keys, this.waiterId);
       waits.add(this.waiter);
     }
     return this.waiter;

@@ -13,9 +13,10 @@ import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import type { LockContext } from "./context.js";
 import { handoffOutcome } from "./handoff.js";
+import { agreedTicket, type QueuePlace, queuePlaceOf } from "./heir-queue.js";
 import { Lock } from "./lock.js";
 import { releaseKeys } from "./release.js";
-import { acquireArgs, acquireScript, isGrantedBy } from "./scripts.js";
+import { acquireArgs, acquireScript, isGrantedBy, type QueueArgs } from "./scripts.js";
 import type { Handoff } from "./wait-queue.js";
 
 export type AttemptContext = Pick<
@@ -36,8 +37,13 @@ export interface AttemptRequest {
   readonly signal: AbortSignal | undefined;
 }
 
-/** A granted lock, or why the attempt failed (the next attempt may still win). */
-export type Verdict = { readonly lock: Lock } | { readonly failure: Error };
+/**
+ * A granted lock, or why the attempt failed (the next attempt may still
+ * win) and the caller's place in the queues of the nodes that refused it.
+ */
+export type Verdict =
+  | { readonly lock: Lock }
+  | { readonly failure: Error; readonly places: readonly QueuePlace[] };
 
 export function randomHex(random: RandomSource, byteCount: number): string {
   const bytes = random.bytes(byteCount);
@@ -45,7 +51,8 @@ export function randomHex(random: RandomSource, byteCount: number): string {
 }
 
 /**
- * Attempt number `attempt`; `from`: a handoff to take over. Rejects only
+ * Attempt number `attempt`; `from`: a handoff to take over; `queue`: the
+ * caller's registration in the nodes' queues, if it may wait. Rejects only
  * when nothing can follow: the signal, a refused node group, `close()`.
  */
 export async function runAttempt(
@@ -53,6 +60,7 @@ export async function runAttempt(
   request: AttemptRequest,
   attempt: number,
   from: Handoff | undefined,
+  queue?: QueueArgs,
 ): Promise<Verdict> {
   const { options, group } = context;
   let round: RoundResult<unknown> | undefined;
@@ -62,7 +70,14 @@ export async function runAttempt(
     const value = randomHex(options.random, limits.lockValueBytes);
     const proposals = context.fences.proposals(request.counterKeys);
     // The same arguments go to every node: built once per attempt.
-    const args = acquireArgs(value, request.ttl, context.quarantineArg, proposals, from?.fromValue);
+    const args = acquireArgs(
+      value,
+      request.ttl,
+      context.quarantineArg,
+      proposals,
+      from?.fromValue,
+      queue,
+    );
     const startMs = options.clock.now();
     round = await group.round(
       (node, index) => context.run(node, index, acquireScript, request.scriptKeys, args),
@@ -88,15 +103,32 @@ export async function runAttempt(
     // that seemed to fail (a timed-out SET may have executed). Only a node
     // that answered in time with a refusal is spared: the script checks
     // every key before it writes, so it set nothing of this attempt.
-    // Never cancelled by the signal.
-    await releaseKeys(context, request.keys, value, "all", undefined, (i) => mayHold(round, i));
+    // Never cancelled by the signal. A waiter is queued on those nodes too,
+    // with the ticket the refusing nodes agree on, so every node knows it.
+    const places = placesOf(round);
+    const requeue = queue && { ...queue, ticket: agreedTicket(places) ?? queue.ticket };
+    await releaseKeys(context, request.keys, value, "all", {
+      requeue,
+      mayHold: (i) => mayHold(round, i),
+    });
     if (round.aborted || request.signal?.aborted) throw request.signal?.reason;
     if (group.refused) throw group.refused;
     context.assertOpen();
-    return { failure: failureOf(context, request, round, attempt, majority, fences !== undefined) };
+    const fenced = fences !== undefined;
+    return { failure: failureOf(context, request, round, attempt, majority, fenced), places };
   } finally {
     from?.settle(handoffOutcome(round, granted, group.nodes.length));
   }
+}
+
+/** Where the nodes that refused the attempt queued the caller. */
+function placesOf(round: RoundResult<unknown>): QueuePlace[] {
+  const places: QueuePlace[] = [];
+  for (const outcome of round.outcomes) {
+    const place = outcome?.kind === "no" ? queuePlaceOf(outcome.value) : undefined;
+    if (place) places.push(place);
+  }
+  return places;
 }
 
 /** Whether node `index` may hold keys of this attempt: it granted, failed, timed out, or was not heard. */

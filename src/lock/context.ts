@@ -8,13 +8,15 @@
 
 import { type Timer, timerOf } from "../clock.js";
 import { FenceIssuer } from "../fencing/issuer.js";
+import { fenceKeyOf } from "../fencing/scripts.js";
 import { limits, releaseNoticeLimits } from "../limits.js";
 import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import { randomHex } from "./attempt.js";
+import { parseHeirNotice, waiterIdOf } from "./heir-queue.js";
+import { HeirWatch } from "./heir-watch.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
-import { Courtesy, ReleaseWatch } from "./release-watch.js";
 import { guardedRunner, type ScriptRunner } from "./scripts.js";
 import { WaitQueues } from "./wait-queue.js";
 
@@ -30,10 +32,10 @@ export interface LockContext {
   readonly quarantineArg: string;
   /** Callers of this instance waiting for a lock, first come first served per key. */
   readonly waits: WaitQueues;
-  /** Releases by other instances, heard through pub/sub for the keys waited for. */
-  readonly watch: ReleaseWatch;
-  /** Keys this instance just released to waiters elsewhere: its next acquire waits a moment. */
-  readonly courtesy: Courtesy;
+  /** Hears through pub/sub that a node named one of our waiters the heir of a release. */
+  readonly watch: HeirWatch;
+  /** Numbers this instance's waiters in the nodes' queues. */
+  nextWaiterId(): string;
   /** Fallback timers of parked waiters, on the instance's clock. */
   readonly timer: Timer;
   /** Whether `close()` was called. */
@@ -51,9 +53,9 @@ export type Lifecycle = Pick<LockContext, "isClosed" | "assertOpen" | "track">;
 
 /**
  * The parts of a Redlock over `group`: the script runner, whose reports of
- * a node's memory loss go to the fence issuer's repairs; the release watch,
- * whose notices wake this instance's waiters a random moment later; the
- * wait queues, which tell the watch which keys to listen for.
+ * a node's memory loss go to the fence issuer's repairs; the heir watch,
+ * whose notices wake the waiter a node named; the wait queues, whose first
+ * waiter starts the watch.
  */
 export function createLockContext(
   owner: LockOwner,
@@ -88,16 +90,22 @@ export function createLockContext(
       if (!lifecycle.isClosed()) waits.released([key]);
     });
   };
-  const watch = new ReleaseWatch(
+  const watch = new HeirWatch(
     group.nodes,
     randomHex(random, releaseNoticeLimits.instanceIdBytes),
-    wakeLater,
+    (message) => {
+      const { waiterId, fence } = parseHeirNotice(message);
+      const waiter = waits.wakeHeir(waiterId);
+      // Its proposal goes above the counter the release saw: no stale round.
+      if (waiter && fence !== undefined && options.fencing) {
+        fences.noteCounter(fenceKeyOf("", waiter.keys[0]!), fence);
+      }
+    },
   );
-  const waits = new WaitQueues({
-    onWatch: (key) => watch.watch(key),
-    onUnwatch: (key) => watch.unwatch(key),
-  });
-  const courtesy = new Courtesy(clock, limits.courtesyMs);
+  // The instance's channel stays subscribed from the first wait until close().
+  const waits = new WaitQueues({ onWatch: () => watch.listen(), onUnwatch: () => {} });
+  let waiterCount = 0;
+  const nextWaiterId = () => waiterIdOf(watch.instanceId, ++waiterCount);
   return {
     owner,
     options,
@@ -107,7 +115,7 @@ export function createLockContext(
     quarantineArg,
     waits,
     watch,
-    courtesy,
+    nextWaiterId,
     timer,
     wakeLater,
     ...lifecycle,

@@ -1,7 +1,8 @@
 /**
  * Releasing a lock: hand it to a waiter of this instance, or delete our
- * keys on every node and announce it; then whether the lock was still ours
- * on a majority. Also the release round itself, which a failed acquire
+ * keys on every node, where each node reserves the key for the head of its
+ * queue and tells that waiter (heir-queue.ts); then whether the lock was
+ * still ours on a majority. Also the release round itself, which a failed acquire
  * attempt runs to undo what it set.
  */
 
@@ -11,13 +12,14 @@ import type { RedisNode } from "../node/redis-node.js";
 import type { RoundResult, RoundStop } from "../quorum/round.js";
 import type { LockContext } from "./context.js";
 import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
+import { instanceOfWaiter } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
-import { heardByMoreThan, releasedCount, releaseScript } from "./scripts.js";
+import { heirOf, type QueueArgs, releasedCount, releaseScript } from "./scripts.js";
 import { Waiter } from "./wait-queue.js";
 
 export type ReleaseContext = Pick<
   LockContext,
-  "group" | "options" | "waits" | "watch" | "courtesy" | "assertOpen" | "wakeLater"
+  "group" | "options" | "waits" | "watch" | "assertOpen" | "wakeLater"
 >;
 
 /**
@@ -66,10 +68,11 @@ function assertHeldUntilRelease(
 }
 
 /**
- * The release round of a lock not handed off, announced on pub/sub, and
- * what it means for the waiters: with `yielding` (a run of handoffs ended)
- * every instance hears of it, this one included, so our waiters hear of it
- * no sooner than those of other processes.
+ * The release round of a lock not handed off, and what it means for the
+ * waiters: the nodes reserve the key for the head of their queue and tell
+ * it. If that heir is ours, it is woken now; if no node named one, our own
+ * first waiter tries. With `yielding` (a run of handoffs ended) the next
+ * run is short while a waiter of another instance was the heir.
  */
 async function announcedRelease(
   context: ReleaseContext,
@@ -77,24 +80,37 @@ async function announcedRelease(
   yielding: boolean,
 ): Promise<RoundResult<unknown>> {
   const { waits, watch } = context;
-  const tag = watch.nextTag(yielding);
-  const ownListener = waits.hasWaiters(lock.keys) ? 1 : 0;
-  const round = await releaseKeys(context, lock.keys, lock.value, "decided", tag);
-  // Did another instance hear it (more subscribers than our own)?
-  const heardElsewhere = round.outcomes.some(
-    (outcome) => outcome?.kind !== "error" && heardByMoreThan(outcome?.value, ownListener),
-  );
+  const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
+    reserveMs: limits.heirReservationMs,
+    notify: watch.available,
+  });
+  const heir = round.outcomes
+    .map((outcome) => (outcome?.kind === "error" ? undefined : heirOf(outcome?.value)))
+    .find(Boolean);
   const key = lock.keys[0]!;
+  const heirElsewhere = heir !== undefined && instanceOfWaiter(heir) !== watch.instanceId;
+  if (heir !== undefined && !heirElsewhere) waits.wakeHeir(heir);
   if (yielding) {
-    waits.yielded(key, heardElsewhere, limits.handoffRunMin, limits.handoffRunMax);
-    // Without pub/sub our waiters cannot hear the announcement: wake them
-    // as late as a notice would, so pollers elsewhere have a window too.
-    if (!watch.available) context.wakeLater(key);
-  } else {
+    waits.yielded(key, heirElsewhere, limits.handoffRunMin, limits.handoffRunMax);
+    // Without pub/sub the heir elsewhere cannot hear of it: wake ours as
+    // late as a notice would, so pollers elsewhere have a window too.
+    if (!watch.available && heir === undefined) context.wakeLater(key);
+  } else if (heir === undefined) {
     waits.released(lock.keys);
-    if (heardElsewhere && ownListener === 0) context.courtesy.grant(key);
   }
   return round;
+}
+
+/** What a release round does besides deleting our keys (see releaseScript). */
+export interface ReleaseRoundOptions {
+  /** Reserve each key left free for its queue's head this long (ms); 0 or absent: no reservation. */
+  readonly reserveMs?: number;
+  /** Publish the reservation to the heir's instance. */
+  readonly notify?: boolean;
+  /** Queue this waiter on the nodes after the delete (a failed attempt keeps its place). */
+  readonly requeue?: QueueArgs;
+  /** Nodes known to hold none of our keys get no call (nothing to delete there). */
+  readonly mayHold?: (index: number) => boolean;
 }
 
 /**
@@ -111,14 +127,13 @@ export function releaseKeys(
   keys: readonly string[],
   value: string,
   stop: RoundStop,
-  tag?: string,
-  mayHold: (index: number) => boolean = () => true,
+  options: ReleaseRoundOptions = {},
 ): Promise<RoundResult<unknown>> {
-  // A node votes yes when it deleted every key: then the lock was still
-  // ours there. With a tag the reply is {deleted, subscribers reached}.
+  // A node votes yes when it deleted every key: then the lock was still ours there.
   const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
-  const args = tag === undefined ? [value] : [value, tag];
-  // A node known to hold none of our keys needs no call: nothing to delete there.
+  const { reserveMs = 0, notify = false, requeue, mayHold = () => true } = options;
+  const args = [value, String(reserveMs), notify ? "1" : "0"];
+  if (requeue) args.push(requeue.waiterId, requeue.ticket, String(requeue.waitMs));
   const call = (node: RedisNode, index: number) =>
     mayHold(index) ? node.evalScript(releaseScript, keys, args) : Promise.resolve(keys.length);
   return context.group.round(call, {

@@ -13,7 +13,7 @@
  * key, ARGV[3] the quarantine in ms ("0": off for this client).
  */
 
-import { parseCounter } from "../decimal.js";
+import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import {
   fencedScriptArgs,
@@ -25,6 +25,7 @@ import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
+import { heirQueueLua } from "./heir-queue.js";
 
 /** The acquire's code: the reply itself, or with fences its first element. */
 export const acquireReply = {
@@ -39,24 +40,49 @@ export const acquireReply = {
 /**
  * Acquire, fenced layout (see fencedScriptKeys): ARGV[2] = TTL in ms.
  * granted (or, with fences, {granted, current_1, accepted_1, ...}): every
- * key was free and is now ours; refused: a key exists; {quarantined,
- * marker}; {unknown, marker}: the fencing counters are unknown here. A
- * fencing counter only moves together with our lock key on the same node —
- * what keeps tokens in grant order.
+ * key was free and is now ours; refused: a key exists, or is reserved for
+ * another waiter (heir-queue.ts); {quarantined, marker}; {unknown,
+ * marker}: the fencing counters are unknown here. A fencing counter only
+ * moves together with our lock key on the same node — what keeps tokens in
+ * grant order.
  *
- * Handoff: the argument after the proposals, when given, is the value of a
- * lock whose holder hands it to us; keys holding exactly that value count
- * as free and are overwritten. replaced instead of granted (also as the
- * first element with fences) says every key held that value: the releasing
- * lock was still held here.
+ * After the proposals: the value of a lock whose holder hands it to us
+ * ("" for none): keys holding exactly that value count as free and are
+ * overwritten; replaced instead of granted (also as the first element
+ * with fences) says every key held that value, the releasing lock was
+ * still held here (handoff.ts). Then, for a caller that may wait, its
+ * waiter id, ticket and registration time: refused, it joins the node's
+ * queue and the reply is {refused, ticket, rank} (with a fencing counter:
+ * {refused, ticket, rank, current}); granted, it leaves it.
  */
 export const acquireScript = new LuaScript(
   "acquire",
   `${fencedScriptPrelude}
+${heirQueueLua}
 local marker, refusal = checkQuarantine(KEYS[1], KEYS[2], ARGV[3])
 if refusal then return refusal end
 local locks, counters, proposals = fencedLayout()
 local from = ARGV[5 + #counters]
+if from == '' then from = nil end
+local waiter = ARGV[6 + #counters]
+local function refuse()
+  if not waiter then return ${acquireReply.refused} end
+  local place = enqueue(locks[1], waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
+  local reply = {${acquireReply.refused}, place[1], place[2]}
+  -- The fencing counter as it stands: the waiter's next proposal is then
+  -- above the holder's token, and its grant needs no fencing round.
+  if #counters == 1 then
+    local current = redis.call('get', counters[1]) or '0'
+    local floor = redis.call('get', KEYS[3]) or '0'
+    reply[4] = less(current, floor) and floor or current
+  end
+  return reply
+end
+-- A key reserved for another waiter counts as held.
+for _, key in ipairs(locks) do
+  local heir = reservedFor(key)
+  if heir and heir ~= waiter then return refuse() end
+end
 local replaced = 0
 -- One resource, free: SET NX takes it in one call (undone below if the
 -- fencing counters turn out unknown). Otherwise check every key first.
@@ -64,7 +90,7 @@ local placed = #locks == 1 and redis.call('set', locks[1], ARGV[1], 'NX', 'PX', 
 if not placed then
   for _, key in ipairs(locks) do
     if redis.call('exists', key) == 1 then
-      if not from or redis.pcall('get', key) ~= from then return ${acquireReply.refused} end
+      if not from or redis.pcall('get', key) ~= from then return refuse() end
       replaced = replaced + 1
     end
   end
@@ -79,6 +105,10 @@ if not placed then
     redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   end
 end
+if waiter then
+  leave(locks[1], waiter)
+  if reservedFor(locks[1]) == waiter then redis.call('del', 'redquorum:heir:' .. locks[1]) end
+end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 if #counters == 0 then return granted end
 applyFences(KEYS[4], counters, proposals, reply)
@@ -90,15 +120,26 @@ export function acquireKeys(lockKeys: readonly string[], counterKeys: readonly s
   return fencedScriptKeys(lockKeys, counterKeys);
 }
 
+/** A waiting caller's registration in the nodes' queue (heir-queue.ts). */
+export interface QueueArgs {
+  readonly waiterId: string;
+  /** "0" until the nodes gave one: then the same on every node. */
+  readonly ticket: string;
+  /** How long the registration lasts unless renewed, in ms (node time). */
+  readonly waitMs: number;
+}
+
 export function acquireArgs(
   value: string,
   ttl: number,
   quarantineArg: string,
   proposals: readonly bigint[],
   fromValue: string | undefined,
+  queue: QueueArgs | undefined,
 ): string[] {
   const args = fencedScriptArgs(value, String(ttl), quarantineArg, proposals);
-  if (fromValue !== undefined) args.push(fromValue);
+  args.push(fromValue ?? "");
+  if (queue) args.push(queue.waiterId, queue.ticket, String(queue.waitMs));
   return args;
 }
 
@@ -157,28 +198,36 @@ export function extendArgs(value: string, ttl: number, quarantineArg: string): s
 export const isExtended = (reply: unknown) => reply === extendReply.extended;
 
 /**
- * KEYS: the resources. Deletes only the keys that still hold our value;
- * returns how many it deleted. With ARGV[2] (a tag), announces each deleted
- * key on `redquorum:released:<key>` (release-watch.ts) for waiters in other
- * processes, and returns {deleted, most subscribers any announcement
- * reached}; the clean-up of a failed attempt passes none (nothing was
- * granted to release).
+ * KEYS: the resources. Deletes only the keys that still hold our value.
+ * ARGV[2]: a reservation time in ms, "0" for none: then each key left free
+ * and not reserved is reserved for the head of its queue, and with ARGV[3]
+ * = "1" that waiter's instance is told on its channel (heir-queue.ts).
+ * ARGV[4..6], when given: a waiter id, ticket and registration time to
+ * queue after the delete (the undo of a failed attempt keeps its place).
+ * Returns {deleted, the first key's heir or ""}.
  */
 export const releaseScript = new LuaScript(
   "release",
-  `local deleted = 0
-local heard = 0
+  `${luaDecimalLess}
+${heirQueueLua}
+local deleted = 0
+local first = ''
+local reserveMs = tonumber(ARGV[2])
 for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
     deleted = deleted + 1
-    if ARGV[2] then
-      heard = math.max(heard, redis.call('publish', 'redquorum:released:' .. KEYS[i], ARGV[2]))
+  end
+  if ARGV[4] then enqueue(KEYS[i], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
+  if reserveMs > 0 and redis.call('exists', KEYS[i]) == 0 and not reservedFor(KEYS[i]) then
+    local heir = reserve(KEYS[i], reserveMs)
+    if heir then
+      if i == 1 then first = heir end
+      if ARGV[3] == '1' then notifyHeir(KEYS[i], heir) end
     end
   end
 end
-if ARGV[2] then return {deleted, heard} end
-return deleted`,
+return {deleted, first}`,
 );
 
 /** How many keys a release deleted. */
@@ -186,10 +235,29 @@ export function releasedCount(reply: unknown): unknown {
   return Array.isArray(reply) ? reply[0] : reply;
 }
 
-/** Whether a release's announcement reached more subscribers than `own` (false without a tag). */
-export function heardByMoreThan(reply: unknown, own: number): boolean {
-  return Array.isArray(reply) && reply[1] > own;
+/** The waiter a release reserved its first key for, if any. */
+export function heirOf(reply: unknown): string | undefined {
+  return Array.isArray(reply) && typeof reply[1] === "string" && reply[1] !== ""
+    ? reply[1]
+    : undefined;
 }
+
+/**
+ * KEYS[1]: a lock key; ARGV: waiter id, reservation ms, notify. A waiter
+ * that gives up leaves the queue; a reservation it had passes to the next.
+ */
+export const leaveQueueScript = new LuaScript(
+  "leave-queue",
+  `${luaDecimalLess}
+${heirQueueLua}
+leave(KEYS[1], ARGV[1])
+if reservedFor(KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('del', 'redquorum:heir:' .. KEYS[1])
+if redis.call('exists', KEYS[1]) == 1 then return 1 end
+local heir = reserve(KEYS[1], tonumber(ARGV[2]))
+if heir and ARGV[3] == '1' then notifyHeir(KEYS[1], heir) end
+return 1`,
+);
 
 /** Runs a lock or fencing script on node `index` and reads its reply. */
 export type ScriptRunner = (

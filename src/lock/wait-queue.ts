@@ -4,9 +4,10 @@
  * Blind polling wastes the time between a release and the next poll and
  * lets whoever polls at the right moment barge ahead. Instead a waiter parks
  * here after a lost attempt and is woken when a lock on one of its keys is
- * released by this instance (or, through pub/sub, by another one), with a
- * fallback timer for notifications that never come. A wake-up is only a
- * hint: the woken waiter still has to win an ordinary acquire round.
+ * released by this instance, or when a node names it the heir of a release
+ * (heir-queue.ts, through pub/sub), with a fallback timer for
+ * notifications that never come. A wake-up is only a hint: the woken
+ * waiter still has to win an ordinary acquire round.
  *
  * Only the waiter at the head of all its keys' queues attempts; the others
  * wait their turn, and a new caller joins the tail instead of racing the
@@ -49,6 +50,8 @@ function keySetOf(keys: readonly string[]): string {
 
 export class Waiter {
   readonly keys: readonly string[];
+  /** Its id in the nodes' queues (heir-queue.ts); none for a waiter that is not queued there. */
+  readonly id: string | undefined;
   /** The key set, order-free: a handoff needs exactly the same keys. */
   readonly keySet: string;
   /** Set while parked: ends the park with a wake-up, or with an error. */
@@ -56,8 +59,9 @@ export class Waiter {
   /** A release came while the waiter was busy with an attempt: resume at once next time. */
   private wakePending = false;
 
-  constructor(keys: readonly string[]) {
+  constructor(keys: readonly string[], id?: string) {
     this.keys = keys;
+    this.id = id;
     this.keySet = keySetOf(keys);
   }
 
@@ -118,6 +122,8 @@ export interface WaitQueueEvents {
 
 export class WaitQueues {
   private readonly queues = new Map<string, Waiter[]>();
+  /** The waiters that have an id in the nodes' queues, by id. */
+  private readonly byId = new Map<string, Waiter>();
   /**
    * Per key: handoffs in a row since it was last really released, and how
    * many may come before the next real release.
@@ -148,6 +154,7 @@ export class WaitQueues {
 
   add(waiter: Waiter): void {
     this.count++;
+    if (waiter.id !== undefined) this.byId.set(waiter.id, waiter);
     for (const key of waiter.keys) {
       const queue = this.queues.get(key);
       if (queue) queue.push(waiter);
@@ -180,6 +187,7 @@ export class WaitQueues {
       } else if (at === 0) promoted.push(queue[0]!);
     }
     if (found) this.count--;
+    if (waiter.id !== undefined) this.byId.delete(waiter.id);
     if (!wakeNext) return;
     for (const next of promoted) if (this.isFirst(next)) next.wake();
   }
@@ -224,6 +232,13 @@ export class WaitQueues {
   yielded(key: string, contested: boolean, runMin: number, runMax: number): void {
     const runs = this.handoffRuns.get(key);
     if (runs) runs.limit = contested ? runMin : Math.min(runs.limit * 2, runMax);
+  }
+
+  /** Wakes the waiter a node named heir (a late or repeated notice for one gone is ignored). */
+  wakeHeir(waiterId: string): Waiter | undefined {
+    const waiter = this.byId.get(waiterId);
+    waiter?.wake();
+    return waiter;
   }
 
   /** After `keys` were released: wakes the first waiter of each key whose turn it is. */

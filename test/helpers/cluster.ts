@@ -94,6 +94,16 @@ export class TestCluster {
    * and fencing state, and NextId's keys under "redquorum:id". Any other
    * key, redquorum's own included (a quarantine left behind, say), shows.
    */
+  /** Per node: connections subscribed to an instance's heir notices (lock/heir-queue.ts). */
+  heirSubscribers(): Promise<number[]> {
+    return this.onAll(async (c) => {
+      const channels = (await c.pubsub("CHANNELS", "redquorum:heir-of:*")) as string[];
+      if (channels.length === 0) return 0;
+      const counts = (await c.pubsub("NUMSUB", ...channels)) as unknown[];
+      return counts.filter((_, i) => i % 2 === 1).reduce<number>((a, b) => a + Number(b), 0);
+    });
+  }
+
   async keysByNode(): Promise<string[][]> {
     return this.onAll(async (client) =>
       (await client.keys("*")).filter((key) => !outlivesLocks(key)).sort(),

@@ -2,37 +2,10 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import {
-  type Clock,
-  ClosedError,
-  LockExpiredError,
-  Redlock,
-  ResourceLockedError,
-} from "../../src/index.js";
+import { ClosedError, LockExpiredError, Redlock, ResourceLockedError } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
-
-/**
- * A monotonic clock on which no fallback poll ever fires (timers of 50 ms
- * or more wait until aborted; the few-millisecond jitter before acting on a
- * release notice runs): a waiter on it can only get a lock by being woken
- * (a release in its instance, a handoff, or a pub/sub notice).
- */
-const noTimers: Clock = {
-  now: () => performance.now(),
-  sleep: (ms, signal) =>
-    new Promise((resolve, reject) => {
-      const timer = ms < 50 ? setTimeout(resolve, ms) : undefined;
-      signal?.addEventListener(
-        "abort",
-        () => {
-          clearTimeout(timer);
-          reject(signal.reason);
-        },
-        { once: true },
-      );
-    }),
-};
 
 /**
  * Node timeout of the waiters that park without a fallback timer: woken
@@ -40,14 +13,6 @@ const noTimers: Clock = {
  * more than the default 50 ms (these tests are about waking, not latency).
  */
 const roundMs = 1_000;
-
-async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-  const deadline = performance.now() + 5_000;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
 
 describe("waiters are woken by releases (no blind polling)", () => {
   let cluster: TestCluster;
@@ -57,12 +22,6 @@ describe("waiters are woken by releases (no blind polling)", () => {
   });
   after(() => cluster.stop());
   beforeEach(() => cluster.flushAll());
-
-  /** Per node: connections subscribed to the release notices of `key`. */
-  const subscribersOf = (key: string) =>
-    cluster.onAll(
-      async (c) => (await c.pubsub("NUMSUB", `redquorum:released:${key}`))[1] as number,
-    );
 
   const evalshaCalls = async (index: number) => {
     const stats = await cluster.client(index).info("commandstats");
@@ -214,17 +173,17 @@ describe("waiters are woken by releases (no blind polling)", () => {
       const lock = await holder.acquire(["p"], 10_000);
       const waiting = waiter.acquire(["p"], 10_000, { signal: AbortSignal.timeout(10_000) });
       await until("the waiter to subscribe on every node", async () =>
-        (await subscribersOf("p")).every((n) => n === 1),
+        (await cluster.heirSubscribers()).every((n) => n === 1),
       );
       await lock.release();
       const got = await waiting;
       await got.release();
-      await until("the subscription to end with the last waiter", async () =>
-        (await subscribersOf("p")).every((n) => n === 0),
-      );
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
     }
+    await until("the subscription to end with close()", async () =>
+      (await cluster.heirSubscribers()).every((n) => n === 0),
+    );
   });
 
   it("close() ends at once with node-redis clients even when a node is down", async () => {
@@ -292,7 +251,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
         const lock = await holder.acquire([adapter], 10_000);
         const waiting = waiter.acquire([adapter], 10_000, { signal: AbortSignal.timeout(10_000) });
         await until("the waiter to subscribe on every node", async () =>
-          (await subscribersOf(adapter)).every((n) => n === 1),
+          (await cluster.heirSubscribers()).every((n) => n === 1),
         );
         await lock.release();
         await (await waiting).release();

@@ -1,0 +1,181 @@
+/**
+ * The nodes' wait queue for a lock key, and the heir a release reserves the
+ * key for: how waiters in different processes take turns without racing.
+ *
+ * Waiters of every process that lost a round register on each node that
+ * refused them, in a sorted set ordered by a ticket. The waiter chooses its
+ * ticket (after its first refusal: the highest ticket any node reported),
+ * so it is the same on every node, and a sorted set orders equal scores by
+ * member: every node orders the waiters it knows alike, as Lamport's bakery
+ * does with tickets. A release that frees the key reserves it for a short
+ * time for the head of that node's queue and notifies that waiter's
+ * instance alone (on its own channel). The heir's next round finds the key
+ * free where it is reserved for it and reserved where it is not for anyone
+ * else, so one release wakes one waiter and the round does not split the
+ * votes; ZooKeeper's lock recipe and Redisson's fair lock wake only the
+ * next waiter for the same reason. A reservation nobody takes up lapses
+ * back into an ordinary free key, and a waiter that stops refreshing its
+ * place (a crash) drops out when its registration expires.
+ *
+ * None of this decides who holds the lock: a grant still needs a majority
+ * round of its own, validity counts from it, and a waiter that is not
+ * redquorum (node-redlock polling the same key) ignores the reservation
+ * and takes a free key as before. The queue only orders redquorum's
+ * waiters, and times here come from the node's clock (TIME), where they
+ * decide only who goes first.
+ *
+ * The queue's keys are derived from the lock key inside the scripts
+ * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`): like
+ * the marker, they only work on independent masters, not Redis Cluster.
+ */
+
+import { parseCounter } from "../decimal.js";
+
+/** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
+export const heirChannelPrefix = "redquorum:heir-of:";
+
+/** A waiter's id: its instance's id, a colon, a sequence number. */
+export function waiterIdOf(instanceId: string, sequence: number): string {
+  return `${instanceId}:${sequence}`;
+}
+
+/** The instance part of a waiter id. */
+export function instanceOfWaiter(waiterId: string): string {
+  return waiterId.slice(0, waiterId.indexOf(":"));
+}
+
+/**
+ * Lua: `enqueue(key, waiter, ticket, waitMs)` registers (or refreshes) a
+ * waiter for `key`, ticket "0" meaning "after the last one here", and
+ * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
+ * returns the head, or nil; `reservedFor(key)` the waiter the key is
+ * reserved for, or nil; `reserve(key, ms)` reserves a free key for the
+ * head and returns it, or nil; `notifyHeir(key, heir)` tells the heir's
+ * instance, with the resource's fencing counter (`<waiter> <counter>`),
+ * so that its proposal is fresh and its grant needs no fencing round.
+ * Needs `less` (decimal.ts) defined before it.
+ */
+export const heirQueueLua = `
+local function queueKeys(key)
+  return 'redquorum:queue:' .. key, 'redquorum:queue-expiry:' .. key
+end
+local function nodeMs()
+  local now = redis.call('time')
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
+local function nextHeir(key)
+  local queue, expiry = queueKeys(key)
+  local dead = redis.call('zrangebyscore', expiry, '-inf', nodeMs())
+  for _, waiter in ipairs(dead) do
+    redis.call('zrem', queue, waiter)
+    redis.call('zrem', expiry, waiter)
+  end
+  return redis.call('zrange', queue, 0, 0)[1]
+end
+local function keepFor(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+local function enqueue(key, waiter, ticket, waitMs)
+  local queue, expiry = queueKeys(key)
+  local score = redis.call('zscore', queue, waiter)
+  if ticket ~= '0' then
+    score = ticket
+  elseif not score then
+    local last = redis.call('zrange', queue, -1, -1, 'withscores')
+    score = tostring((tonumber(last[2]) or 0) + 1)
+  end
+  redis.call('zadd', queue, score, waiter)
+  redis.call('zadd', expiry, nodeMs() + waitMs, waiter)
+  keepFor(queue, waitMs)
+  keepFor(expiry, waitMs)
+  return {score, redis.call('zrank', queue, waiter)}
+end
+local function leave(key, waiter)
+  local queue, expiry = queueKeys(key)
+  redis.call('zrem', queue, waiter)
+  redis.call('zrem', expiry, waiter)
+end
+local function reservedFor(key)
+  return redis.call('get', 'redquorum:heir:' .. key)
+end
+local function reserve(key, ms)
+  local heir = nextHeir(key)
+  if heir then redis.call('set', 'redquorum:heir:' .. key, heir, 'PX', ms) end
+  return heir
+end
+local function notifyHeir(key, heir)
+  local message = heir
+  local fence = redis.call('get', 'redquorum:fence:' .. key)
+  if fence then
+    local floor = redis.call('get', 'redquorum:fence-floor') or '0'
+    if less(fence, floor) then fence = floor end
+    message = message .. ' ' .. fence
+  end
+  redis.call('publish', '${heirChannelPrefix}' .. string.match(heir, '^[^:]*'), message)
+end
+`;
+
+/** A refused waiter's place on one node: its ticket there and how many are ahead. */
+export interface QueuePlace {
+  readonly ticket: string;
+  readonly rank: number;
+  /** The resource's fencing counter on that node, with fencing on. */
+  readonly fence?: bigint;
+}
+
+/**
+ * The place a refusal reply reports ({refused, ticket, rank[, current
+ * fence]}), if it is one; any other reply reports none.
+ */
+export function queuePlaceOf(reply: unknown): QueuePlace | undefined {
+  if (!Array.isArray(reply) || reply.length < 3 || reply.length > 4 || reply[0] !== 0) {
+    return undefined;
+  }
+  const [, ticket, rank, fence] = reply as [unknown, unknown, unknown, unknown];
+  if (typeof ticket !== "string" || typeof rank !== "number") return undefined;
+  if (fence === undefined) return { ticket, rank };
+  try {
+    return { ticket, rank, fence: parseCounter(fence) };
+  } catch {
+    return { ticket, rank }; // only a hint: a bad counter here is noticed where it matters
+  }
+}
+
+/**
+ * The ticket to send every node next: the highest any node gave (so all
+ * agree from the next round on), compared as numbers.
+ */
+export function agreedTicket(places: readonly QueuePlace[]): string | undefined {
+  let best: QueuePlace | undefined;
+  for (const place of places) {
+    if (!best || Number(place.ticket) > Number(best.ticket)) best = place;
+  }
+  return best?.ticket;
+}
+
+/** How many waiters are ahead: the median of what the nodes said (a majority agrees with it or better). */
+export function waitersAhead(places: readonly QueuePlace[]): number {
+  if (places.length === 0) return 0;
+  const ranks = places.map((place) => place.rank).sort((a, b) => a - b);
+  return ranks[Math.floor((ranks.length - 1) / 2)]!;
+}
+
+/** The highest fencing counter the places report, if any. */
+export function highestFence(places: readonly QueuePlace[]): bigint | undefined {
+  let highest: bigint | undefined;
+  for (const { fence } of places) {
+    if (fence !== undefined && (highest === undefined || fence > highest)) highest = fence;
+  }
+  return highest;
+}
+
+/** An heir notice: the waiter and, if the resource has one, its fencing counter. */
+export function parseHeirNotice(message: string): { waiterId: string; fence?: bigint } {
+  const [waiterId = "", fence] = message.split(" ");
+  if (fence === undefined) return { waiterId };
+  try {
+    return { waiterId, fence: parseCounter(fence) };
+  } catch {
+    return { waiterId };
+  }
+}

@@ -1,0 +1,142 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import NodeRedlock from "redlock";
+import { type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { noTimers, until } from "../helpers/no-timers.js";
+import { sleep } from "../helpers/sleep.js";
+
+/**
+ * The nodes' wait queue (src/lock/heir-queue.ts): waiters of independent
+ * instances (as separate processes would be) register on the nodes, a
+ * release reserves the key for the head of the queue and tells that one
+ * waiter, and nobody else is woken.
+ */
+describe("waiters of different instances take turns through the nodes' queue", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+  });
+  after(() => cluster.stop());
+  beforeEach(() => cluster.flushAll());
+
+  const evalshaCalls = async () => {
+    const calls = await cluster.onAll(async (c) => {
+      const stats = await c.info("commandstats");
+      return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    });
+    return calls.reduce((a, b) => a + b, 0);
+  };
+
+  it("each release wakes only the next waiter, in the order they queued, with one round each", async () => {
+    const count = 6;
+    const holder = new Redlock(cluster.urls);
+    // No fallback poll ever fires: a waiter can only get the lock by being named heir.
+    const waiters = Array.from(
+      { length: count },
+      () => new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 }),
+    );
+    try {
+      let lock: Lock = await holder.acquire(["q"], 10_000);
+      const waiting: Array<Promise<Lock>> = [];
+      for (const [i, waiter] of waiters.entries()) {
+        waiting.push(waiter.acquire(["q"], 10_000, { signal: AbortSignal.timeout(20_000) }));
+        await until(`waiter ${i} to queue`, () => waiter.waitingCount === 1);
+      }
+      await until("every waiter to listen on every node", async () =>
+        (await cluster.heirSubscribers()).every((n) => n === count),
+      );
+      for (let i = 0; i < count; i++) {
+        const before = await evalshaCalls();
+        await lock.release();
+        const next = await Promise.race(waiting.map((p, at) => p.then((got) => ({ got, at }))));
+        assert.equal(next.at, i, `waiter ${next.at} went before waiter ${i}, which queued first`);
+        waiting[i] = new Promise(() => {}); // taken
+        await sleep(20); // the nodes not needed for the majority answer too
+        assert.equal(
+          (await evalshaCalls()) - before,
+          10,
+          "one release and one acquire call per node: nobody else tried, and the heir's " +
+            "fencing token needed no round of its own (its refusal told it the counter)",
+        );
+        for (const [j, waiter] of waiters.entries()) {
+          assert.equal(waiter.waitingCount, j > i ? 1 : 0, `waiter ${j} after release ${i}`);
+        }
+        assert.ok(next.got.fence! > lock.fence!, "tokens rise from holder to heir");
+        lock = next.got;
+      }
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), ...waiters.map((w) => w.close())]);
+    }
+  });
+
+  it("a key reserved for a waiter is refused to other redquorum callers, not to node-redlock, and lapses", async () => {
+    // The reservation a release makes, made by hand so the test does not race its lapse.
+    await cluster.onAll((c) => c.set("redquorum:heir:r", "someone:1", "PX", 60_000));
+    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const clients = cluster.urls.map((url) => new Redis(url));
+    const theirs = new NodeRedlock(clients, { retryCount: 0 });
+    try {
+      await assert.rejects(redlock.acquire(["r"], 5_000), ResourceLockedError);
+      const foreign = await theirs.acquire(["r"], 5_000);
+      await foreign.release();
+      // A reservation that lapses leaves an ordinary free key.
+      await cluster.onAll((c) => c.pexpire("redquorum:heir:r", 1));
+      await until("the reservation to lapse", async () =>
+        (await cluster.onAll((c) => c.exists("redquorum:heir:r"))).every((n) => n === 0),
+      );
+      const ours = await redlock.acquire(["r"], 5_000);
+      await ours.release();
+    } finally {
+      await redlock.close();
+      for (const client of clients) client.disconnect();
+    }
+  });
+
+  it("an heir that died does not keep the lock: its reservation lapses and another caller gets it", async () => {
+    const holder = new Redlock(cluster.urls);
+    const doomed = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    const other = new Redlock(cluster.urls, { retry: { retries: 100, delayMs: 20, jitterMs: 5 } });
+    try {
+      const lock = await holder.acquire(["d"], 10_000);
+      const waiting = doomed.acquire(["d"], 10_000);
+      await until("the doomed waiter to queue", () => doomed.waitingCount === 1);
+      // close() ends the wait without leaving the queue, as a crash would.
+      await doomed.close();
+      await assert.rejects(waiting);
+      await lock.release();
+      const heirs = await cluster.onAll((c) => c.get("redquorum:heir:d"));
+      const reserved = heirs.filter((heir) => heir !== null).length;
+      // Reserved for the dead waiter (unless this process stalled past the reservation).
+      assert.ok(reserved === 0 || reserved === 5, `reserved on ${reserved} nodes`);
+      const got = await other.acquire(["d"], 10_000);
+      await got.release();
+    } finally {
+      await Promise.all([holder.close(), doomed.close(), other.close()]);
+    }
+  });
+
+  it("a waiter that gives up leaves every node's queue", async () => {
+    const holder = new Redlock(cluster.urls);
+    const waiter = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    try {
+      const lock = await holder.acquire(["g"], 10_000);
+      const stop = new AbortController();
+      const waiting = waiter.acquire(["g"], 10_000, { signal: stop.signal });
+      await until("the waiter to queue", () => waiter.waitingCount === 1);
+      const queued = await cluster.onAll((c) => c.zcard("redquorum:queue:g"));
+      assert.deepEqual(queued, [1, 1, 1, 1, 1], "registered on every node");
+      stop.abort();
+      await assert.rejects(waiting);
+      await until("the registrations to go", async () =>
+        (await cluster.onAll((c) => c.exists("redquorum:queue:g"))).every((n) => n === 0),
+      );
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+});
