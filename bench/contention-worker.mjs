@@ -49,6 +49,30 @@ const factories = {
       },
     };
   },
+  // The same library with no retries of its own: a failed acquire undoes
+  // its partial keys at once, and the caller retries with the same pacing.
+  // node-redlock's own retries keep the keys they won (one value for all
+  // attempts), which wedges under contention: this is how its users avoid it.
+  "node-redlock, caller retries": () => {
+    const clients = ioredisClients();
+    const redlock = new NodeRedlock(clients, { retryCount: 0, driftFactor: 0.01 });
+    redlock.on("error", () => {});
+    return {
+      acquire: async (res) => {
+        for (;;) {
+          try {
+            return await redlock.acquire([res], ttlMs);
+          } catch {
+            await sleep(paced());
+          }
+        }
+      },
+      release: (lock) => lock.release(),
+      close: async () => {
+        for (const c of clients) c.disconnect();
+      },
+    };
+  },
   floor: () => floor(),
 };
 

@@ -40,7 +40,13 @@ const reps = Number(args.reps);
 const holdMs = Number(args.hold);
 const ttlMs = 10_000;
 
-const known = ["redquorum", "redquorum, fencing off", "node-redlock 5.0.0-beta.2", "floor"];
+const known = [
+  "redquorum",
+  "redquorum, fencing off",
+  "node-redlock 5.0.0-beta.2",
+  "node-redlock, caller retries",
+  "floor",
+];
 // --libraries takes names separated by ";" (a name may hold a comma).
 const libraries = args.libraries?.split(";").map((name) => name.trim()) ?? known;
 for (const name of libraries) {

@@ -130,6 +130,10 @@ class Acquisition {
         const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
         if ("lock" in verdict) {
           this.granted = true;
+          // Still queued where it was refused: left there, it would be the
+          // heir of a release it no longer waits for. (A node not heard yet
+          // takes it out of the queue itself if it grants.)
+          if (queue) this.leaveNodeQueues(verdict.refused);
           return verdict.lock;
         }
         this.failure = verdict.failure;
@@ -148,7 +152,7 @@ class Acquisition {
     } finally {
       if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);
       this.handoff?.settle(handoffOutcome(undefined, false, this.context.group.nodes.length));
-      if (this.queued && !this.granted) this.leaveNodeQueues();
+      if (this.queued && !this.granted) this.leaveNodeQueues(() => true);
     }
   }
 
@@ -161,15 +165,19 @@ class Acquisition {
   }
 
   /**
-   * A caller that gives up leaves the nodes' queues, and a reservation
-   * made for it passes on; not awaited (the registrations expire anyway).
+   * Leaves the queues of the nodes `where` says (a caller that gave up: all;
+   * one granted: those that refused), and a reservation made for it
+   * there passes on; not awaited (the registrations expire anyway).
    */
-  private leaveNodeQueues(): void {
+  private leaveNodeQueues(where: (index: number) => boolean): void {
     const { group, options, watch } = this.context;
-    if (this.context.isClosed()) return;
+    if (this.context.isClosed() || !group.nodes.some((_, index) => where(index))) return;
     const args = [this.waiterId!, String(limits.heirReservationMs), watch.available ? "1" : "0"];
     const leaving = group.round(
-      (node) => node.evalScript(leaveQueueScript, this.request.keys, args),
+      (node, index) =>
+        where(index)
+          ? node.evalScript(leaveQueueScript, this.request.keys, args)
+          : Promise.resolve(0),
       { isYes: () => true, stop: "all", timeoutMs: options.nodeTimeoutMs },
     );
     void this.context.track(leaving).catch(() => {});
