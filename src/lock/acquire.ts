@@ -133,7 +133,7 @@ class Acquisition {
           // Still queued where it was refused: left there, it would be the
           // heir of a release it no longer waits for. (A node not heard yet
           // takes it out of the queue itself if it grants.)
-          if (queue) this.leaveNodeQueues(verdict.refused);
+          if (queue) void this.leaveNodeQueues(verdict.refused);
           return verdict.lock;
         }
         this.failure = verdict.failure;
@@ -152,7 +152,9 @@ class Acquisition {
     } finally {
       if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);
       this.handoff?.settle(handoffOutcome(undefined, false, this.context.group.nodes.length));
-      if (this.queued && !this.granted) this.leaveNodeQueues(() => true);
+      // Awaited: a caller that retries at once must not find the key
+      // reserved for the waiter it was.
+      if (this.queued && !this.granted) await this.leaveNodeQueues(() => true);
     }
   }
 
@@ -167,9 +169,9 @@ class Acquisition {
   /**
    * Leaves the queues of the nodes `where` says (a caller that gave up: all;
    * one granted: those that refused), and a reservation made for it
-   * there passes on; not awaited (the registrations expire anyway).
+   * there passes on. Never rejects (the registrations expire anyway).
    */
-  private leaveNodeQueues(where: (index: number) => boolean): void {
+  private async leaveNodeQueues(where: (index: number) => boolean): Promise<void> {
     const { group, options, watch } = this.context;
     if (this.context.isClosed() || !group.nodes.some((_, index) => where(index))) return;
     const args = [this.waiterId!, String(limits.heirReservationMs), watch.available ? "1" : "0"];
@@ -180,7 +182,7 @@ class Acquisition {
           : Promise.resolve(0),
       { isYes: () => true, stop: "all", timeoutMs: options.nodeTimeoutMs },
     );
-    void this.context.track(leaving).catch(() => {});
+    await this.context.track(leaving).catch(() => {});
   }
 
   /**

@@ -50,7 +50,7 @@ export function instanceOfWaiter(waiterId: string): string {
  * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
  * returns the head, or nil; `reservedFor(key)` the waiter the key is
  * reserved for, or nil; `reserve(key, ms)` reserves a free key for the
- * head and returns it, or nil; `notifyHeir(key, heir)` tells the heir's
+ * head and returns it, or nil; `hasQueue(key)` whether anyone waits; `notifyHeir(key, heir)` tells the heir's
  * instance, with the resource's fencing counter (`<waiter> <counter>`),
  * so that its proposal is fresh and its grant needs no fencing round.
  * Needs `less` (decimal.ts) defined before it.
@@ -92,11 +92,13 @@ local function enqueue(key, waiter, ticket, waitMs)
 end
 local function leave(key, waiter)
   local queue, expiry = queueKeys(key)
-  redis.call('zrem', queue, waiter)
-  redis.call('zrem', expiry, waiter)
+  if redis.call('zrem', queue, waiter) == 1 then redis.call('zrem', expiry, waiter) end
 end
 local function reservedFor(key)
   return redis.call('get', 'redquorum:heir:' .. key)
+end
+local function hasQueue(key)
+  return redis.call('exists', (queueKeys(key))) == 1
 end
 local function reserve(key, ms)
   local heir = nextHeir(key)

@@ -79,9 +79,13 @@ local function refuse()
   return reply
 end
 -- A key reserved for another waiter counts as held.
+local mine = false
 for _, key in ipairs(locks) do
   local heir = reservedFor(key)
-  if heir and heir ~= waiter then return refuse() end
+  if heir then
+    if heir ~= waiter then return refuse() end
+    mine = true
+  end
 end
 local replaced = 0
 -- One resource, free: SET NX takes it in one call (undone below if the
@@ -105,10 +109,8 @@ if not placed then
     redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   end
 end
-if waiter then
-  leave(locks[1], waiter)
-  if reservedFor(locks[1]) == waiter then redis.call('del', 'redquorum:heir:' .. locks[1]) end
-end
+if mine then redis.call('del', 'redquorum:heir:' .. locks[1]) end
+if waiter then leave(locks[1], waiter) end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 if #counters == 0 then return granted end
 applyFences(KEYS[4], counters, proposals, reply)
@@ -219,7 +221,8 @@ for i = 1, #KEYS do
     deleted = deleted + 1
   end
   if ARGV[4] then enqueue(KEYS[i], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
-  if reserveMs > 0 and redis.call('exists', KEYS[i]) == 0 and not reservedFor(KEYS[i]) then
+  local free = reserveMs > 0 and hasQueue(KEYS[i]) and redis.call('exists', KEYS[i]) == 0
+  if free and not reservedFor(KEYS[i]) then
     local heir = reserve(KEYS[i], reserveMs)
     if heir then
       if i == 1 then first = heir end
