@@ -71,16 +71,25 @@ const jain = (xs) => {
   return squares === 0 ? 0 : (sum * sum) / (xs.length * squares);
 };
 
-/** Commands run on every node so far (INFO commandstats, every command). */
+/**
+ * Commands run on every node so far (INFO commandstats, which counts the
+ * commands a script runs too): all of them, the script calls (EVAL,
+ * EVALSHA: one per node per round of a script-based library) and PUBLISH
+ * (release notices).
+ */
 async function commandsRun(urls) {
-  let total = 0;
+  const counts = { total: 0, scripts: 0, publishes: 0 };
   for (const url of urls) {
     const client = new Redis(url);
     const text = await client.info("commandstats");
     client.disconnect();
-    for (const match of text.matchAll(/calls=(\d+)/g)) total += Number(match[1]);
+    for (const [, name, calls] of text.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
+      counts.total += Number(calls);
+      if (name === "eval" || name === "evalsha") counts.scripts += Number(calls);
+      if (name === "publish") counts.publishes += Number(calls);
+    }
   }
-  return total;
+  return counts;
 }
 
 /** Holds that overlap another, across every process: a sweep over all intervals. */
@@ -172,7 +181,12 @@ async function runCell(cluster, library, workload, rep) {
     grantsMax: Math.max(...grants),
     jain: jain(grants),
     // The info calls themselves (5 before, 5 after) are left in: 10 of thousands.
-    commandsPerGrant: total === 0 ? Number.NaN : (commandsAfter - commandsBefore) / total,
+    commandsPerGrant:
+      total === 0 ? Number.NaN : (commandsAfter.total - commandsBefore.total) / total,
+    scriptsPerGrant:
+      total === 0 ? Number.NaN : (commandsAfter.scripts - commandsBefore.scripts) / total,
+    publishesPerGrant:
+      total === 0 ? Number.NaN : (commandsAfter.publishes - commandsBefore.publishes) / total,
     overlaps: overlapsOf(holds),
     holds: holds.length,
     errors: results.reduce((n, r) => n + r.errors, 0),
@@ -214,7 +228,7 @@ try {
       `\n### ${contenders} independent contenders, one resource, retry ${pacing.delayMs} ± ${pacing.jitterMs} ms\n`,
     );
     console.log(
-      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | grants per contender min–max | Jain | Redis commands per grant | overlapping holds | errors |",
+      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | grants per contender min–max | Jain | Redis commands / script calls / PUBLISH per grant | overlapping holds | errors |",
     );
     console.log("|---|---|---|---|---|---|---|---|");
     for (const library of libraries) {
@@ -232,13 +246,15 @@ try {
         grantsMax: m("grantsMax"),
         jain: m("jain"),
         commandsPerGrant: m("commandsPerGrant"),
+        scriptsPerGrant: m("scriptsPerGrant"),
+        publishesPerGrant: m("publishesPerGrant"),
         overlaps: cells.reduce((n, c) => n + c.overlaps, 0),
         errors: cells.reduce((n, c) => n + c.errors, 0),
       };
       summary.push(row);
       console.log(
         `| ${library} | ${fmt(row.perSecond)} (${fmt(row.min)}–${fmt(row.max)}) | ${fmt(row.acquireP50Ms, 1)} / ${fmt(row.acquireP99Ms, 1)} | ` +
-          `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} | ${row.overlaps} | ${row.errors} |`,
+          `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} / ${fmt(row.scriptsPerGrant, 1)} / ${fmt(row.publishesPerGrant, 1)} | ${row.overlaps} | ${row.errors} |`,
       );
     }
   }

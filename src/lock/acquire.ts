@@ -130,10 +130,10 @@ class Acquisition {
         const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
         if ("lock" in verdict) {
           this.granted = true;
-          // Still queued where it was refused: left there, it would be the
-          // heir of a release it no longer waits for. (A node not heard yet
-          // takes it out of the queue itself if it grants.)
-          if (queue) void this.leaveNodeQueues(verdict.refused);
+          // Still queued where it was not granted (refused, or answered
+          // after the majority did): left there, it would be the heir of a
+          // release it no longer waits for.
+          if (this.queued) void verdict.refused.then((refused) => this.leaveNodeQueues(refused));
           return verdict.lock;
         }
         this.failure = verdict.failure;

@@ -38,12 +38,12 @@ export interface AttemptRequest {
 }
 
 /**
- * A granted lock and which nodes answered without granting it, or why the attempt failed
+ * A granted lock and, once every node answered, which did not grant it, or why the attempt failed
  * (the next attempt may still win) and the caller's place in the queues of
  * the nodes that refused it.
  */
 export type Verdict =
-  | { readonly lock: Lock; readonly refused: (index: number) => boolean }
+  | { readonly lock: Lock; readonly refused: Promise<(index: number) => boolean> }
   | { readonly failure: Error; readonly places: readonly QueuePlace[] };
 
 export function randomHex(random: RandomSource, byteCount: number): string {
@@ -96,10 +96,10 @@ export async function runAttempt(
     if (majority && valid && fences && !group.refused && !context.isClosed()) {
       granted = true;
       const { names, keys } = request;
-      const votes = round.outcomes;
+      const { settled, done } = round;
       return {
         lock: new Lock(context.owner, names, keys, value, validUntil, round.yesCount, fences),
-        refused: (index) => votes[index] !== undefined && votes[index].kind !== "yes",
+        refused: done.then(() => (index) => settled[index]?.kind !== "yes"),
       };
     }
     // Seed 1, step 5: undo on every node that may hold our keys, also those

@@ -24,9 +24,16 @@
  * waiters, and times here come from the node's clock (TIME), where they
  * decide only who goes first.
  *
+ * A waiter gets one reservation per node: a head that is reserved the key
+ * again without having taken it the first time is dropped from that
+ * node's queue (it crashed, lost its notice, or was granted by the others
+ * before its registration here was removed), so a stale registration
+ * costs at most one lapsed reservation.
+ *
  * The queue's keys are derived from the lock key inside the scripts
- * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`): like
- * the marker, they only work on independent masters, not Redis Cluster.
+ * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`,
+ * `…:heir-last:<key>`): like the marker, they only work on independent
+ * masters, not Redis Cluster.
  */
 
 import { parseCounter } from "../decimal.js";
@@ -101,8 +108,19 @@ local function hasQueue(key)
   return redis.call('exists', (queueKeys(key))) == 1
 end
 local function reserve(key, ms)
+  local last = 'redquorum:heir-last:' .. key
   local heir = nextHeir(key)
-  if heir then redis.call('set', 'redquorum:heir:' .. key, heir, 'PX', ms) end
+  -- One turn each: a head that was reserved the key before and is still
+  -- queued here never took it (crashed, gone, or granted elsewhere before
+  -- its registration here was removed): it leaves, the next one gets it.
+  if heir and heir == redis.call('get', last) then
+    leave(key, heir)
+    heir = nextHeir(key)
+  end
+  if heir then
+    redis.call('set', 'redquorum:heir:' .. key, heir, 'PX', ms)
+    redis.call('set', last, heir, 'PX', 10 * ms)
+  end
   return heir
 end
 local function notifyHeir(key, heir)

@@ -16,6 +16,12 @@ export interface RoundResult<T> {
   readonly aborted: boolean;
   /** Resolves (never rejects) once every node's call has settled, also after an early end. */
   readonly done: Promise<void>;
+  /**
+   * Every node's outcome as its call settles, also those that came after
+   * the round ended (which `outcomes` leaves out): complete once `done`
+   * resolved.
+   */
+  readonly settled: ReadonlyArray<Outcome<T> | undefined>;
 }
 
 export type RoundState = "won" | "lost" | "open";
@@ -100,6 +106,7 @@ class RoundRun<T> {
   private readonly resolve: (result: RoundResult<T>) => void;
   private readonly startedMs = performance.now();
   private readonly outcomes: Array<Outcome<T> | undefined>;
+  private readonly settled: Array<Outcome<T> | undefined>;
   /** A call settles once: by its reply, or by the round's timer (a late reply is then ignored). */
   private readonly settledCalls: boolean[];
   private yesCount = 0;
@@ -127,6 +134,7 @@ class RoundRun<T> {
     this.options = options;
     this.resolve = resolve;
     this.outcomes = new Array(nodes.length).fill(undefined);
+    this.settled = new Array(nodes.length).fill(undefined);
     this.settledCalls = new Array(nodes.length).fill(false);
     this.unsettled = nodes.length;
   }
@@ -183,6 +191,7 @@ class RoundRun<T> {
   private record(index: number, outcome: Outcome<T>): void {
     if (this.settledCalls[index]) return;
     this.settledCalls[index] = true;
+    this.settled[index] = outcome;
     this.unsettled--;
     if (this.unsettled === 0) clearTimeout(this.timer);
     if (this.finished) {
@@ -213,8 +222,8 @@ class RoundRun<T> {
         : new Promise<void>((resolveDone) => {
             this.onAllSettled = resolveDone;
           });
-    const { outcomes, yesCount, noCount, errorCount, aborted } = this;
-    this.resolve({ outcomes, yesCount, noCount, errorCount, aborted, done });
+    const { outcomes, yesCount, noCount, errorCount, aborted, settled } = this;
+    this.resolve({ outcomes, yesCount, noCount, errorCount, aborted, done, settled });
   }
 }
 

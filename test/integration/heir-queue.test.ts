@@ -119,6 +119,41 @@ describe("waiters of different instances take turns through the nodes' queue", (
     }
   });
 
+  it("a registration that never takes its reservation gets one turn, then the next waiter is heir", async () => {
+    const holder = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const waiter = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    try {
+      let lock = await holder.acquire(["s"], 10_000);
+      const waiting = waiter.acquire(["s"], 10_000, { signal: AbortSignal.timeout(20_000) });
+      await until("the waiter to queue", () => waiter.waitingCount === 1);
+      await until("the waiter to listen on every node", async () =>
+        (await cluster.heirSubscribers()).every((n) => n === 1),
+      );
+      // A registration ahead of it whose owner is gone (crashed, or granted
+      // by other nodes before it left this queue), far from expiring.
+      await cluster.onAll(async (c) => {
+        await c.zadd("redquorum:queue:s", 0, "ghost:1");
+        await c.zadd("redquorum:queue-expiry:s", 9e15, "ghost:1");
+      });
+      await lock.release(); // reserved for the ghost, which never comes
+      assert.deepEqual(await cluster.onAll((c) => c.get("redquorum:heir:s")), [
+        ...Array(5).fill("ghost:1"),
+      ]);
+      await until("the ghost's reservation to lapse", async () =>
+        (await cluster.onAll((c) => c.exists("redquorum:heir:s"))).every((n) => n === 0),
+      );
+      assert.equal(waiter.waitingCount, 1, "the waiter was not woken for the ghost's turn");
+      lock = await holder.acquire(["s"], 10_000); // the lapsed key is free to anyone
+      await lock.release(); // the ghost had its turn: the waiter is heir now
+      const got = await waiting;
+      await got.release();
+      const ghosts = await cluster.onAll((c) => c.zscore("redquorum:queue:s", "ghost:1"));
+      assert.deepEqual(ghosts, [null, null, null, null, null], "the ghost left every queue");
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+
   it("a waiter that gives up leaves every node's queue", async () => {
     const holder = new Redlock(cluster.urls);
     const waiter = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
