@@ -19,6 +19,9 @@ const workloads = [
   { name: "1 caller", instances: 1, callers: 1 },
   { name: "64 callers, 1 instance", instances: 1, callers: 64 },
   { name: "4 instances × 16 callers", instances: 4, callers: 16 },
+  // Issue 13: instances that talk to the nodes directly, one caller each,
+  // as 16 processes would (each round races the others').
+  { name: "16 instances × 1 caller", instances: 16, callers: 1 },
 ];
 
 try {
