@@ -1,0 +1,25 @@
+/**
+ * The fault matrix in CI: every row of FAULTS.md in its short scripted
+ * form (TTL 300 ms, loops of 2 s, a fixed seed). Safe rows must come out
+ * clean; negative controls must be flagged. A failing row leaves its
+ * history, fault log and report under .faults/ci/ and names the path.
+ * Long randomized runs: `npm run faults -- --all --seeds 1,2,3 --duration 30s`.
+ */
+import assert from "node:assert/strict";
+import { resolve } from "node:path";
+import { describe, it } from "node:test";
+import { rows } from "./rows/index.js";
+import { describeOutcome, runRow } from "./runner/run-row.js";
+
+const seed = Number(process.env.REDQUORUM_SEED ?? 1);
+const outDir = resolve(".faults/ci");
+
+describe("fault matrix (FAULTS.md, short scripted runs)", () => {
+  for (const row of rows) {
+    const skip = row.notRun ? `not run: ${row.notRun}` : false;
+    it(`${row.id} (${row.expected}): ${row.title}`, { skip }, async () => {
+      const outcome = await runRow(row, { seed, durationMs: 2_000, ttlMs: 300, outDir });
+      assert.equal(outcome.status, "pass", describeOutcome(row, outcome));
+    });
+  }
+});
