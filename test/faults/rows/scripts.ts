@@ -3,7 +3,7 @@
  * first contact of a client while every node answers, waiting out a
  * queued write on a resumed node.
  */
-import type { RowContext, Workload } from "../runner/context.js";
+import type { RowContext, Workload, WorkloadSpec } from "../runner/context.js";
 
 /** First contact while every node answers (later acquires then go to all nodes at once). */
 export async function warm(...clients: Workload[]): Promise<void> {
@@ -74,4 +74,29 @@ export function all<T extends readonly unknown[]>(
   ...work: { [K in keyof T]: Promise<T[K]> }
 ): Promise<T> {
   return Promise.all(work) as Promise<T>;
+}
+
+/** `count` lock clients (half of them lock-set with the fenced store when there is a store) looping for the row's duration. */
+export async function contenders(
+  ctx: RowContext,
+  count: number,
+  spec: WorkloadSpec = {},
+): Promise<Workload[]> {
+  return Promise.all(
+    Array.from({ length: count }, (_, i) => {
+      const set = ctx.store !== undefined && i % 2 === 1;
+      return ctx.spawn(set ? "lock-set" : "lock", `${set ? "set" : "lock"}-${i}`, {
+        durationMs: ctx.params.durationMs,
+        resources: ["r1", "r2"],
+        fencedStore: true,
+        ...spec,
+        library: { retry: { retries: 40, delayMs: 20, jitterMs: 20 }, ...spec.library },
+      });
+    }),
+  );
+}
+
+/** Waits for loop workloads to finish their duration. */
+export async function finished(workloads: readonly Workload[]): Promise<void> {
+  await Promise.all(workloads.map((w) => w.exited));
 }

@@ -385,6 +385,7 @@ return n`,
       storeUrl: spec.storeUrl ?? this.store?.urls[0],
       fencedStore: spec.fencedStore ?? false,
       callers: spec.callers,
+      acquireWaitMs: spec.acquireWaitMs,
       sampleMs: spec.sampleMs,
     };
     const child = spawn(

@@ -81,6 +81,11 @@ export async function runRow(
     join(outDir, "history.jsonl"),
     events.map((e) => JSON.stringify(e)).join("\n") + (events.length ? "\n" : ""),
   );
+  try {
+    row.verify?.(events, ctx);
+  } catch (error) {
+    ctx.failures.push(`verify: ${String(error)}`);
+  }
   const checks: CheckOutcome[] = Object.entries(row.checks).map(([name, expected]) => {
     const result = runChecker(name as CheckerName, events);
     const flagged = result.verdict === "violation";

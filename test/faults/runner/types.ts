@@ -3,6 +3,7 @@
  * schedule (deterministic from the seed), and what each checker must say.
  */
 import type { Persistence } from "../../../src/index.js";
+import type { HistoryEvent } from "../history.js";
 import type { RowContext } from "./context.js";
 
 export type CheckerName = "MX" | "ID" | "RS" | "LV" | "HY" | "WGL";
@@ -33,4 +34,6 @@ export interface Row {
   readonly checks: Partial<Record<CheckerName, Expectation>>;
   /** The scripted schedule: spawns workloads, injects faults, states row-specific expectations. */
   readonly run?: (ctx: RowContext) => Promise<void>;
+  /** Row-specific checks over the merged history (validity accounting, "no ok acquire during…"): `ctx.expect`. */
+  readonly verify?: (events: readonly HistoryEvent[], ctx: RowContext) => void;
 }

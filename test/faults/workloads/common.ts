@@ -23,6 +23,8 @@ export interface WorkloadOptions {
   readonly resources: readonly string[];
   /** Loop mode: pause between operations, ms (a random amount up to this). */
   readonly pacingMs: number;
+  /** Loop mode: bound on one acquire, retries included, ms (so a loop ends on time). Default 2000. */
+  readonly acquireWaitMs?: number;
   /** How long a lock is held before `use` and release, ms. */
   readonly holdMs: number;
   readonly fencing: boolean;

@@ -144,6 +144,61 @@ export class LockClient {
         await this.write(resource(args), value + 1);
         return { value: value + 1 };
       },
+      /**
+       * L16: the event loop blocked for `blockMs` right after the acquire
+       * sent its commands (the replies arrive during the block and are read
+       * after it).
+       */
+      acquireBlocked: async (args) => {
+        const name = resource(args);
+        const ttlMs = Number(args.ttlMs ?? this.options.ttlMs);
+        const lock = await this.recorder.op(
+          "acquire",
+          name,
+          { ttlMs, blockMs: args.blockMs },
+          async () => {
+            const acquiring = this.redlock.acquire([name], ttlMs, { retry: { retries: 0 } });
+            // setImmediate runs after this turn's writes went out and before
+            // the next poll phase reads the replies: the block falls between.
+            await new Promise<void>((resolve) =>
+              setImmediate(() => {
+                const until = monotonicMs() + Number(args.blockMs);
+                while (monotonicMs() < until) {
+                  // the blocked event loop (a long synchronous task, a GC pause)
+                }
+                resolve();
+              }),
+            );
+            return acquiring;
+          },
+          (lock) => ({ fence: lock.fence?.toString(), validUntilMs: lock.validUntilMs }),
+        );
+        this.held.set(name, lock);
+        return { validUntilMs: lock.validUntilMs };
+      },
+      /** L24: two extensions of one lock issued in one tick; reports the validity the Lock claims after both. */
+      extendBoth: async (args) => {
+        const name = resource(args);
+        const lock = this.held.get(name);
+        if (!lock) throw new Error(`no lock held on ${name}`);
+        const ttls = args.ttls as number[];
+        const settled = await Promise.allSettled(
+          ttls.map((ttlMs) =>
+            this.recorder.op(
+              "extend",
+              name,
+              { ttlMs },
+              () => lock.extend(ttlMs),
+              () => ({ validUntilMs: lock.validUntilMs }),
+            ),
+          ),
+        );
+        return {
+          outcomes: settled.map((s) => s.status),
+          remainingMs: lock.remainingMs(),
+          nowMs: monotonicMs(),
+        };
+      },
       remaining: async (args) => ({
         remainingMs: this.held.get(resource(args))?.remainingMs() ?? 0,
       }),

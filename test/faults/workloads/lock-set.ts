@@ -20,7 +20,7 @@ await runWorkload(options, recorder, {
     while (!stopping()) {
       const resource = options.resources[Math.floor(random() * options.resources.length)]!;
       try {
-        await client.acquire(resource);
+        await client.acquire(resource, options.ttlMs, { waitMs: options.acquireWaitMs ?? 2_000 });
         const value = await client.read(resource);
         await pause(Math.floor(random() * options.holdMs));
         await client.use(resource);
