@@ -74,7 +74,7 @@ describe("checkMutualExclusion (MX)", () => {
     assert.equal(result.stats.overlaps, 1);
     assert.match(
       result.violations[0]!,
-      /overlap on x: a held x 0\.000–10\.000 ms .* b held x 5\.000/,
+      /overlap on x: a op 0 held x 0\.000–10\.000 ms .* b op 0 held x 5\.000/,
     );
   });
 
@@ -138,8 +138,21 @@ describe("checkMutualExclusion (MX)", () => {
     assert.equal(result.stats.overlaps, 0);
     assert.match(
       result.violations[0]!,
-      /stale use: a op 1 \(use x, ok\) .* after its hold ended at 10\.000 ms, while b held x/,
+      /stale use: a op 1 \(use x, ok\) .* after its hold ended at 10\.000 ms, while b op 0 held x/,
     );
+  });
+
+  it("takes a use that never completed (its process died) to happen at its invocation", () => {
+    const events = history()
+      .acquire("a", "x", [0, 1], { validUntilMs: 10 })
+      .use("a", "x", [5, 6], { type: "none" })
+      .use("c", "x", [11, 12], { type: "none" })
+      .hold("b", "x", 12, 40)
+      .use("d", "x", [20, 21], { type: "none" })
+      .build();
+    const result = checkMutualExclusion(events);
+    assert.equal(result.stats.staleUses, 1, result.violations.join("\n"));
+    assert.match(result.violations[0]!, /stale use: d op 0 .* without a hold, while b op 0 held x/);
   });
 
   it("accepts a stale use that overlaps no hold, a refused fenced write, and uses inside the hold", () => {
@@ -168,7 +181,10 @@ describe("checkMutualExclusion (MX)", () => {
     assert.equal(checkMutualExclusion(events).verdict, "ok");
     const result = checkMutualExclusion(events, { fencing: true });
     assert.equal(result.verdict, "violation");
-    assert.match(result.violations[0]!, /fence order: b held x .*fence 5.* not above a held x/);
+    assert.match(
+      result.violations[0]!,
+      /fence order: b op 0 held x .*fence 5.* not above a op 0 held x/,
+    );
   });
 
   it("requires a token on every hold when fencing", () => {
@@ -217,6 +233,15 @@ describe("checkIds (ID)", () => {
         .build(),
     );
     assert.equal(result.stats.batchOrderViolations, 1);
+  });
+
+  it("checks the IDs of each generator (resource) on their own", () => {
+    const ids = (id: string) => ({ value: { ids: [id] } });
+    const events = history()
+      .op("a", "ids", "orders", [0, 1], { count: 1 }, ids("5"))
+      .op("b", "ids", "users", [2, 3], { count: 1 }, ids("5"))
+      .build();
+    assert.equal(checkIds(events).verdict, "ok");
   });
 
   it("refuses an ID that is not a decimal string", () => {

@@ -77,11 +77,11 @@ function makeHold(
   };
 }
 
-/** "lock-1 held x 10.000–25.000 ms (op 3, fence 7)". */
+/** "lock-1 op 3 held x 10.000–25.000 ms (fence 7, ended by release)". */
 export function describeHold(hold: LockHold): string {
-  const fence = hold.fence === undefined ? "" : `, fence ${hold.fence}`;
+  const fence = hold.fence === undefined ? "" : `fence ${hold.fence}, `;
   return (
-    `${hold.client} held ${hold.resource} ${hold.startMs.toFixed(3)}–${hold.endMs.toFixed(3)} ms ` +
-    `(op ${hold.acquire.opId}${fence}, ended by ${hold.endedBy})`
+    `${hold.client} op ${hold.acquire.opId} held ${hold.resource} ` +
+    `${hold.startMs.toFixed(3)}–${hold.endMs.toFixed(3)} ms (${fence}ended by ${hold.endedBy})`
   );
 }

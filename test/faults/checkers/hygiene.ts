@@ -47,7 +47,7 @@ export function checkHygiene(
   const unhandledKey = options.unhandledKey ?? "unhandledRejections";
   const exitKeys = options.exitKeys ?? ["activeTimers", "activeSockets"];
   for (const [process, own] of byProcess) {
-    const unhandled = Math.max(...own.map((s) => s.values[unhandledKey] ?? 0));
+    const unhandled = own.reduce((n, s) => Math.max(n, s.values[unhandledKey] ?? 0), 0);
     if (unhandled > 0) violations.push(`${process}: ${unhandled} unhandled rejection(s)`);
     const last = own.at(-1)!;
     for (const key of exitKeys) {

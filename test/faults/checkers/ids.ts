@@ -6,12 +6,18 @@
  */
 
 import type { CheckResult, HistoryEvent } from "../history.js";
-import { decimal, MalformedHistoryError, pairOperations, verdictOf } from "./operations.js";
+import {
+  decimal,
+  groupBy,
+  MalformedHistoryError,
+  pairOperations,
+  verdictOf,
+} from "./operations.js";
 import { findIdViolations, type IdCall } from "./sweeps.js";
 
 export function checkIds(events: readonly HistoryEvent[]): CheckResult {
   const operations = pairOperations(events).filter((op) => op.op === "ids");
-  const calls: IdCall[] = [];
+  const calls: Array<IdCall & { resource: string }> = [];
   for (const op of operations) {
     if (op.type !== "ok") continue;
     const ids = op.result.ids;
@@ -21,13 +27,17 @@ export function checkIds(events: readonly HistoryEvent[]): CheckResult {
       );
     }
     calls.push({
+      resource: op.resource ?? "",
       client: `${op.process} op ${op.opId}`,
       startMs: op.invokeMs,
       endMs: op.completeMs,
       ids: ids.map((id, i) => decimal(id, op, `ids[${i}]`)),
     });
   }
-  const found = findIdViolations(calls);
+  // IDs of different generators (resources) are independent sequences.
+  const found = [...groupBy(calls, (call) => call.resource).values()].flatMap((group) =>
+    findIdViolations(group),
+  );
   const count = (kind: string) => found.filter((v) => v.kind === kind).length;
   const violations = found.map((v) => `${v.kind}: ${v.message}`);
   return {
