@@ -7,9 +7,9 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type CheckResult, type HistoryEvent, monotonicMs, readHistory } from "../history.js";
+import { writeReport } from "../report.js";
 import { runChecker } from "./checks.js";
 import { RowContext, type RowParams } from "./context.js";
-import { writeReport } from "./report.js";
 import type { CheckerName, Expectation, Row } from "./types.js";
 
 export interface CheckOutcome {
@@ -87,7 +87,7 @@ export async function runRow(
     ctx.failures.push(`verify: ${String(error)}`);
   }
   const checks: CheckOutcome[] = Object.entries(row.checks).map(([name, expected]) => {
-    const result = runChecker(name as CheckerName, events);
+    const result = runChecker(name as CheckerName, events, row.checkOptions);
     const flagged = result.verdict === "violation";
     return {
       name: name as CheckerName,
@@ -114,9 +114,24 @@ export async function runRow(
     JSON.stringify(outcome, (_, v) => (typeof v === "bigint" ? v.toString() : v), 2),
   );
   try {
-    writeReport(outDir, row, outcome, events);
+    writeReport(join(outDir, "report.html"), {
+      title: `${row.id}: ${row.title}`,
+      events,
+      results: checks.map((c) => c.result),
+      meta: {
+        row: row.id,
+        expected: row.expected,
+        outcome: status,
+        seed: params.seed,
+        "ttl (ms)": params.ttlMs,
+        "duration (ms)": params.durationMs,
+        ...Object.fromEntries(checks.map((c) => [`${c.name} expected`, c.expected])),
+        ...(ctx.failures.length ? { "row failures": ctx.failures.join(" | ") } : {}),
+        ...(ctx.notes.length ? { notes: ctx.notes.join(" | ") } : {}),
+      },
+    });
   } catch (error) {
-    ctx.notes.push(`report: ${String(error)}`);
+    process.stderr.write(`${row.id}: report not written: ${String(error)}\n`);
   }
   return outcome;
 }

@@ -4,6 +4,7 @@
  */
 import type { Persistence } from "../../../src/index.js";
 import type { HistoryEvent } from "../history.js";
+import type { CheckOptions } from "./checks.js";
 import type { RowContext } from "./context.js";
 
 export type CheckerName = "MX" | "ID" | "RS" | "LV" | "HY" | "WGL";
@@ -32,6 +33,8 @@ export interface Row {
   readonly notRun?: string;
   readonly setup?: RowSetup;
   readonly checks: Partial<Record<CheckerName, Expectation>>;
+  /** Options for the checkers (fencing order, fenced store, liveness windows…). */
+  readonly checkOptions?: CheckOptions;
   /** The scripted schedule: spawns workloads, injects faults, states row-specific expectations. */
   readonly run?: (ctx: RowContext) => Promise<void>;
   /** Row-specific checks over the merged history (validity accounting, "no ok acquire during…"): `ctx.expect`. */

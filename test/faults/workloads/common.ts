@@ -210,9 +210,30 @@ export async function runWorkload(
   }
   clearInterval(sampler);
   await parts.close();
+  await drained();
   recorder.sample();
   process.removeListener("SIGTERM", stop);
   if (process.connected) process.disconnect();
+}
+
+/**
+ * After close, sockets finish closing and their timers end on the next
+ * turns of the event loop: wait until no timer or TCP handle is left (the
+ * polling timer itself is not active while its callback runs), at most
+ * 1 s. What remains after that is a leak the last sample shows.
+ */
+function drained(): Promise<void> {
+  const deadline = monotonicMs() + 1_000;
+  return new Promise((resolve) => {
+    const poll = () => {
+      const left = process
+        .getActiveResourcesInfo()
+        .filter((k) => k === "Timeout" || k.startsWith("TCP"));
+      if (left.length === 0 || monotonicMs() > deadline) resolve();
+      else setTimeout(poll, 10);
+    };
+    setTimeout(poll, 0);
+  });
 }
 
 export function pause(ms: number): Promise<void> {
