@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import {
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -334,6 +335,33 @@ return n`,
     );
   }
 
+  /**
+   * A copy of a stopped node's data directory (a backup or disk snapshot),
+   * for `restoreSnapshot` later (I13: a node back with an older counter).
+   */
+  snapshot(node: number): string {
+    const from = this.cluster.node(node).dataDir;
+    const to = `${from}.snapshot`;
+    rmSync(to, { recursive: true, force: true });
+    cpSync(from, to, { recursive: true });
+    return to;
+  }
+
+  /** Kills the node, puts the snapshot back as its data, restarts it. */
+  async restoreSnapshot(node: number, snapshot: string): Promise<void> {
+    const end = this.faultStart("restore-snapshot", `node-${node}`, "older data, marker intact");
+    await this.cluster.kill(node);
+    const dir = this.cluster.node(node).dataDir;
+    rmSync(dir, { recursive: true, force: true });
+    cpSync(snapshot, dir, { recursive: true });
+    await this.cluster.restart(node, { keepData: true });
+    this.dropAdmin(node);
+    end();
+  }
+
+  /** Things to close at dispose (proxies a row started). */
+  readonly closers: Array<() => Promise<void>> = [];
+
   /** A plain client to node `index` for setup and inspection; every call bounded. */
   admin(index: number): Redis {
     let client = this.admins.get(index);
@@ -507,6 +535,7 @@ return n`,
     await Promise.all(this.workloads.map((w) => this.stopWorkload(w)));
     for (const client of this.admins.values()) client.disconnect();
     this.admins.clear();
+    for (const close of this.closers) await close().catch(() => {});
     for (const i of this.pauseEnds.keys()) {
       try {
         this.cluster.resume(i);

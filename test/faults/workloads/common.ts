@@ -83,6 +83,7 @@ const definiteCodes = new Set([
   "ERR_INVALID_ARGUMENT",
   "ERR_CONTENTION",
   "STALE_FENCE",
+  "ERR_ID_OVERFLOW",
 ]);
 
 export class Recorder {
