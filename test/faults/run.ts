@@ -18,7 +18,7 @@ import { findRow, rows } from "./rows/index.js";
 import { describeOutcome, type RowOutcome, running, runRow } from "./runner/run-row.js";
 import type { Row } from "./runner/types.js";
 
-const usage = `usage: npm run faults -- (--row ID[,ID…] | --all | --list) [--seed N | --seeds N,M…] [--duration 30s] [--ttl 300ms] [--out DIR]`;
+const usage = `usage: npm run faults -- (--row ID[,ID…] | --all | --list) [--seed N | --seeds N,M…] [--duration 30s] [--ttl 300ms] [--out DIR] [--quick]`;
 
 function duration(name: string, text: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
@@ -44,6 +44,7 @@ async function main(): Promise<number> {
         duration: { type: "string" },
         ttl: { type: "string" },
         out: { type: "string" },
+        quick: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -104,7 +105,13 @@ async function main(): Promise<number> {
     for (const seed of seeds) {
       index++;
       process.stdout.write(`[${index}/${total}] ${row.id} seed ${seed} …\n`);
-      const outcome = await runRow(row, { seed, durationMs, ttlMs, outDir });
+      const outcome = await runRow(row, {
+        seed,
+        durationMs,
+        ttlMs,
+        outDir,
+        quick: values.quick === true,
+      });
       outcomes.push({ row, outcome });
       process.stdout.write(`${describeOutcome(row, outcome)}\n`);
     }

@@ -84,6 +84,8 @@ export interface RowParams {
   readonly durationMs: number;
   readonly ttlMs: number;
   readonly outDir: string;
+  /** The CI form: rows that repeat a step per node (rolling restarts) do fewer. */
+  readonly quick?: boolean;
 }
 
 export class Workload {
