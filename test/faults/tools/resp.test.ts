@@ -87,12 +87,23 @@ describe("RESP splitter", () => {
   });
 
   it("rejects bytes that are not RESP, naming the byte", () => {
-    assert.throws(() => new RespSplitter().push(Buffer.from("hello\r\n")), RespProtocolError);
-    assert.throws(() => new RespSplitter().push(Buffer.from("$x\r\n")), /bad length/);
+    const splitter = new RespSplitter();
+    assert.deepEqual(splitter.push(Buffer.from("+OK\r\nhello\r\n")).map(String), [
+      "+OK\r\n",
+      "hello\r\n",
+    ]);
+    assert.ok(splitter.broken instanceof RespProtocolError);
+    assert.match(splitter.broken.message, /0x68/);
+    // From then on, chunks pass as they are.
+    assert.deepEqual(splitter.push(Buffer.from("x")).map(String), ["x"]);
+    const badLength = new RespSplitter();
+    badLength.push(Buffer.from("$x\r\n"));
+    assert.match(String(badLength.broken?.message), /bad length/);
   });
 
   it("bounds a frame that never completes", () => {
     const splitter = new RespSplitter({ frameBytesMax: 16 });
-    assert.throws(() => splitter.push(Buffer.from(`$100\r\n${"x".repeat(20)}`)), /incomplete/);
+    splitter.push(Buffer.from(`$100\r\n${"x".repeat(20)}`));
+    assert.match(String(splitter.broken?.message), /incomplete/);
   });
 });

@@ -84,6 +84,8 @@ function readHeader(buffer: Buffer, start: number): { count: number; end: number
  * chunks as they come, get back every frame completed so far, in order.
  */
 export class RespSplitter {
+  /** Why the stream stopped being parsed, if it did. */
+  broken: RespProtocolError | undefined;
   private pending: Buffer = Buffer.alloc(0);
   private readonly inline: boolean;
   private readonly frameBytesMax: number;
@@ -103,22 +105,37 @@ export class RespSplitter {
     return this.pending.length;
   }
 
+  /**
+   * Whole frames completed by `chunk`, in order. Once the stream turns out
+   * not to be RESP (or a frame outgrows `frameBytesMax`), the rest comes
+   * back as one last unparsed element, every later chunk as it is, and
+   * `broken` says why: a proxy keeps forwarding and stops pairing.
+   */
   push(chunk: Buffer): Buffer[] {
+    if (this.broken) return [chunk];
     const buffer = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
     const frames: Buffer[] = [];
     let offset = 0;
-    for (;;) {
-      const end = frameEnd(buffer, offset, this.inline);
-      if (end === undefined) break;
-      frames.push(buffer.subarray(offset, end));
-      offset = end;
+    try {
+      for (;;) {
+        const end = frameEnd(buffer, offset, this.inline);
+        if (end === undefined) break;
+        frames.push(buffer.subarray(offset, end));
+        offset = end;
+      }
+      if (buffer.length - offset > this.frameBytesMax) {
+        throw new RespProtocolError(
+          `a frame is still incomplete after ${buffer.length - offset} bytes (max ${this.frameBytesMax})`,
+        );
+      }
+    } catch (error) {
+      if (!(error instanceof RespProtocolError)) throw error;
+      this.broken = error;
+      frames.push(buffer.subarray(offset));
+      this.pending = Buffer.alloc(0);
+      return frames;
     }
     this.pending = buffer.subarray(offset);
-    if (this.pending.length > this.frameBytesMax) {
-      throw new RespProtocolError(
-        `a frame is still incomplete after ${this.pending.length} bytes (max ${this.frameBytesMax})`,
-      );
-    }
     return frames;
   }
 }
