@@ -97,7 +97,7 @@ export const idRows: Row[] = [
         };
         await initIds(ctx, library);
         const clients = await idClients(ctx, 3, { library });
-        for (let step = 0; step < 2; step++) {
+        for (let step = 0; step < (ctx.params.quick ? 1 : 3); step++) {
           await ctx.sleep(200);
           const victim = Math.floor(ctx.random() * 5);
           await ctx.kill(victim);

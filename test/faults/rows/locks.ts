@@ -242,6 +242,7 @@ export const lockRows: Row[] = [
     expected: "safe",
     setup: { store: true },
     checks: { MX: "clean", RS: "clean", LV: "clean" },
+    checkOptions: { LV: { nodeCount: 5 } },
     async run(ctx) {
       const clients = await contenders(ctx, 4);
       await ctx.sleep(300);
@@ -268,6 +269,7 @@ export const lockRows: Row[] = [
     expected: "unavailable",
     setup: { store: true },
     checks: { MX: "clean", RS: "clean", LV: "clean" },
+    checkOptions: { LV: { nodeCount: 5 } },
     async run(ctx) {
       const clients = await contenders(ctx, 4, {
         library: { retry: { retries: 1000, delayMs: 20, jitterMs: 10 } },
@@ -285,15 +287,9 @@ export const lockRows: Row[] = [
       );
     },
     verify(events, ctx) {
-      const [[from, to]] = faultWindows(events, "pause") as [[number, number]];
-      const during = calls(events, "acquire").filter(
-        (c) => ok(c) && c.invoke.timeMs > from && c.done!.timeMs < to,
-      );
-      ctx.expect(
-        during.length === 0,
-        `${during.length} acquire(s) succeeded with 2 of 5 nodes answering`,
-      );
-      const after = calls(events, "acquire").filter((c) => ok(c) && c.done!.timeMs > to);
+      // "No ok acquire while 3 of 5 are stopped" is LV's unavailable window (nodeCount 5).
+      const healed = Math.min(...faultWindows(events, "pause").map(([, end]) => end));
+      const after = calls(events, "acquire").filter((c) => ok(c) && c.done!.timeMs > healed);
       ctx.expect(after.length > 0, "no acquire succeeded after the heal");
     },
   },
@@ -653,7 +649,8 @@ export const lockRows: Row[] = [
           fencedStore: variant === "always",
           library: { maxTtlMs, retry: { retries: 1000, delayMs: 20, jitterMs: 10 } },
         });
-        for (let i = 0; i < 5; i++) {
+        // CI rolls a majority of the nodes, long runs all five.
+        for (let i = 0; i < (ctx.params.quick ? 3 : 5); i++) {
           await ctx.sleep(100);
           await ctx.restart(i, variant === "always");
           // Slow enough that at most one node is quarantined (or reconnecting) at a time.
