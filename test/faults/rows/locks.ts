@@ -4,7 +4,10 @@
  * drive the workloads over IPC, so each negative control meets its
  * violation on every run, not by luck.
  */
+
+import { monotonicMs } from "../history.js";
 import type { Row } from "../runner/types.js";
+import { scriptIs } from "../tools/triggers.js";
 import { calls, faultWindows, ok, validityViolations } from "./history-queries.js";
 import { all, contenders, finished, holders, holdOn, warm } from "./scripts.js";
 
@@ -14,9 +17,7 @@ const retryFor = (ms: number) => ({
   retry: { retries: 200, delayMs: 20, jitterMs: 10 },
 });
 
-/** Needs the RESP-aware proxy of faults-tools (not merged into this branch yet). */
-const needsProxy = (what: string) =>
-  `needs the per-node TCP proxy (${what}); faults-tools not merged yet`;
+const urlsOf = (proxies: readonly { url: string }[]) => proxies.map((p) => p.url);
 
 export const lockRows: Row[] = [
   {
@@ -37,17 +38,20 @@ export const lockRows: Row[] = [
   },
   {
     id: "L2",
-    title: "kill -9 one node while an acquire is in flight (its vote pending)",
+    title:
+      "kill -9 one node the moment an acquire's script reaches it (proxy trigger), while others contend",
     expected: "safe",
     checks: { MX: "clean", LV: "clean", HY: "clean" },
     async run(ctx) {
-      const [a, others] = await all(ctx.spawn("lock", "A"), contenders(ctx, 3));
+      const proxies = await ctx.proxies("A");
+      const [a, others] = await all(
+        ctx.spawn("lock", "A", { urls: urlsOf(proxies) }),
+        contenders(ctx, 3),
+      );
       await warm(a);
-      ctx.pause(4);
-      const acquiring = a.attempt("acquire", { resource: "r1", ttlMs: 1_000 });
-      await ctx.sleep(5);
-      await ctx.kill(4);
-      const got = await acquiring;
+      // The acquire reached nodes 0-3, and node 4 dies as it arrives there.
+      proxies[4]!.trigger({ match: scriptIs("acquire"), onCommand: () => ctx.kill(4) });
+      const got = await a.attempt("acquire", { resource: "r1", ttlMs: 1_000 });
       ctx.expect(
         got.ok,
         `acquire with one node killed mid-flight failed: ${got.ok ? "" : got.message}`,
@@ -165,7 +169,8 @@ export const lockRows: Row[] = [
       const spec = { library: noQuarantine };
       const [a, b] = await all(ctx.spawn("lock-set", "A", spec), ctx.spawn("lock-set", "B", spec));
       await warm(a, b);
-      const ttlMs = 1_500;
+      // Long enough to outlast the restart on a loaded machine: the row is about the key surviving it.
+      const ttlMs = 5_000;
       await holdOn(ctx, a, "r", [3, 4], ttlMs);
       await ctx.restart(2, true);
       const pttl = await ctx.admin(2).pttl("r");
@@ -295,10 +300,28 @@ export const lockRows: Row[] = [
   },
   {
     id: "L10",
-    title: "clients see different majorities (A: {0,1,2}, B: {2,3,4})",
+    title:
+      "clients see different majorities (A: {0,1,2}, B: {2,3,4}, per-client proxies): node 2 arbitrates",
     expected: "safe",
-    notRun: needsProxy("per-(client, node) links"),
-    checks: { MX: "clean", RS: "clean" },
+    setup: { store: true },
+    checks: { MX: "clean", RS: "clean", LV: "clean" },
+    async run(ctx) {
+      const [pa, pb] = await all(ctx.proxies("A"), ctx.proxies("B"));
+      const spec = (urls: string[]) => ({
+        urls,
+        durationMs: ctx.params.durationMs + 500,
+        resources: ["r"],
+        fencedStore: true,
+        library: { retry: { retries: 40, delayMs: 20, jitterMs: 20 } },
+      });
+      const [a, b] = await all(
+        ctx.spawn("lock-set", "A", spec(urlsOf(pa))),
+        ctx.spawn("lock-set", "B", spec(urlsOf(pb))),
+      );
+      for (const i of [3, 4]) pa[i]!.blackhole();
+      for (const i of [0, 1]) pb[i]!.blackhole();
+      await finished([a, b]);
+    },
   },
   {
     id: "L11",
@@ -342,7 +365,7 @@ export const lockRows: Row[] = [
   {
     id: "L12",
     title:
-      "reply delayed past the per-node timeout (SET runs late): failed vote, release reaches it, no key outlives",
+      "reply delayed past the per-node timeout (SET runs late), reset after the SET ran, swallowed: failed votes, no key outlives its TTL",
     expected: "safe",
     checks: { MX: "clean", HY: "clean" },
     async run(ctx) {
@@ -356,17 +379,41 @@ export const lockRows: Row[] = [
       // The late SET and then the release run on node 4, in that order.
       const gone = await ctx.waitFor(async () => (await holders(ctx, "r")).length === 0, 1_000);
       ctx.expect(gone, `r left on nodes ${await holders(ctx, "r")} after release (TTL 2000 ms)`);
-      ctx.note(
-        "reset-after-SET and swallowed replies need the proxy's RESP triggers (faults-tools)",
+      // Through proxies: the acquire's reply reset on node 4 after the SET ran, swallowed on node 3.
+      const proxies = await ctx.proxies("B");
+      const b = await ctx.spawn("lock", "B", { urls: urlsOf(proxies), ttlMs: 500 });
+      await warm(b);
+      proxies[4]!.trigger({ match: scriptIs("acquire"), reply: "reset" });
+      proxies[3]!.trigger({ match: scriptIs("acquire"), reply: "swallow" });
+      const third = await b.attempt("acquire", { resource: "s", ttlMs: 500 });
+      ctx.expect(
+        third.ok,
+        `acquire with 3 clean votes of 5 failed: ${third.ok ? "" : third.message}`,
       );
+      await b.attempt("release", { resource: "s" });
+      // A key left on 3 or 4 by the lost replies lives at most its TTL.
+      await ctx.sleep(550);
+      const outlived = await holders(ctx, "s");
+      ctx.expect(outlived.length === 0, `s still on nodes ${outlived} after its TTL`);
     },
   },
   {
     id: "L13",
-    title: "slicer, bandwidth 1 KB/s, slow_close, limit_data on a node",
+    title:
+      "slicer (1-byte slices) on node 0, bandwidth 1 KB/s on node 1, slow_close on node 2, limit_data on node 3",
     expected: "safe",
-    notRun: needsProxy("slicer / bandwidth / limit_data toxics"),
-    checks: { MX: "clean", HY: "clean" },
+    setup: { store: true },
+    checks: { MX: "clean", RS: "clean", HY: "clean" },
+    async run(ctx) {
+      const proxies = await ctx.proxies();
+      proxies[0]!.slicer({ sizeBytes: 1, delayMs: 1, direction: "both" });
+      proxies[1]!.bandwidth(1_024, { direction: "both" });
+      proxies[2]!.slowClose(200);
+      proxies[3]!.limitData(4_096, { direction: "both" });
+      await finished(
+        await contenders(ctx, 4, { urls: urlsOf(proxies), library: { nodeTimeoutMs: 200 } }),
+      );
+    },
   },
   {
     id: "L14",
@@ -513,16 +560,17 @@ export const lockRows: Row[] = [
         const spec = { fencing: false, library: noQuarantine };
         const [a, b] = await all(ctx.spawn("lock", "A", spec), ctx.spawn("lock", "B", spec));
         await warm(a, b);
-        const ttlMs = 1_000;
-        await holdOn(ctx, a, "r", [3, 4], ttlMs);
+        const ttlMs = 3_000;
+        const held = await holdOn(ctx, a, "r", [3, 4], ttlMs);
         const end = ctx.faultStart("clock-rate", "node-2", `×${rate}`);
-        // The node's keys lose (rate − 1) ms per ms of real time, in whole ms.
+        // The node's keys lose (rate − 1) ms per ms of real time, in whole ms;
+        // B tries each 20 ms, for as long as A's lock is valid.
         let taken = false;
         let shrunkMs = 0;
-        const started = performance.now();
-        while (performance.now() - started < ttlMs * 0.9 && !taken) {
+        const started = monotonicMs();
+        while (monotonicMs() < held.validUntilMs - 100 && !taken) {
           await ctx.sleep(20);
-          const dueMs = Math.floor((performance.now() - started) * (rate - 1)) - shrunkMs;
+          const dueMs = Math.floor((monotonicMs() - started) * (rate - 1)) - shrunkMs;
           if (dueMs > 0) {
             shrunkMs += dueMs;
             await ctx
@@ -541,7 +589,10 @@ export const lockRows: Row[] = [
           taken = got.ok;
         }
         end();
-        await a.attempt("use");
+        ctx.expect(
+          taken === rate > 1.02,
+          `B ${taken ? "took" : "did not take"} r while A's lock was valid`,
+        );
         await b.attempt("release");
         await a.attempt("release");
       },
@@ -783,10 +834,48 @@ export const lockRows: Row[] = [
   },
   {
     id: "L26",
-    title: "connection flaps around an acquire and its release (connecting → reconnecting → ready)",
+    title:
+      "connection flaps around acquires and releases (reset, refuse, heal): no key reappears after a release resolved",
     expected: "safe",
-    notRun: needsProxy("accept-then-reset on cue"),
     checks: { MX: "clean", HY: "clean" },
+    async run(ctx) {
+      const proxies = await ctx.proxies("A");
+      const ttlMs = 500;
+      const a = await ctx.spawn("lock", "A", { urls: urlsOf(proxies), ttlMs });
+      await warm(a);
+      const rounds = 5;
+      for (let round = 0; round < rounds; round++) {
+        const resource = `r${round}`;
+        const got = await a.attempt("acquire", { resource, acquireOptions: retryFor(2_000) });
+        if (!got.ok) continue;
+        // Flap a seeded minority of links: reset now, refuse reconnects for a moment, then heal.
+        const flapped = [0, 1, 2, 3, 4].filter(() => ctx.random() < 0.4).slice(0, 2);
+        for (const i of flapped) {
+          proxies[i]!.reset();
+          proxies[i]!.refuseNew();
+        }
+        const releasing = a.attempt("release", { resource });
+        await ctx.sleep(Math.floor(ctx.random() * 30));
+        for (const i of flapped) proxies[i]!.heal();
+        const released = await releasing;
+        if (!released.ok) continue;
+        // A flapped node may still hold the key until its TTL (its delete was
+        // lost with the connection), but no node may get it back.
+        const left = await holders(ctx, resource);
+        await ctx.sleep(100);
+        const later = await holders(ctx, resource);
+        const back = later.filter((i) => !left.includes(i));
+        ctx.expect(
+          back.length === 0,
+          `round ${round}: ${resource} back on nodes ${back} after release resolved`,
+        );
+      }
+      await ctx.sleep(ttlMs + 50);
+      const outlived = (await ctx.leftoverKeys()).flatMap((keys, i) =>
+        keys.filter((k) => /^r\d$/.test(k)).map((k) => `${k}@${i}`),
+      );
+      ctx.expect(outlived.length === 0, `keys outlived their TTL: ${outlived}`);
+    },
   },
   {
     id: "L27",

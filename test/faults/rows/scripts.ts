@@ -10,7 +10,8 @@ export async function warm(...clients: Workload[]): Promise<void> {
   await Promise.all(
     clients.map(async (client) => {
       const resource = `warm-${client.name}`;
-      await client.call("acquire", { resource });
+      // A long TTL: a warm-up is about connecting, whatever the machine's load.
+      await client.call("acquire", { resource, ttlMs: 10_000 });
       await client.call("release", { resource });
     }),
   );

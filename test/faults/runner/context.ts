@@ -22,6 +22,8 @@ import { Redis } from "ioredis";
 import { LocalCluster } from "../../../src/index.js";
 import { prng } from "../../helpers/seed.js";
 import { HistoryWriter, monotonicMs } from "../history.js";
+import { FaultLog } from "../tools/fault-log.js";
+import { type FaultProxy, startProxies } from "../tools/proxy.js";
 import type { WorkloadOptions } from "../workloads/common.js";
 import type { RowSetup } from "./types.js";
 
@@ -359,6 +361,31 @@ return n`,
     await this.cluster.restart(node, { keepData: true });
     this.dropAdmin(node);
     end();
+  }
+
+  private proxySets = 0;
+
+  /**
+   * One faults-tools proxy per node for one client (pass `urls(proxies)`
+   * to its workload): faults on a proxy act on that client's link to that
+   * node only. Their faults go to the fault log (ids offset per set, so
+   * they never collide with the runner's own); closed at dispose.
+   */
+  async proxies(client?: string): Promise<FaultProxy[]> {
+    const offset = ++this.proxySets * 100_000;
+    const log = new FaultLog((event) => {
+      if (event.phase === "start") this.faultCount++;
+      this.faults.write({ ...event, faultId: event.faultId + offset });
+    });
+    const proxies = await startProxies(this.cluster, {
+      ...(client ? { client } : {}),
+      log,
+      seed: this.params.seed,
+    });
+    this.closers.push(async () => {
+      await Promise.all(proxies.map((p) => p.close()));
+    });
+    return proxies;
   }
 
   /** Things to close at dispose (proxies a row started). */

@@ -6,10 +6,17 @@ export async function initIds(
   ctx: RowContext,
   options: Record<string, unknown> = {},
 ): Promise<void> {
-  const ids = new NextId(ctx.urls, { onWarning: () => {}, ...options });
-  try {
-    await ids.init();
-  } finally {
-    await ids.close();
+  // init needs every node; on a loaded machine a first contact can time out: try again.
+  for (let attempt = 1; ; attempt++) {
+    const ids = new NextId(ctx.urls, { onWarning: () => {}, checkTimeoutMs: 5_000, ...options });
+    try {
+      await ids.init();
+      return;
+    } catch (error) {
+      if (attempt >= 3) throw error;
+      await ctx.sleep(200);
+    } finally {
+      await ids.close();
+    }
   }
 }

@@ -48,6 +48,15 @@ export class LockClient {
     return lock;
   }
 
+  /**
+   * Whether the lock on `resource` has more than a third of its TTL left:
+   * a careful client acts only then (a process starved of CPU on a loaded
+   * machine would otherwise act after its validity, L15's pause by accident).
+   */
+  stillValid(resource: string): boolean {
+    return (this.held.get(resource)?.remainingMs() ?? 0) > Math.max(50, this.options.ttlMs / 3);
+  }
+
   /** The critical section's moment: recorded as an instant op with the fence the holder believes in. */
   async use(resource: string): Promise<{ remainingMs: number }> {
     const lock = this.held.get(resource);

@@ -23,8 +23,10 @@ await runWorkload(options, recorder, {
         await client.acquire(resource, options.ttlMs, { waitMs: options.acquireWaitMs ?? 2_000 });
         const value = await client.read(resource);
         await pause(Math.floor(random() * options.holdMs));
-        await client.use(resource);
-        await client.write(resource, value + 1);
+        if (client.stillValid(resource)) {
+          await client.use(resource);
+          await client.write(resource, value + 1);
+        }
         await client.release(resource);
       } catch {
         await client.release(resource).catch(() => {});

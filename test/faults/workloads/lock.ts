@@ -21,7 +21,7 @@ await runWorkload(options, recorder, {
       try {
         await client.acquire(resource, options.ttlMs, { waitMs: options.acquireWaitMs ?? 2_000 });
         await pause(Math.floor(random() * options.holdMs));
-        await client.use(resource);
+        if (client.stillValid(resource)) await client.use(resource);
         await client.release(resource);
       } catch {
         // Recorded as fail/info; a lock still held is released (or expires).
