@@ -9,6 +9,7 @@ import { DelayProxy } from "../../helpers/delay-proxy.js";
 import type { RowContext, Workload } from "../runner/context.js";
 import { initIds } from "../runner/ids-setup.js";
 import type { Row } from "../runner/types.js";
+import { type AofSample, noAofRewriteArgs } from "../tools/power-loss.js";
 import { scriptIs } from "../tools/triggers.js";
 import { calls, ok } from "./history-queries.js";
 import { all } from "./scripts.js";
@@ -116,11 +117,11 @@ export const idRows: Row[] = [
     title:
       "power loss (everysec tail) on node 2, the only overlap of the last round's majority and the next; checks off (negative control)",
     expected: "documented-unsafe",
-    setup: { persistence: "aof-everysec" },
+    setup: { persistence: "aof-everysec", extraArgs: noAofRewriteArgs },
     checks: { ID: "flagged" },
     async run(ctx) {
       await initIds(ctx, unsafeNoCheck);
-      let sampled: { path: string; size: number } | undefined;
+      let sampled: AofSample | undefined;
       const { got } = await loseTheOnlyOverlap(
         ctx,
         { library: { ...unsafeNoCheck, nodeTimeoutMs: 100 } },

@@ -10,9 +10,9 @@ export async function warm(...clients: Workload[]): Promise<void> {
   await Promise.all(
     clients.map(async (client) => {
       const resource = `warm-${client.name}`;
-      // A long TTL: a warm-up is about connecting, whatever the machine's load.
-      await client.call("acquire", { resource, ttlMs: 10_000 });
-      await client.call("release", { resource });
+      await client.call("acquire", { resource });
+      // On a loaded machine the warm-up lock may run out before this: it is about connecting only.
+      await client.attempt("release", { resource });
     }),
   );
 }
@@ -95,6 +95,11 @@ export async function contenders(
       });
     }),
   );
+}
+
+/** Ends loop workloads started with a long duration, once the schedule is done. */
+export async function stopped(ctx: RowContext, workloads: readonly Workload[]): Promise<void> {
+  await Promise.all(workloads.map((w) => ctx.stopWorkload(w)));
 }
 
 /** Waits for loop workloads to finish their duration. */

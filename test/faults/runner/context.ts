@@ -6,23 +6,16 @@
  * runner always calls (also on Ctrl-C).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  rmSync,
-  statSync,
-  truncateSync,
-} from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { LocalCluster } from "../../../src/index.js";
 import { prng } from "../../helpers/seed.js";
 import { HistoryWriter, monotonicMs } from "../history.js";
+import { NodeClock } from "../tools/clock.js";
 import { FaultLog } from "../tools/fault-log.js";
+import { type AofSample, sampleAof, truncateAof } from "../tools/power-loss.js";
 import { type FaultProxy, startProxies } from "../tools/proxy.js";
 import type { WorkloadOptions } from "../workloads/common.js";
 import type { RowSetup } from "./types.js";
@@ -291,52 +284,35 @@ export class RowContext {
     this.dropAdmin(node);
   }
 
-  /** Size of the node's AOF tail file (the incr file of the multi-part AOF), for a later power loss. */
-  aofSize(node: number): { path: string; size: number } {
-    const dir = join(this.cluster.node(node).dataDir, "appendonlydir");
-    if (!existsSync(dir)) throw new Error(`node ${node} has no appendonlydir (is AOF on?)`);
-    const incr = readdirSync(dir)
-      .filter((f) => f.endsWith(".incr.aof"))
-      .sort()
-      .at(-1);
-    if (!incr) throw new Error(`node ${node}: no .incr.aof in ${dir}`);
-    const path = join(dir, incr);
-    return { path, size: statSync(path).size };
+  /** The node's AOF as it is now (faults-tools' sampleAof), for a later power loss. */
+  aofSize(node: number): AofSample {
+    return sampleAof(this.cluster, node);
   }
 
   /**
-   * Power loss: SIGKILL, then the AOF tail cut back to a size sampled
-   * earlier (what an unsynced page cache would have lost), then restart.
+   * Power loss: SIGKILL, then the AOF cut back to a sample taken earlier
+   * (what an unsynced page cache would have lost; faults-tools'
+   * truncateAof), then restart.
    */
-  async powerLoss(node: number, sampled: { path: string; size: number }): Promise<void> {
-    const end = this.faultStart("power-loss", `node-${node}`, `AOF cut to ${sampled.size} bytes`);
+  async powerLoss(node: number, sampled: AofSample): Promise<void> {
+    const end = this.faultStart("power-loss", `node-${node}`, "AOF cut back to an earlier sample");
     await this.cluster.kill(node);
-    truncateSync(sampled.path, sampled.size);
+    truncateAof(this.cluster, node, sampled);
     await this.cluster.restart(node, { keepData: true });
     this.dropAdmin(node);
     end();
   }
 
-  /**
-   * A forward clock jump of `jumpMs` on a node, in its semantic form (the
-   * Lua fallback FAULTS.md describes): every key with a TTL loses `jumpMs`
-   * of it; keys whose TTL runs out are deleted, as an expiry would.
-   */
+  /** The node's clock (faults-tools' NodeClock: TTL shifts, libfaketime hangs this redis-server). */
+  clock(node: number): NodeClock {
+    const clock = NodeClock.of(this.cluster, node, { log: this.toolLog() });
+    this.closers.push(() => clock.close());
+    return clock;
+  }
+
+  /** A forward (positive) or backward clock jump on a node. */
   async clockJump(node: number, jumpMs: number): Promise<void> {
-    this.faultNow("clock-jump", `node-${node}`, `+${jumpMs} ms (TTL shrink)`);
-    await this.admin(node).eval(
-      `local n = 0
-for _, key in ipairs(redis.call('keys', '*')) do
-  local ttl = redis.call('pttl', key)
-  if ttl > 0 then
-    if ttl <= tonumber(ARGV[1]) then redis.call('del', key) else redis.call('pexpire', key, ttl - tonumber(ARGV[1])) end
-    n = n + 1
-  end
-end
-return n`,
-      0,
-      String(jumpMs),
-    );
+    await this.clock(node).jump(jumpMs);
   }
 
   /**
@@ -363,7 +339,16 @@ return n`,
     end();
   }
 
-  private proxySets = 0;
+  private toolLogs = 0;
+
+  /** A FaultLog for one faults-tools tool, into this row's fault log (ids offset: no collisions). */
+  private toolLog(): FaultLog {
+    const offset = ++this.toolLogs * 100_000;
+    return new FaultLog((event) => {
+      if (event.phase === "start") this.faultCount++;
+      this.faults.write({ ...event, faultId: event.faultId + offset });
+    });
+  }
 
   /**
    * One faults-tools proxy per node for one client (pass `urls(proxies)`
@@ -372,14 +357,9 @@ return n`,
    * they never collide with the runner's own); closed at dispose.
    */
   async proxies(client?: string): Promise<FaultProxy[]> {
-    const offset = ++this.proxySets * 100_000;
-    const log = new FaultLog((event) => {
-      if (event.phase === "start") this.faultCount++;
-      this.faults.write({ ...event, faultId: event.faultId + offset });
-    });
     const proxies = await startProxies(this.cluster, {
       ...(client ? { client } : {}),
-      log,
+      log: this.toolLog(),
       seed: this.params.seed,
     });
     this.closers.push(async () => {
