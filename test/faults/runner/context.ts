@@ -423,6 +423,7 @@ export class RowContext {
       fencedStore: spec.fencedStore ?? false,
       callers: spec.callers,
       acquireWaitMs: spec.acquireWaitMs,
+      buggyGroupCommit: spec.buggyGroupCommit,
       sampleMs: spec.sampleMs,
     };
     const child = spawn(

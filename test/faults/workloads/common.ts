@@ -34,6 +34,12 @@ export interface WorkloadOptions {
   readonly storeUrl?: string;
   /** lock-set: write through the fenced store (fencedSet) instead of a plain SET. */
   readonly fencedStore?: boolean;
+  /**
+   * ids, test-only (I9's negative control): a deliberately buggy group
+   * commit that keeps the rest of a round's IDs and hands them to requests
+   * that arrive later, after other instances may have returned higher IDs.
+   */
+  readonly buggyGroupCommit?: boolean;
   /** ids: concurrent callers in this process. */
   readonly callers?: number;
   /** Sampling interval for memory/handles, ms. */
