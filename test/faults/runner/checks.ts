@@ -28,6 +28,20 @@ export interface CheckOptions {
   readonly WGL?: LinearizabilityOptions;
 }
 
+/** WGL's search is exponential in the worst case: it reads the first operations only (below its 300 bound). */
+const wglOpsMax = 250;
+
+/**
+ * The history up to the `opsMax`-th invocation: a prefix is a history too
+ * (operations still open at the cut count as indeterminate), so a long
+ * run's WGL cross-check covers its start instead of giving up on the whole.
+ */
+function smallPrefix(events: readonly HistoryEvent[], opsMax: number): readonly HistoryEvent[] {
+  let invokes = 0;
+  const cut = events.findIndex((e) => e.kind === "op" && e.type === "invoke" && ++invokes > opsMax);
+  return cut === -1 ? events : events.slice(0, cut);
+}
+
 function madeIds(events: readonly HistoryEvent[]): boolean {
   return events.some((e) => e.kind === "op" && e.op === "ids");
 }
@@ -51,7 +65,7 @@ export function runChecker(
         return checkHygiene(events, options.HY);
       case "WGL":
         return checkLinearizable(
-          events,
+          smallPrefix(events, wglOpsMax),
           options.WGL ?? { model: madeIds(events) ? "ids" : "lock" },
         );
     }
