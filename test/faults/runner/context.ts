@@ -257,20 +257,23 @@ export class RowContext {
 
   private pauseEnds = new Map<number, () => void>();
 
+  /**
+   * SIGSTOP. The fault's window is conservative for the liveness checker:
+   * it starts once every node is stopped (LocalCluster waits for /proc to
+   * say so; a command sent before may still be answered) and ends before
+   * the first is resumed.
+   */
   pause(...nodes: number[]): void {
-    for (const i of nodes) {
-      const end = this.faultStart("pause", `node-${i}`);
-      this.cluster.pause(i);
-      this.pauseEnds.set(i, end);
-    }
+    for (const i of nodes) this.cluster.pause(i);
+    for (const i of nodes) this.pauseEnds.set(i, this.faultStart("pause", `node-${i}`));
   }
 
   resume(...nodes: number[]): void {
     for (const i of nodes) {
-      this.cluster.resume(i);
       this.pauseEnds.get(i)?.();
       this.pauseEnds.delete(i);
     }
+    for (const i of nodes) this.cluster.resume(i);
   }
 
   async kill(node: number): Promise<void> {
