@@ -301,6 +301,11 @@ describe("checkResource (RS)", () => {
     assert.equal(checkResource(events).verdict, "ok");
   });
 
+  it("leaves writes without a token out of the fence check", () => {
+    const events = serial().read("d", "v", [30, 31], 3).write("d", "v", [32, 33], 4).build();
+    assert.equal(checkResource(events, { fenced: true }).verdict, "ok");
+  });
+
   it("flags a stale-token write the fenced store accepted, and counts refused ones", () => {
     const events = serial()
       .write("z", "v", [30, 31], 9, { fence: 1, type: "fail", code: "STALE_FENCE" })
