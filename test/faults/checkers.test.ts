@@ -8,6 +8,7 @@ import {
   checkLiveness,
   checkMutualExclusion,
   checkResource,
+  faultWindows,
   MalformedHistoryError,
   pairOperations,
 } from "./checkers/index.js";
@@ -360,6 +361,19 @@ describe("checkLiveness (LV)", () => {
     assert.match(result.violations[0]!, /acquire succeeded while unavailable by design/);
     const explicit = checkLiveness(events, { unavailableWindows: [{ startMs: 90, endMs: 110 }] });
     assert.equal(explicit.verdict, "violation");
+  });
+
+  it("counts only the named processes, e.g. the client a partition cut off (L9)", () => {
+    const events = history()
+      .hold("cut-off", "x", 0, 10)
+      .hold("other", "x", 60, 70)
+      .fault("blackhole", "client cut-off", 50, 100)
+      .build();
+    const unavailableWindows = faultWindows(events).filter((f) => f.fault === "blackhole");
+    const only = (processes: string[]) =>
+      checkLiveness(events, { processes, unavailableWindows }).verdict;
+    assert.equal(only(["cut-off"]), "ok");
+    assert.equal(only(["cut-off", "other"]), "violation");
   });
 
   it("gives the recovery time at the start of a window after a fault", () => {
