@@ -424,6 +424,19 @@ describe("checkHygiene (HY)", () => {
     assert.match(violations, /a: 1 activeSockets left at exit/);
   });
 
+  it("does not look for a clean exit from a client the runner killed", () => {
+    const leaky = { ...clean, activeSockets: 2 };
+    const events = history()
+      .sample("lock-1", 0, leaky)
+      .sample("lock-2", 0, leaky)
+      .fault("kill", "client lock-1", 5)
+      .build();
+    const violations = checkHygiene(events).violations;
+    assert.equal(violations.length, 1);
+    assert.match(violations[0]!, /^lock-2: 2 activeSockets left at exit/);
+    assert.equal(checkHygiene(events, { killed: ["lock-2"] }).verdict, "ok");
+  });
+
   it("flags an undocumented error code", () => {
     const events = history().acquire("a", "x", [1, 2], { type: "info" }).build();
     const result = checkHygiene(events, { allowedErrorCodes: ["ERR_QUORUM"] });
