@@ -8,6 +8,7 @@ import {
   checkLiveness,
   checkMutualExclusion,
   checkResource,
+  faultWindows,
   MalformedHistoryError,
   pairOperations,
 } from "./checkers/index.js";
@@ -301,6 +302,11 @@ describe("checkResource (RS)", () => {
     assert.equal(checkResource(events).verdict, "ok");
   });
 
+  it("leaves writes without a token out of the fence check", () => {
+    const events = serial().read("d", "v", [30, 31], 3).write("d", "v", [32, 33], 4).build();
+    assert.equal(checkResource(events, { fenced: true }).verdict, "ok");
+  });
+
   it("flags a stale-token write the fenced store accepted, and counts refused ones", () => {
     const events = serial()
       .write("z", "v", [30, 31], 9, { fence: 1, type: "fail", code: "STALE_FENCE" })
@@ -357,6 +363,19 @@ describe("checkLiveness (LV)", () => {
     assert.equal(explicit.verdict, "violation");
   });
 
+  it("counts only the named processes, e.g. the client a partition cut off (L9)", () => {
+    const events = history()
+      .hold("cut-off", "x", 0, 10)
+      .hold("other", "x", 60, 70)
+      .fault("blackhole", "client cut-off", 50, 100)
+      .build();
+    const unavailableWindows = faultWindows(events).filter((f) => f.fault === "blackhole");
+    const only = (processes: string[]) =>
+      checkLiveness(events, { processes, unavailableWindows }).verdict;
+    assert.equal(only(["cut-off"]), "ok");
+    assert.equal(only(["cut-off", "other"]), "violation");
+  });
+
   it("gives the recovery time at the start of a window after a fault", () => {
     const events = acquires([0, 40, 200, 240]).fault("pause", "nodes 1,2,3", 45, 100).build();
     assert.equal(checkLiveness(events, { maxGapMs: 50, nodeCount: 5 }).verdict, "violation");
@@ -403,6 +422,19 @@ describe("checkHygiene (HY)", () => {
     const violations = checkHygiene(events).violations.join("\n");
     assert.match(violations, /a: 1 unhandled rejection/);
     assert.match(violations, /a: 1 activeSockets left at exit/);
+  });
+
+  it("does not look for a clean exit from a client the runner killed", () => {
+    const leaky = { ...clean, activeSockets: 2 };
+    const events = history()
+      .sample("lock-1", 0, leaky)
+      .sample("lock-2", 0, leaky)
+      .fault("kill", "client lock-1", 5)
+      .build();
+    const violations = checkHygiene(events).violations;
+    assert.equal(violations.length, 1);
+    assert.match(violations[0]!, /^lock-2: 2 activeSockets left at exit/);
+    assert.equal(checkHygiene(events, { killed: ["lock-2"] }).verdict, "ok");
   });
 
   it("flags an undocumented error code", () => {

@@ -56,6 +56,11 @@ describe("renderReport", () => {
     );
   });
 
+  it("summarises each operation's outcomes and latency percentiles", () => {
+    const html = renderReport({ title: "t", events: overlapping(), results: [] });
+    assert.match(html, /<tr><td>acquire<\/td><td>2<\/td><td>0<\/td><td>1<\/td><td>1\.00<\/td>/);
+  });
+
   it("outlines the operations a violation names", () => {
     const events = overlapping();
     const html = renderReport({ title: "t", events, results: [checkMutualExclusion(events)] });

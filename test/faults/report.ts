@@ -8,7 +8,7 @@
 
 import { writeFileSync } from "node:fs";
 import { extractHolds } from "./checkers/holds.js";
-import { type Operation, pairOperations } from "./checkers/operations.js";
+import { groupBy, type Operation, pairOperations } from "./checkers/operations.js";
 import { faultWindows, historySpan } from "./checkers/windows.js";
 import type { CheckResult, HistoryEvent } from "./history.js";
 import { renderLatency } from "./report/latency.js";
@@ -57,6 +57,7 @@ ${verdicts(input.results, input.maxViolations ?? 100)}
 <p class="legend"><span class="ok">ok</span> <span class="fail">fail</span> <span class="info">info</span> bars run from invocation to completion (dashed: never completed); blue under a bar: a hold; shaded: a fault; outlined: named by a violation. Times are ms from the first event; hover for details.</p>
 ${note(timeline.note)}<div class="scroll">${timeline.svg}</div>
 <h2>Latency</h2>
+${latencyTable(operations)}
 <p class="legend">Each completed operation at its completion time against its latency (log scale); hollow: fail or info.</p>
 ${note(latency.note)}<div class="scroll">${latency.svg}</div>
 <h2>Faults</h2>
@@ -126,6 +127,27 @@ function faultTable(faults: ReturnType<typeof faultWindows>, fromMs: number): st
     return `<tr>${cells.map((c) => `<td>${escapeHtml(c)}</td>`).join("")}</tr>`;
   });
   return `<table class="faults"><tr><th>id</th><th>fault</th><th>start (ms)</th><th>end (ms)</th></tr>${rows.join("")}</table>`;
+}
+
+/** Per operation: how many ended each way, and latency percentiles of the completed ones. */
+function latencyTable(operations: readonly Operation[]): string {
+  const byOp = groupBy(operations, (op) => op.op);
+  if (byOp.size === 0) return "";
+  const rows = [...byOp.entries()].sort().map(([name, ops]) => {
+    const done = ops
+      .filter((op) => Number.isFinite(op.completeMs))
+      .map((op) => op.completeMs - op.invokeMs)
+      .sort((a, b) => a - b);
+    const at = (q: number) =>
+      done.length === 0
+        ? "–"
+        : done[Math.min(done.length - 1, Math.floor(q * done.length))]!.toFixed(2);
+    const count = (type: Operation["type"]) => String(ops.filter((op) => op.type === type).length);
+    const cells = [name, count("ok"), count("fail"), count("info"), at(0.5), at(0.99), at(1)];
+    return `<tr>${cells.map((c) => `<td>${escapeHtml(c)}</td>`).join("")}</tr>`;
+  });
+  const head = ["op", "ok", "fail", "info", "p50 ms", "p99 ms", "max ms"];
+  return `<table class="latency"><tr>${head.map((h) => `<th>${h}</th>`).join("")}</tr>${rows.join("")}</table>`;
 }
 
 const note = (text: string) => (text === "" ? "" : `<p class="note">${escapeHtml(text)}</p>`);

@@ -32,6 +32,12 @@ export interface HygieneOptions {
   readonly bounded?: readonly BoundedSample[];
   /** Where `bounded` applies (default: the whole history), e.g. a stalled node's minutes (I15). */
   readonly window?: Window;
+  /**
+   * Processes with no clean exit to check (besides those a `kill` fault
+   * targets as "client NAME", found in the fault log): a killed process
+   * never took its exit sample.
+   */
+  readonly killed?: readonly string[];
 }
 
 export function checkHygiene(
@@ -46,11 +52,12 @@ export function checkHygiene(
   const violations: string[] = [];
   const unhandledKey = options.unhandledKey ?? "unhandledRejections";
   const exitKeys = options.exitKeys ?? ["activeTimers", "activeSockets"];
+  const killed = new Set([...(options.killed ?? []), ...killedClients(events)]);
   for (const [process, own] of byProcess) {
     const unhandled = own.reduce((n, s) => Math.max(n, s.values[unhandledKey] ?? 0), 0);
     if (unhandled > 0) violations.push(`${process}: ${unhandled} unhandled rejection(s)`);
     const last = own.at(-1)!;
-    for (const key of exitKeys) {
+    for (const key of killed.has(process) ? [] : exitKeys) {
       const left = last.values[key] ?? 0;
       if (left > 0) {
         violations.push(
@@ -70,6 +77,18 @@ export function checkHygiene(
     violations,
     stats: { processes: byProcess.size, samples: samples.length, errors: errors.count },
   };
+}
+
+/** Client processes the runner killed: "client lock-2" as a `kill` fault's target. */
+function killedClients(events: readonly HistoryEvent[]): string[] {
+  const names: string[] = [];
+  for (const event of events) {
+    if (event.kind !== "fault" || event.phase !== "start" || !event.fault.includes("kill"))
+      continue;
+    const match = /^client\s+(\S+)$/.exec(event.target.trim());
+    if (match) names.push(match[1]!);
+  }
+  return names;
 }
 
 function errorViolations(events: readonly HistoryEvent[], allowed?: readonly string[]) {

@@ -14,6 +14,8 @@ export interface LivenessOptions {
   readonly op?: OpName;
   /** Only this resource's operations count (default: all). */
   readonly resource?: string;
+  /** Only these processes' operations count (default: all), e.g. the partitioned client of L9. */
+  readonly processes?: readonly string[];
   /** The longest stretch of a healthy window allowed without an `ok` (required to check healthy windows). */
   readonly maxGapMs?: number;
   /** Where the operation must succeed. Default: derived with `nodeCount`, else the whole history. */
@@ -34,7 +36,10 @@ export function checkLiveness(
 ): CheckResult {
   const name = options.op ?? "acquire";
   const ops = pairOperations(events).filter(
-    (op) => op.op === name && (options.resource === undefined || op.resource === options.resource),
+    (op) =>
+      op.op === name &&
+      (options.resource === undefined || op.resource === options.resource) &&
+      (options.processes === undefined || options.processes.includes(op.process)),
   );
   const oks = ops.filter((op) => op.type === "ok");
   const { healthy, unavailable } = windowsFor(events, options);

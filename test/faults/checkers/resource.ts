@@ -138,7 +138,10 @@ function sameReadTwice(resource: string, updates: readonly Update[]): string[] {
  * acknowledged before they were invoked: the store failed to refuse them.
  */
 function staleFenceAccepted(resource: string, ops: readonly Operation[]): string[] {
-  const fenced = ops.filter((op) => op.op === "write" && op.type === "ok");
+  // A write without a token (a lock without fencing) is not the fenced store's to refuse.
+  const fenced = ops.filter(
+    (op) => op.op === "write" && op.type === "ok" && op.args.fence !== undefined,
+  );
   const byCompletion = [...fenced].sort((a, b) => a.completeMs - b.completeMs);
   const violations: string[] = [];
   let done = 0;

@@ -59,20 +59,22 @@ export function renderLatency(
       `<circle cx="${num(x(op.completeMs))}" cy="${num(y(op.completeMs - op.invokeMs))}" r="2.5" ${fill}><title>${escapeHtml(tip)}</title></circle>`,
     );
   }
-  const present = [...new Set(completed.map((op) => op.op))].sort();
-  present.forEach((name, i) => {
-    const lx = LEFT + i * 90;
-    parts.push(
-      `<circle cx="${lx}" cy="${TOP + HEIGHT + 32}" r="4" fill="${opColour[name] ?? "#333"}"/>`,
-    );
-    parts.push(
-      `<text x="${lx + 8}" y="${TOP + HEIGHT + 36}" class="tick">${escapeHtml(name)}</text>`,
-    );
-  });
+  parts.push(...legend([...new Set(completed.map((op) => op.op))].sort()));
   const note =
     points.length < completed.length
       ? `Showing ${points.length} of ${completed.length} completed operations: every fail and info one, and an even sample of the ok ones.`
       : "";
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${LEFT + WIDTH + 20}" height="${TOP + HEIGHT + 48}">${parts.join("")}</svg>`;
   return { svg, note };
+}
+
+/** One coloured dot and name per operation present, under the plot. */
+function legend(names: readonly string[]): string[] {
+  return names.flatMap((name, i) => {
+    const lx = LEFT + i * 90;
+    return [
+      `<circle cx="${lx}" cy="${TOP + HEIGHT + 32}" r="4" fill="${opColour[name] ?? "#333"}"/>`,
+      `<text x="${lx + 8}" y="${TOP + HEIGHT + 36}" class="tick">${escapeHtml(name)}</text>`,
+    ];
+  });
 }
