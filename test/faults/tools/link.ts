@@ -5,7 +5,7 @@
  * sent), so a trigger can act on the reply of the very command it matched.
  */
 import { createConnection, type Socket } from "node:net";
-import { type Pipe, Pipe as PipeClass, type StreamConditions, type Verdict } from "./pipe.js";
+import { Pipe, type StreamConditions, type Verdict } from "./pipe.js";
 import { commandArgs, describeFrame, isPush, RespSplitter } from "./resp.js";
 import type { ArmedTrigger, ProxyCommand } from "./triggers.js";
 import { toCommand } from "./triggers.js";
@@ -62,8 +62,8 @@ export class Link {
       random: () => context.random(),
       reset: (reason: "action" | "limit") => (reason === "limit" ? this.close() : this.reset()),
     });
-    this.up = new PipeClass(this.upstream, hooks("up"));
-    this.down = new PipeClass(client, hooks("down"));
+    this.up = new Pipe(this.upstream, hooks("up"));
+    this.down = new Pipe(client, hooks("down"));
     if (context.partitioned()) this.hold();
     client.on("data", (chunk: Buffer) => this.fromClient(chunk));
     this.upstream.on("data", (chunk: Buffer) => this.fromNode(chunk));
