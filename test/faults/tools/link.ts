@@ -22,6 +22,9 @@ export interface LinkContext {
   /** A trigger acted on a reply: for the fault log. */
   noteReply(fault: string, command: ProxyCommand, reply: string, holdMs?: number): () => void;
   closed(link: Link): void;
+  failed(error: unknown): void;
+  /** Runs a trigger's hook; a hook that throws is reported, and the traffic goes on. */
+  runHook(name: string, command: ProxyCommand, hook: () => void | Promise<void>): Promise<void>;
 }
 
 /** Commands after which replies are no longer one per command: stop pairing. */
@@ -61,6 +64,10 @@ export class Link {
       blocked: () => context.partitioned(),
       random: () => context.random(),
       reset: (reason: "action" | "limit") => (reason === "limit" ? this.close() : this.reset()),
+      failed: (error: unknown) => {
+        context.failed(error);
+        this.reset();
+      },
     });
     this.up = new Pipe(this.upstream, hooks("up"));
     this.down = new Pipe(client, hooks("down"));
@@ -167,7 +174,7 @@ export class Link {
       this.up.push(frame, {
         ...(onCommand && {
           action: async (): Promise<Verdict> => {
-            await onCommand(command);
+            await this.context.runHook("onCommand", command, () => onCommand(command));
             return "deliver";
           },
         }),
@@ -200,7 +207,8 @@ export class Link {
     this.down.push(frame, {
       holdMs,
       action: async (): Promise<Verdict> => {
-        await trigger.spec.onReply?.(command, reply);
+        const onReply = trigger.spec.onReply;
+        if (onReply) await this.context.runHook("onReply", command, () => onReply(command, reply));
         endHold?.();
         if (action === "swallow") {
           this.context.noteReply("reply-swallowed", command, reply);

@@ -269,6 +269,21 @@ describe("fault proxy against a real redis-server", () => {
     assert.deepEqual(seen, ["a :1", "a :2"]);
   });
 
+  it("a hook that throws is reported in errors; the command still goes through", async () => {
+    await startProxy();
+    const c = client();
+    proxy.trigger({
+      match: commandIs("SET"),
+      onCommand: () => {
+        throw new Error("boom");
+      },
+    });
+    assert.equal(await c.set("k", "v"), "OK");
+    assert.equal(proxy.errors.length, 1);
+    assert.match(String(proxy.errors[0]), /node-0: the onCommand hook of a trigger on SET threw/);
+    assert.match(String((proxy.errors[0] as Error).cause), /boom/);
+  });
+
   it("per-client proxies: a fault on A's link to a node leaves B's link to it alone", async () => {
     log = new FaultLog();
     const [a, b] = await Promise.all([
