@@ -142,7 +142,8 @@ export class Link {
     if (this.finished) return;
     await pipe.idle();
     const slowCloseMs = this.context.slowCloseMs();
-    if (slowCloseMs > 0) await new Promise((resolve) => setTimeout(resolve, slowCloseMs));
+    // Unref'd: a proxy closed meanwhile must not keep the process alive for it.
+    if (slowCloseMs > 0) await new Promise((resolve) => setTimeout(resolve, slowCloseMs).unref());
     if (this.finished) return;
     this.finish();
     if (withError) other.resetAndDestroy();

@@ -88,6 +88,18 @@ describe("fault proxy against a real redis-server", () => {
     );
   });
 
+  it("jitter never reorders: 50 pipelined INCRs under 30 ± 30 ms both ways come back 1..50", async () => {
+    await startProxy();
+    const c = client();
+    await c.ping();
+    proxy.latency(30, { jitterMs: 30, direction: "both" });
+    const replies = await Promise.all(Array.from({ length: 50 }, () => c.incr("n")));
+    assert.deepEqual(
+      replies,
+      Array.from({ length: 50 }, (_, i) => i + 1),
+    );
+  });
+
   it("blackhole: a command times out; heal delivers and the stream stays whole", async () => {
     await startProxy();
     const c = client(300);
