@@ -1,7 +1,13 @@
 /** The fault tools the runner and the rows use; everything else in this folder is internal. */
 export { NodeClock, type NodeClockOptions, type ShiftResult } from "./clock.js";
 export { FaultLog, type FaultNote } from "./fault-log.js";
-export { type AofSample, noAofRewriteArgs, sampleAof, truncateAof } from "./power-loss.js";
+export {
+  type AofSample,
+  AofSampler,
+  noAofRewriteArgs,
+  sampleAof,
+  truncateAof,
+} from "./power-loss.js";
 export {
   killProcess,
   NodeFaults,
