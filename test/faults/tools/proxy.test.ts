@@ -318,6 +318,32 @@ describe("fault proxy against a real redis-server", () => {
     }
   });
 
+  it("reset after the acquire ran on one node: a lost vote, and the release leaves no key (L12)", async () => {
+    log = new FaultLog();
+    const proxies = await startProxies(cluster.cluster, { client: "a", log });
+    let redlock: Redlock | undefined;
+    try {
+      redlock = new Redlock(
+        proxies.map((p) => p.url),
+        { retry: { retries: 0 }, nodeTimeoutMs: 1_000 },
+      );
+      proxies[1]!.trigger({ match: scriptIs("acquire"), reply: "reset" });
+      const lock = await redlock.acquire(["r"], 5_000);
+      assert.equal(lock.grantedNodeCount, 2);
+      // The script ran on node 1: its key is there though the client never heard.
+      assert.equal(await cluster.client(1).exists("r"), 1);
+      await lock.release();
+      await cluster.waitForNoKeys(5_000);
+      assert.deepEqual(
+        log.events.map((e) => [e.fault, e.target]),
+        [["reset-after-command", "a→node-1"]],
+      );
+    } finally {
+      await redlock?.close();
+      await Promise.all(proxies.map((p) => p.close()));
+    }
+  });
+
   it("onCommand hook: kill -9 a node as the acquire script reaches it; the acquire still wins 2 of 3", async () => {
     log = new FaultLog();
     const proxies = await startProxies(cluster.cluster, { client: "a", log });
