@@ -5,7 +5,7 @@
  * sent), so a trigger can act on the reply of the very command it matched.
  */
 import { createConnection, type Socket } from "node:net";
-import { type Pipe, Pipe as PipeClass, type StreamConditions, type Verdict } from "./pipe.js";
+import { Pipe, type StreamConditions, type Verdict } from "./pipe.js";
 import { commandArgs, describeFrame, isPush, RespSplitter } from "./resp.js";
 import type { ArmedTrigger, ProxyCommand } from "./triggers.js";
 import { toCommand } from "./triggers.js";
@@ -22,6 +22,9 @@ export interface LinkContext {
   /** A trigger acted on a reply: for the fault log. */
   noteReply(fault: string, command: ProxyCommand, reply: string, holdMs?: number): () => void;
   closed(link: Link): void;
+  failed(error: unknown): void;
+  /** Runs a trigger's hook; a hook that throws is reported, and the traffic goes on. */
+  runHook(name: string, command: ProxyCommand, hook: () => void | Promise<void>): Promise<void>;
 }
 
 /** Commands after which replies are no longer one per command: stop pairing. */
@@ -61,9 +64,13 @@ export class Link {
       blocked: () => context.partitioned(),
       random: () => context.random(),
       reset: (reason: "action" | "limit") => (reason === "limit" ? this.close() : this.reset()),
+      failed: (error: unknown) => {
+        context.failed(error);
+        this.reset();
+      },
     });
-    this.up = new PipeClass(this.upstream, hooks("up"));
-    this.down = new PipeClass(client, hooks("down"));
+    this.up = new Pipe(this.upstream, hooks("up"));
+    this.down = new Pipe(client, hooks("down"));
     if (context.partitioned()) this.hold();
     client.on("data", (chunk: Buffer) => this.fromClient(chunk));
     this.upstream.on("data", (chunk: Buffer) => this.fromNode(chunk));
@@ -135,7 +142,8 @@ export class Link {
     if (this.finished) return;
     await pipe.idle();
     const slowCloseMs = this.context.slowCloseMs();
-    if (slowCloseMs > 0) await new Promise((resolve) => setTimeout(resolve, slowCloseMs));
+    // Unref'd: a proxy closed meanwhile must not keep the process alive for it.
+    if (slowCloseMs > 0) await new Promise((resolve) => setTimeout(resolve, slowCloseMs).unref());
     if (this.finished) return;
     this.finish();
     if (withError) other.resetAndDestroy();
@@ -167,7 +175,7 @@ export class Link {
       this.up.push(frame, {
         ...(onCommand && {
           action: async (): Promise<Verdict> => {
-            await onCommand(command);
+            await this.context.runHook("onCommand", command, () => onCommand(command));
             return "deliver";
           },
         }),
@@ -200,7 +208,8 @@ export class Link {
     this.down.push(frame, {
       holdMs,
       action: async (): Promise<Verdict> => {
-        await trigger.spec.onReply?.(command, reply);
+        const onReply = trigger.spec.onReply;
+        if (onReply) await this.context.runHook("onReply", command, () => onReply(command, reply));
         endHold?.();
         if (action === "swallow") {
           this.context.noteReply("reply-swallowed", command, reply);

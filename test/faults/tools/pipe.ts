@@ -35,6 +35,8 @@ export interface PipeHooks {
   random(): number;
   /** An action said "reset", or `limitBytes` was reached. */
   reset(reason: "action" | "limit"): void;
+  /** A bug in the pipe itself: reported, the connection reset. */
+  failed(error: unknown): void;
 }
 
 export class Pipe {
@@ -68,7 +70,7 @@ export class Pipe {
     const readyAtMs = Math.max(this.lastReadyAtMs, performance.now() + delayMs);
     this.lastReadyAtMs = readyAtMs;
     this.queue.push({ bytes, readyAtMs, action: options.action });
-    void this.run();
+    this.run().catch((error: unknown) => this.hooks.failed(error));
   }
 
   /** From now on nothing more goes this way (a reply was swallowed). */

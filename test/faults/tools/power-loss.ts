@@ -103,3 +103,57 @@ export function truncateAof(
   }
   return cutBytes;
 }
+
+/**
+ * Samples node `index`'s AOF every `everyMs`, so a power loss at any moment
+ * can cut back to what was on disk `ageMs` earlier (`before(1000)`: the
+ * second `appendfsync everysec` may lose). Keeps samples for `keepMs`.
+ */
+export class AofSampler {
+  private readonly samples: AofSample[] = [];
+  private readonly timer: ReturnType<typeof setInterval>;
+
+  constructor(
+    private readonly cluster: Pick<LocalCluster, "node">,
+    readonly index: number,
+    options: { everyMs?: number; keepMs?: number } = {},
+  ) {
+    const everyMs = options.everyMs ?? 50;
+    const keepMs = options.keepMs ?? 10_000;
+    if (!(everyMs >= 1) || !(keepMs >= everyMs)) {
+      throw new RangeError(
+        `AofSampler: need everyMs ≥ 1 and keepMs ≥ everyMs, got ${everyMs}, ${keepMs}`,
+      );
+    }
+    this.take();
+    this.timer = setInterval(() => {
+      this.take();
+      const oldestMs = monotonicMs() - keepMs;
+      while (this.samples.length > 1 && this.samples[1]!.timeMs < oldestMs) this.samples.shift();
+    }, everyMs);
+    this.timer.unref();
+  }
+
+  /** The newest sample at least `ageMs` old, or undefined if sampling began less than `ageMs` ago. */
+  before(ageMs: number): AofSample | undefined {
+    const latestMs = monotonicMs() - ageMs;
+    for (let i = this.samples.length - 1; i >= 0; i--) {
+      if (this.samples[i]!.timeMs <= latestMs) return this.samples[i];
+    }
+    return undefined;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private take(): void {
+    // A node down or restarting right now has nothing to sample: skip this one.
+    if (this.cluster.node(this.index).state !== "running") return;
+    try {
+      this.samples.push(sampleAof(this.cluster, this.index));
+    } catch {
+      // Mid-rewrite or being recreated: the next sample will do.
+    }
+  }
+}

@@ -5,7 +5,7 @@ import { Redis } from "ioredis";
 import { LocalCluster } from "../../../src/index.js";
 import { sleep } from "../../helpers/sleep.js";
 import { FaultLog } from "./fault-log.js";
-import { noAofRewriteArgs, sampleAof } from "./power-loss.js";
+import { AofSampler, noAofRewriteArgs, sampleAof } from "./power-loss.js";
 import { killProcess, NodeFaults, pauseProcessFor } from "./process-faults.js";
 
 describe("process faults", () => {
@@ -52,6 +52,24 @@ describe("process faults", () => {
       faults.log.events.filter((e) => e.fault === "power-loss").map((e) => e.phase),
       ["start", "end"],
     );
+  });
+
+  it("AofSampler: a power loss cuts back to the AOF as it was a given time ago", async () => {
+    const sampler = new AofSampler(cluster, 0, { everyMs: 20 });
+    try {
+      await client.set("old", "1");
+      await sleep(300);
+      const writtenAtMs = performance.now();
+      await client.set("recent", "1");
+      const sample = sampler.before(performance.now() - writtenAtMs + 100);
+      assert.ok(sample, "a sample from before the recent write");
+      await faults.powerLoss(0, sample);
+      assert.equal(await client.get("old"), "1");
+      assert.equal(await client.get("recent"), null);
+      assert.equal(sampler.before(60_000), undefined);
+    } finally {
+      sampler.stop();
+    }
   });
 
   it("a cut inside a command loads too (aof-load-truncated): the torn write is dropped", async () => {

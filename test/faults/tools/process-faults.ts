@@ -33,7 +33,8 @@ export class NodeFaults {
     this.cluster.pause(index);
     const end = this.log.start({ fault: "pause", target: nodeName(index) });
     return () => {
-      this.cluster.resume(index);
+      // Killed or restarted while paused: nothing to resume.
+      if (this.cluster.node(index).state === "paused") this.cluster.resume(index);
       end();
     };
   }

@@ -48,6 +48,11 @@ export interface FaultProxyOptions {
   readonly log?: FaultLog;
   /** Seeds jitter and slice sizes, so a run can be repeated. Default 1. */
   readonly seed?: number;
+  /**
+   * Called when a trigger's hook throws (the traffic goes on as if the
+   * hook had returned). Default: the error is kept in `errors` only.
+   */
+  readonly onError?: (error: unknown) => void;
 }
 
 type StreamFault = "latency" | "slicer" | "bandwidth" | "limit-data";
@@ -68,6 +73,9 @@ export class FaultProxy implements AsyncDisposable {
   private slowCloseMs = 0;
   private nextLinkId = 1;
   private closing = false;
+  private readonly onError: ((error: unknown) => void) | undefined;
+  /** Errors of hooks (and of the proxy itself), in order: a run should fail on any. */
+  readonly errors: unknown[] = [];
 
   private constructor(server: Server, options: FaultProxyOptions) {
     this.server = server;
@@ -75,6 +83,7 @@ export class FaultProxy implements AsyncDisposable {
     this.name = options.name ?? `port ${options.targetPort}`;
     this.log = options.log ?? new FaultLog();
     this.random = prng(options.seed ?? 1);
+    this.onError = options.onError;
     server.on("connection", (socket) => this.accept(socket));
   }
 
@@ -265,7 +274,27 @@ export class FaultProxy implements AsyncDisposable {
       return () => {};
     },
     closed: (link) => this.links.delete(link),
+    failed: (error) => this.fail(error),
+    runHook: async (name, command, hook) => {
+      try {
+        await hook();
+      } catch (error) {
+        this.fail(
+          new Error(
+            `${this.name}: the ${name} hook of a trigger on ${command.script ?? command.name} threw`,
+            {
+              cause: error,
+            },
+          ),
+        );
+      }
+    },
   };
+
+  private fail(error: unknown): void {
+    this.errors.push(error);
+    this.onError?.(error);
+  }
 
   private setStream(
     fault: StreamFault,
