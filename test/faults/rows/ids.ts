@@ -461,33 +461,47 @@ export const idRows: Row[] = [
       await stopAll(ctx, [...ids, ...locks]);
     },
   },
-  {
-    id: "I16",
-    title:
-      "a lost node slower than the rest (answers after the majority decided) is repaired from its late answers",
-    expected: "safe",
-    setup: { persistence: "aof-always" },
-    checks: { ID: "clean", LV: "clean" },
-    async run(ctx) {
-      const proxy = await DelayProxy.start(ctx.cluster.node(4).port, 60);
-      ctx.closers.push(() => proxy.close());
-      const urls = [...ctx.urls.slice(0, 4), proxy.url];
-      const library = { repairDelayMs: 1_100, nodeTimeoutMs: 200 };
-      await initIds(ctx, library);
-      const clients = await idClients(ctx, 2, { urls, library });
-      await ctx.sleep(300);
-      ctx.faultNow("latency", "node-4", "+60 ms on every reply (delay proxy)");
-      await ctx.restart(4, false);
-      const repaired = await ctx.waitFor(
-        async () => (await ctx.admin(4).get("redquorum:id:marker")) === "1",
-        6_000,
-      );
-      ctx.expect(repaired, "the slow node restarted empty was not repaired within 6 s");
-      await ctx.sleep(200);
-      await stopAll(ctx, clients);
-      ctx.note(
-        "N=2 and N=4-with-one-down variants are not scripted here (test/integration/id-repair.test.ts covers them)",
-      );
-    },
-  },
+  ...([5, 4, 2] as const).map(
+    (nodeCount): Row => ({
+      id: nodeCount === 5 ? "I16" : `I16-n${nodeCount}`,
+      title:
+        nodeCount === 5
+          ? "a lost node slower than the rest (answers after the majority decided) is repaired from its late answers"
+          : nodeCount === 4
+            ? "N = 4 with one node down: the last node, slow and restarted empty, is repaired from the N − Q + 1 others"
+            : "N = 2: the second node, slow and restarted empty, is repaired from the other",
+      expected: "safe",
+      setup: { persistence: "aof-always", nodeCount },
+      checks: { ID: "clean", LV: "clean" },
+      async run(ctx) {
+        const lost = nodeCount - 1;
+        const proxy = await DelayProxy.start(ctx.cluster.node(lost).port, 60);
+        ctx.closers.push(() => proxy.close());
+        const urls = [...ctx.urls.slice(0, lost), proxy.url];
+        const library = { repairDelayMs: 1_100, nodeTimeoutMs: 200 };
+        await initIds(ctx, library);
+        const clients = await idClients(ctx, 2, { urls, library });
+        await ctx.sleep(300);
+        // N = 4: one more node down, so every round needs the lost node once it is back.
+        if (nodeCount === 4) await ctx.kill(0);
+        ctx.faultNow("latency", `node-${lost}`, "+60 ms on every reply (delay proxy)");
+        await ctx.restart(lost, false);
+        const repaired = await ctx.waitFor(
+          async () => (await ctx.admin(lost).get("redquorum:id:marker")) === "1",
+          6_000,
+        );
+        ctx.expect(repaired, `the slow node ${lost}, restarted empty, was not repaired within 6 s`);
+        // IDs flow again after it, above every earlier one (verify, and the ID checker).
+        await ctx.sleep(500);
+        await stopAll(ctx, clients);
+      },
+      verify(events, ctx) {
+        const restart = events.find((e) => e.kind === "fault" && e.fault === "restart-empty");
+        const after = calls(events, "ids").filter(
+          (c) => ok(c) && restart && c.invoke.timeMs > restart.timeMs,
+        );
+        ctx.expect(after.length > 0, "no ID after the lost node's restart");
+      },
+    }),
+  ),
 ];
