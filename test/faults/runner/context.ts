@@ -6,7 +6,7 @@
  * runner always calls (also on Ctrl-C).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
@@ -33,6 +33,24 @@ let bundleDir: string | undefined | null;
  * cores. Same sources (src/ and test/faults/workloads/), ioredis left
  * external. FAULTS_NO_BUNDLE=1 runs them through tsx instead.
  */
+/** Bundles left by runners that were killed (no exit handler ran): their pid is gone. */
+function removeOrphanBundles(root: string): void {
+  for (const name of readdirSync(root)) {
+    const pid = Number(/^\.build-(\d+)-/.exec(name)?.[1] ?? Number.NaN);
+    const orphan = name.startsWith(".build-") && (!Number.isInteger(pid) || !alive(pid));
+    if (orphan) rmSync(join(root, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 async function workloadArgs(kind: WorkloadKind): Promise<string[]> {
   const source = join(workloadsDir, `${kind}.ts`);
   if (process.env.FAULTS_NO_BUNDLE === "1" || bundleDir === null)
@@ -43,7 +61,8 @@ async function workloadArgs(kind: WorkloadKind): Promise<string[]> {
       // Inside the repository, so the bundle's bare imports (ioredis) resolve from its node_modules.
       const root = join(workloadsDir, "../../../.faults");
       mkdirSync(root, { recursive: true });
-      const dir = mkdtempSync(join(root, ".build-"));
+      removeOrphanBundles(root);
+      const dir = mkdtempSync(join(root, `.build-${process.pid}-`));
       process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
       await build({
         entryPoints: workloadKinds.map((k) => join(workloadsDir, `${k}.ts`)),
