@@ -10,6 +10,7 @@ export {
   type LocalClusterOptions,
   type LocalNode,
   type Persistence,
+  type RestartOptions,
 } from "./cluster/local-cluster.js";
 export { maxId } from "./decimal.js";
 export {

@@ -3,15 +3,21 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvalidArgumentError, RedquorumError } from "../errors.js";
+
+export type { Persistence } from "./persistence.js";
+
 import { limits } from "../limits.js";
 import { markerKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
 import { freePort, ping, portHolder, send } from "./local-sockets.js";
+import {
+  type Persistence,
+  persistenceArgs,
+  requireArgs,
+  requirePersistence,
+} from "./persistence.js";
 import { processState, sleepSync } from "./process-state.js";
 import { findRedisServer, requireRedisServer } from "./redis-server.js";
-
-/** How a node keeps its data: nothing, AOF fsynced every second, AOF fsynced on every write. */
-export type Persistence = "none" | "aof-everysec" | "aof-always";
 
 export interface LocalClusterOptions {
   /** Number of redis-server processes. Default 5. */
@@ -44,13 +50,9 @@ export interface LocalNode {
   readonly dataDir: string;
   readonly state: LocalNodeState;
   readonly pid: number | undefined;
+  /** How the node keeps its data now (the cluster's, unless a restart changed it). */
+  readonly persistence: Persistence;
 }
-
-const persistenceArgs: Record<Persistence, string[]> = {
-  none: ["--appendonly", "no"],
-  "aof-everysec": ["--appendonly", "yes", "--appendfsync", "everysec"],
-  "aof-always": ["--appendonly", "yes", "--appendfsync", "always"],
-};
 
 const live = new Set<LocalCluster>();
 
@@ -83,19 +85,13 @@ export class LocalCluster implements AsyncDisposable {
   static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
     const input = requireOptionsObject("cluster options", options) as LocalClusterOptions;
     const nodeCount = requireInteger("nodeCount", input.nodeCount ?? 5, 1, limits.nodeCountMax);
-    const persistence = input.persistence ?? "aof-always";
-    if (!(persistence in persistenceArgs)) {
-      throw new InvalidArgumentError(
-        "persistence",
-        `expected one of ${Object.keys(persistenceArgs).join(", ")}, got ${String(persistence)}`,
-      );
-    }
+    const persistence = requirePersistence(input.persistence ?? "aof-always");
     const cluster = new LocalCluster({
       persistence,
       redisServerPath: requireRedisServer(input.redisServerPath ?? findRedisServer()),
       baseDir: input.baseDir ?? tmpdir(),
       startTimeoutMs: requireInteger("startTimeoutMs", input.startTimeoutMs ?? 10_000, 1, 600_000),
-      extraArgs: input.extraArgs ?? [],
+      extraArgs: requireArgs(input.extraArgs ?? []),
     });
     live.add(cluster);
     installExitCleanup();
@@ -110,6 +106,8 @@ export class LocalCluster implements AsyncDisposable {
           child: undefined,
           state: "stopped",
           log: [],
+          persistence: cluster.persistence,
+          extraArgs: cluster.extraArgs,
         });
       }
       await Promise.all(cluster.slots.map((slot) => cluster.startOnFreePort(slot)));
@@ -131,6 +129,7 @@ export class LocalCluster implements AsyncDisposable {
       dataDir: slot.dataDir,
       state: slot.state,
       pid: slot.child?.pid,
+      persistence: slot.persistence,
     }));
   }
 
@@ -181,9 +180,17 @@ export class LocalCluster implements AsyncDisposable {
    * meanwhile, say by a client's ephemeral socket (a client reconnecting to
    * the dead port can even connect to itself): this waits for it to be free
    * again, for at most `startTimeoutMs`, then fails naming the port.
+   *
+   * `persistence` and `extraArgs` change how this node runs from now on
+   * (until a later restart changes them again), e.g. a node of an AOF
+   * cluster restarted with no persistence at all, or with
+   * `--auto-aof-rewrite-percentage 0`. `extraArgs` replace the cluster's.
    */
-  async restart(index: number, options: { keepData?: boolean } = {}): Promise<void> {
+  async restart(index: number, options: RestartOptions = {}): Promise<void> {
     const slot = this.slot(index);
+    const input = requireOptionsObject("restart options", options) as RestartOptions;
+    if (input.persistence !== undefined) slot.persistence = requirePersistence(input.persistence);
+    if (input.extraArgs !== undefined) slot.extraArgs = requireArgs(input.extraArgs);
     await this.kill(index);
     if (options.keepData === false) {
       rmSync(slot.dataDir, { recursive: true, force: true });
@@ -313,8 +320,8 @@ export class LocalCluster implements AsyncDisposable {
       "",
       "--loglevel",
       "warning",
-      ...persistenceArgs[this.persistence],
-      ...this.extraArgs,
+      ...persistenceArgs[slot.persistence],
+      ...slot.extraArgs,
     ];
     const child = spawn(this.serverPath, args, { stdio: ["ignore", "pipe", "pipe"] });
     slot.child = child;
@@ -376,6 +383,18 @@ interface NodeSlot {
   child: ChildProcess | undefined;
   state: LocalNodeState;
   log: string[];
+  /** The cluster's, unless a restart changed them for this node. */
+  persistence: Persistence;
+  extraArgs: readonly string[];
+}
+
+export interface RestartOptions {
+  /** Reload the node's data (default true); false: it comes back empty. */
+  keepData?: boolean;
+  /** How the node keeps data from now on. Default: as before. */
+  persistence?: Persistence;
+  /** redis-server arguments for this node from now on, instead of the cluster's. Default: as before. */
+  extraArgs?: readonly string[];
 }
 
 let exitCleanupInstalled = false;

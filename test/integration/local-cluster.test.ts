@@ -56,6 +56,24 @@ describe("LocalCluster", () => {
     assert.equal(await withClient(cluster.urls[0]!, (c) => c.get("kept")), null);
   });
 
+  it("restart can change a node's persistence and arguments, for later restarts too", async () => {
+    await cluster.restart(0, { persistence: "none", extraArgs: ["--maxmemory", "7mb"] });
+    const config = (name: string) =>
+      withClient(cluster.urls[0]!, async (c) => ((await c.config("GET", name)) as string[])[1]);
+    assert.equal(await config("appendonly"), "no");
+    assert.equal(await config("maxmemory"), String(7 * 1024 * 1024));
+    assert.equal(cluster.node(0).persistence, "none");
+    await withClient(cluster.urls[0]!, (c) => c.set("lost", "1"));
+    await cluster.restart(0);
+    assert.equal(await withClient(cluster.urls[0]!, (c) => c.get("lost")), null);
+    await cluster.restart(0, { persistence: "aof-always", extraArgs: [] });
+    assert.equal(await config("appendfsync"), "always");
+    await assert.rejects(
+      cluster.restart(0, { persistence: "sometimes" as never }),
+      /Invalid persistence: expected one of none, aof-everysec, aof-always/,
+    );
+  });
+
   it("kill -9 stops the process; restart brings it back on the same port", async () => {
     const { pid, port } = cluster.node(1);
     await cluster.kill(1);

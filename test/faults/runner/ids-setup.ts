@@ -1,0 +1,22 @@
+import { NextId } from "../../../src/index.js";
+import type { RowContext } from "./context.js";
+
+/** NextId.init() from the runner (the counter exists before the workloads start). */
+export async function initIds(
+  ctx: RowContext,
+  options: Record<string, unknown> = {},
+): Promise<void> {
+  // init needs every node; on a loaded machine a first contact can time out: try again.
+  for (let attempt = 1; ; attempt++) {
+    const ids = new NextId(ctx.urls, { onWarning: () => {}, checkTimeoutMs: 5_000, ...options });
+    try {
+      await ids.init();
+      return;
+    } catch (error) {
+      if (attempt >= 3) throw error;
+      await ctx.sleep(200);
+    } finally {
+      await ids.close();
+    }
+  }
+}
