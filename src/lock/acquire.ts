@@ -151,6 +151,7 @@ class Acquisition {
       }
     } finally {
       if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);
+      if (this.waiterId !== undefined) this.context.waits.forget(this.waiterId);
       this.handoff?.settle(handoffOutcome(undefined, false, this.context.group.nodes.length));
       // Awaited: a caller that retries at once must not find the key
       // reserved for the waiter it was.

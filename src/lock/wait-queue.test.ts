@@ -27,6 +27,26 @@ function waiter(waits: WaitQueues, ...keys: string[]): Waiter {
 }
 
 describe("WaitQueues", () => {
+  it("wakes the waiter a node named heir, also when the notice came before it joined", async () => {
+    const { waits } = queues();
+    const early = new Waiter(["k"], "i:1");
+    assert.equal(waits.wakeHeir("i:1"), undefined, "not queued yet");
+    waits.add(early);
+    assert.deepEqual(await early.park(1_000, never, undefined), { kind: "released" });
+    const late = new Waiter(["k"], "i:2");
+    waits.add(late);
+    const parked = late.park(1_000, never, undefined);
+    assert.equal(waits.wakeHeir("i:2"), late);
+    assert.deepEqual(await parked, { kind: "released" });
+    // A notice for a caller that is done is forgotten: the next one with that id is not woken by it.
+    waits.wakeHeir("i:3");
+    waits.forget("i:3");
+    const fresh = new Waiter(["k"], "i:3");
+    waits.add(fresh);
+    const wake = await fresh.park(0, instant, undefined);
+    assert.deepEqual(wake, { kind: "timer" });
+  });
+
   it("serves one key first come first served, and watches a key while it has waiters", () => {
     const { waits, watched, unwatched } = queues();
     const a = waiter(waits, "k");

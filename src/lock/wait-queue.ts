@@ -43,6 +43,13 @@ export type Wake =
   | { readonly kind: "handoff"; readonly handoff: Handoff }
   | { readonly kind: "timer" };
 
+/**
+ * Early heir notices kept at most: one per caller in its first attempt,
+ * plus late ones for callers already gone; past this many all are
+ * forgotten (a caller whose notice is lost polls).
+ */
+const limitOfEarlyNotices = 10_000;
+
 /** A key set, order-free (a handoff needs exactly the same keys). */
 function keySetOf(keys: readonly string[]): string {
   return keys.length === 1 ? keys[0]! : [...keys].sort().join("\u0000");
@@ -125,6 +132,12 @@ export class WaitQueues {
   /** The waiters that have an id in the nodes' queues, by id. */
   private readonly byId = new Map<string, Waiter>();
   /**
+   * Heir notices for ids with no waiter here yet: a notice can come while
+   * the caller's first attempt is still undoing, before it joins the
+   * queue; it resumes at once when it does (see `add`, `forget`).
+   */
+  private readonly early = new Set<string>();
+  /**
    * Per key: handoffs in a row since it was last really released, and how
    * many may come before the next real release.
    */
@@ -154,7 +167,10 @@ export class WaitQueues {
 
   add(waiter: Waiter): void {
     this.count++;
-    if (waiter.id !== undefined) this.byId.set(waiter.id, waiter);
+    if (waiter.id !== undefined) {
+      this.byId.set(waiter.id, waiter);
+      if (this.early.delete(waiter.id)) waiter.wake();
+    }
     for (const key of waiter.keys) {
       const queue = this.queues.get(key);
       if (queue) queue.push(waiter);
@@ -237,8 +253,18 @@ export class WaitQueues {
   /** Wakes the waiter a node named heir (a late or repeated notice for one gone is ignored). */
   wakeHeir(waiterId: string): Waiter | undefined {
     const waiter = this.byId.get(waiterId);
-    waiter?.wake();
+    if (waiter) waiter.wake();
+    else {
+      // Late notices for callers already gone pile up here: a bound on the memory.
+      if (this.early.size >= limitOfEarlyNotices) this.early.clear();
+      this.early.add(waiterId);
+    }
     return waiter;
+  }
+
+  /** The caller with this id is done: a notice for it that came early is dropped. */
+  forget(waiterId: string): void {
+    this.early.delete(waiterId);
   }
 
   /** After `keys` were released: wakes the first waiter of each key whose turn it is. */
