@@ -5,8 +5,11 @@ import { Redis } from "ioredis";
 import { LocalCluster } from "../../../src/index.js";
 import { sleep } from "../../helpers/sleep.js";
 import { FaultLog } from "./fault-log.js";
-import { AofSampler, noAofRewriteArgs, sampleAof } from "./power-loss.js";
+import { type AofSample, AofSampler, noAofRewriteArgs, sampleAof } from "./power-loss.js";
 import { killProcess, NodeFaults, pauseProcessFor } from "./process-faults.js";
+
+/** Bytes in every incr AOF file of a sample. */
+const aofBytes = (sample: AofSample) => [...sample.incrBytes.values()].reduce((a, b) => a + b, 0);
 
 describe("process faults", () => {
   let cluster: LocalCluster;
@@ -33,6 +36,15 @@ describe("process faults", () => {
     await cluster.stop();
   });
 
+  /** Until the node's AOF holds more than `sample` did (bounded: Redis writes it within 2 s). */
+  async function waitForAofGrowth(sample: AofSample): Promise<void> {
+    const deadline = performance.now() + 5_000;
+    while (aofBytes(sampleAof(cluster, 0)) <= aofBytes(sample)) {
+      assert.ok(performance.now() < deadline, "the acknowledged write never reached the AOF file");
+      await sleep(5);
+    }
+  }
+
   it("kill -9 alone loses no acknowledged write, even with everysec (the page cache survives)", async () => {
     await client.set("before-kill", "1");
     await faults.kill(0);
@@ -44,6 +56,10 @@ describe("process faults", () => {
     await client.set("before-sample", "1");
     const sample = sampleAof(cluster, 0);
     await client.set("after-sample", "2");
+    // With everysec, Redis may acknowledge a write before it reaches the
+    // file while the previous second's fsync is still running (a loaded
+    // machine): wait until it is in the file, where kill -9 alone keeps it.
+    await waitForAofGrowth(sample);
     const { cutBytes } = await faults.powerLoss(0, sample);
     assert.ok(cutBytes > 0, "the post-sample write was cut from the AOF");
     assert.equal(await client.get("before-sample"), "1");
@@ -63,6 +79,7 @@ describe("process faults", () => {
       await client.set("recent", "1");
       const sample = sampler.before(performance.now() - writtenAtMs + 100);
       assert.ok(sample, "a sample from before the recent write");
+      await waitForAofGrowth(sample);
       await faults.powerLoss(0, sample);
       assert.equal(await client.get("old"), "1");
       assert.equal(await client.get("recent"), null);
@@ -76,6 +93,7 @@ describe("process faults", () => {
     await client.set("whole", "1");
     const sample = sampleAof(cluster, 0);
     await client.set("torn", "x".repeat(100));
+    await waitForAofGrowth(sample);
     await faults.kill(0);
     const [file, bytes] = [...sample.incrBytes][0]!;
     // A sample 30 bytes into the torn SET.
