@@ -90,13 +90,12 @@ async function announcedRelease(
   const key = lock.keys[0]!;
   const heirElsewhere = heir !== undefined && instanceOfWaiter(heir) !== watch.instanceId;
   if (heir !== undefined && !heirElsewhere) waits.wakeHeir(heir);
-  if (yielding) {
-    waits.yielded(key, heirElsewhere, limits.handoffRunMin, limits.handoffRunMax);
-    // Without pub/sub the heir elsewhere cannot hear of it: wake ours as
-    // late as a notice would, so pollers elsewhere have a window too.
-    if (!watch.available && heir === undefined) context.wakeLater(key);
-  } else if (heir === undefined) {
-    waits.released(lock.keys);
+  if (yielding) waits.yielded(key, heirElsewhere, limits.handoffRunMin, limits.handoffRunMax);
+  // No node named an heir: our own first waiter tries — after a yield as
+  // late as a notice would come, so pollers elsewhere have a window too.
+  if (heir === undefined) {
+    if (yielding) context.wakeLater(key);
+    else waits.released(lock.keys);
   }
   return round;
 }

@@ -154,6 +154,25 @@ describe("waiters of different instances take turns through the nodes' queue", (
     }
   });
 
+  it("24 callers of one instance all get the lock in turn without a fallback poll", async () => {
+    // No fallback poll fires: each caller must be handed the lock or woken
+    // by a release of its own instance, whether or not the nodes queue it.
+    const redlock = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    try {
+      const first = await redlock.acquire(["y"], 10_000);
+      const callers = 24;
+      const done = Array.from({ length: callers }, async () => {
+        const lock = await redlock.acquire(["y"], 10_000, { signal: AbortSignal.timeout(10_000) });
+        await lock.release();
+      });
+      await until("every caller to wait", () => redlock.waitingCount === callers);
+      await first.release();
+      await Promise.all(done);
+    } finally {
+      await redlock.close();
+    }
+  });
+
   it("a waiter that gives up leaves every node's queue", async () => {
     const holder = new Redlock(cluster.urls);
     const waiter = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
