@@ -4,6 +4,7 @@
  * client (workload) processes (SIGSTOP for a while, SIGKILL).
  */
 import type { ChildProcess } from "node:child_process";
+import { sleep } from "../../../src/clock.js";
 import { processState, sleepSync } from "../../../src/cluster/process-state.js";
 import type { LocalCluster, Persistence } from "../../../src/index.js";
 import { monotonicMs } from "../history.js";
@@ -43,7 +44,7 @@ export class NodeFaults {
   async pauseFor(index: number, durationMs: number, signal?: AbortSignal): Promise<void> {
     const resume = this.pause(index);
     try {
-      await delay(durationMs, signal);
+      await sleep(durationMs, signal);
     } finally {
       resume();
     }
@@ -134,7 +135,7 @@ export async function pauseProcessFor(
     detail: `${durationMs} ms`,
   });
   try {
-    await delay(durationMs, options.signal);
+    await sleep(durationMs, options.signal);
   } finally {
     try {
       process.kill(pid, "SIGCONT");
@@ -176,21 +177,4 @@ function waitUntilStopped(pid: number): void {
     }
     sleepSync(1);
   }
-}
-
-/** setTimeout as a promise, ended early (rejecting with the reason) by `signal`. */
-function delay(ms: number, signal?: AbortSignal): Promise<void> {
-  if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`duration: expected ms ≥ 0, got ${ms}`);
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
