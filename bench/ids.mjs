@@ -6,9 +6,9 @@
 //   npm run bench                   (runs the lock and the ID benchmark)
 //   node bench/ids.mjs --seconds 2 --reps 3
 import { LocalCluster, NextId } from "../dist/index.js";
-import { benchArgs, interleave, measureCell, report } from "./report.mjs";
+import { benchArgs, fmt, interleave, measureCell, report } from "./report.mjs";
 
-const { cellMs, reps, json } = benchArgs();
+const { cellMs, reps, json, pick } = benchArgs();
 
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "aof-always" });
 const init = new NextId(cluster.urls);
@@ -20,27 +20,36 @@ const workloads = [
   { name: "64 callers, 1 instance", instances: 1, callers: 64 },
   { name: "4 instances × 16 callers", instances: 4, callers: 16 },
   // Issue 13: instances that talk to the nodes directly, one caller each,
-  // as 16 processes would (each round races the others').
+  // as 4 or 16 processes would (each round races the others').
+  { name: "4 instances × 1 caller", instances: 4, callers: 1 },
   { name: "16 instances × 1 caller", instances: 16, callers: 1 },
 ];
 
 try {
   const results = await interleave(
-    workloads,
+    pick(workloads),
     ["range", "seed"],
     reps,
     async (strategy, workload) => {
+      // Proposal rounds won and lost (the range strategy reports them), to
+      // show why independent instances do not scale: see bench/results/ids.md.
+      const rounds = { won: 0, lost: 0, counting: false };
+      const onEvent = (event) => {
+        if (event.type === "id-round" && rounds.counting) rounds[event.outcome]++;
+      };
       const generators = Array.from(
         { length: workload.instances },
-        () => new NextId(cluster.urls, { strategy }),
+        () => new NextId(cluster.urls, { strategy, onEvent }),
       );
       for (const g of generators) await g.next(); // connect and check
+      rounds.counting = true;
       // Caller w belongs to instance w % instances.
       const cell = await measureCell(workload.instances * workload.callers, cellMs, (w) =>
         generators[w % workload.instances].next(),
       );
+      rounds.counting = false;
       await Promise.all(generators.map((g) => g.close()));
-      return cell;
+      return { ...cell, roundsWon: rounds.won, roundsLost: rounds.lost };
     },
   );
   report({
@@ -51,6 +60,14 @@ try {
     file: json ?? `bench/results/ids-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
     cellMs,
     reps,
+    extra: {
+      title: "rounds won / sent",
+      of: (cells) => {
+        const won = cells.reduce((n, c) => n + c.roundsWon, 0);
+        const sent = won + cells.reduce((n, c) => n + c.roundsLost, 0);
+        return sent === 0 ? "—" : `${fmt((100 * won) / sent)} %`;
+      },
+    },
   });
 } finally {
   await cluster.stop();

@@ -48,9 +48,10 @@ export async function measureCell(workers, cellMs, cycle) {
 
 /**
  * Summarises cells per (workload, contender), prints the table with each
- * contender's ratio to `baseline`, and writes the run's JSON file.
+ * contender's ratio to `baseline`, and writes the run's JSON file. An
+ * `extra` column ({ title, of(cells) → text }) is added when given.
  */
-export function report({ results, baseline, unit, setup, file, cellMs, reps }) {
+export function report({ results, baseline, unit, setup, file, cellMs, reps, extra }) {
   const summary = results.map((r) => {
     const rates = r.cells.map((c) => c.perSecond);
     const base = results.find((o) => o.workload === r.workload && o.contender === baseline);
@@ -64,16 +65,19 @@ export function report({ results, baseline, unit, setup, file, cellMs, reps }) {
       p99Ms: median(r.cells.map((c) => c.p99Ms)),
       errors: r.cells.reduce((n, c) => n + c.errors, 0),
       vsBaseline: median(rates) / median(base.cells.map((c) => c.perSecond)),
+      ...(extra ? { [extra.title]: extra.of(r.cells) } : {}),
     };
   });
+  const extraTitle = extra ? ` ${extra.title} |` : "";
   console.log(
-    `\n| workload | contender | ${unit} (median, min–max) | p50 ms | p99 ms | vs ${baseline} | errors |`,
+    `\n| workload | contender | ${unit} (median, min–max) | p50 ms | p99 ms | vs ${baseline} | errors |${extraTitle}`,
   );
-  console.log("|---|---|---|---|---|---|---|");
+  console.log(`|---|---|---|---|---|---|---|${extra ? "---|" : ""}`);
   for (const s of summary) {
     console.log(
       `| ${s.workload} | ${s.contender} | ${fmt(s.perSecond)} (${fmt(s.min)}–${fmt(s.max)}) | ` +
-        `${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${fmt(s.vsBaseline, 2)}× | ${s.errors} |`,
+        `${fmt(s.p50Ms, 2)} | ${fmt(s.p99Ms, 2)} | ${fmt(s.vsBaseline, 2)}× | ${s.errors} |` +
+        (extra ? ` ${s[extra.title]} |` : ""),
     );
   }
   writeResults({ setup, file, cellMs, reps, summary, results });
