@@ -15,7 +15,8 @@ import NodeRedlock from "redlock";
 import { Redlock } from "../dist/index.js";
 
 const config = JSON.parse(process.argv[2]);
-const { library, urls, instances, resource, ttlMs, pacing, holdMs } = config;
+const { library, urls, instances, resource, ttlMs, pacing, holdMs, firstContender, contenders } =
+  config;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const paced = () => pacing.delayMs + Math.floor((Math.random() * 2 - 1) * pacing.jitterMs);
 const nowNs = () => process.hrtime.bigint();
@@ -74,6 +75,7 @@ const factories = {
     };
   },
   floor: () => floor(),
+  "fair floor": (i) => fairFloor(firstContender + i),
 };
 
 function ours(options) {
@@ -90,6 +92,77 @@ function ours(options) {
 
 /** The least any correct Redlock does: SET NX PX on all nodes, majority; undo and paced retry otherwise. */
 function floor() {
+  const { acquireRound, release, close } = bareRounds();
+  return {
+    acquire: async (res) => {
+      for (;;) {
+        const lock = await acquireRound(res);
+        if (lock) return lock;
+        await sleep(paced());
+      }
+    },
+    release,
+    close,
+  };
+}
+
+/**
+ * The least a FAIR lock across processes does: the floor's rounds, with the
+ * turn passed around a fixed ring. A release PUBLISHes to the next
+ * contender's channel on one node (no queue, no Lua beyond the floor's
+ * compare-and-delete, one notice); a contender that lost tries again when
+ * it is told, or after n paced delays (so the ring cannot stall). Every
+ * grant crosses to another contender, as in any fair queue: the cost of
+ * fairness itself, which the barging floor does not pay.
+ */
+function fairFloor(place) {
+  const { acquireRound, release, close } = bareRounds();
+  const channel = (n) => `${resource}:turn:${n}`;
+  const subscriber = new Redis(urls[0]);
+  subscriber.on("error", () => {});
+  let told = false;
+  // After a release the turn is the next contender's: no barging back in.
+  let released = false;
+  let wake = () => {};
+  subscriber.on("message", () => {
+    told = true;
+    wake();
+  });
+  const subscribed = subscriber.subscribe(channel(place));
+  const turn = () =>
+    new Promise((resolve) => {
+      if (told) return resolve();
+      const timer = setTimeout(resolve, paced() * contenders);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  return {
+    acquire: async (res) => {
+      await subscribed;
+      if (released) await turn();
+      for (;;) {
+        told = false;
+        const lock = await acquireRound(res);
+        if (lock) return lock;
+        await turn();
+      }
+    },
+    release: async (lock) => {
+      released = true;
+      await release(lock);
+      await release.clients[0].publish(channel((place + 1) % contenders), "turn");
+    },
+    close: async () => {
+      subscriber.disconnect();
+      await close();
+    },
+  };
+}
+
+/** One SET NX PX round (undone where it did not win) and one compare-and-delete round, majority each. */
+function bareRounds() {
   const clients = ioredisClients();
   for (const client of clients) {
     client.defineCommand("compareAndDelete", {
@@ -119,18 +192,17 @@ function floor() {
       clients.map((c) => c.compareAndDelete(res, value)),
       () => true,
     );
+  release.clients = clients;
   return {
-    acquire: async (res) => {
-      for (;;) {
-        const value = randomBytes(20).toString("hex");
-        const won = await majority(
-          clients.map((c) => c.set(res, value, "PX", ttlMs, "NX")),
-          (reply) => reply === "OK",
-        );
-        if (won) return { res, value };
-        await release({ res, value });
-        await sleep(paced());
-      }
+    acquireRound: async (res) => {
+      const value = randomBytes(20).toString("hex");
+      const won = await majority(
+        clients.map((c) => c.set(res, value, "PX", ttlMs, "NX")),
+        (reply) => reply === "OK",
+      );
+      if (won) return { res, value };
+      await release({ res, value });
+      return undefined;
     },
     release,
     close: async () => {
@@ -139,7 +211,7 @@ function floor() {
   };
 }
 
-const clients = Array.from({ length: instances }, () => factories[library]());
+const clients = Array.from({ length: instances }, (_, i) => factories[library](i));
 // Connect and warm up each client on a resource of its own (no contention yet).
 await Promise.all(
   clients.map(async (client, i) => {

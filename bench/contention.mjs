@@ -46,6 +46,7 @@ const known = [
   "node-redlock 5.0.0-beta.2",
   "node-redlock, caller retries",
   "floor",
+  "fair floor",
 ];
 // --libraries takes names separated by ";" (a name may hold a comma).
 const libraries = args.libraries?.split(";").map((name) => name.trim()) ?? known;
@@ -143,11 +144,14 @@ async function runCell(cluster, library, workload, rep) {
     { length: procs },
     (_, i) => Math.floor(workload.contenders / procs) + (i < workload.contenders % procs ? 1 : 0),
   );
-  const workers = perProc.map((instances) =>
+  const workers = perProc.map((instances, p) =>
     startProcess({
       library,
       urls: cluster.urls,
       instances,
+      // The contenders' places in the fair floor's ring.
+      firstContender: perProc.slice(0, p).reduce((a, b) => a + b, 0),
+      contenders: workload.contenders,
       resource,
       ttlMs,
       pacing: workload.pacing,
