@@ -237,8 +237,8 @@ let stopping = false;
 lines.on("line", (l) => {
   if (l !== "stop") return;
   stopping = true;
-  report();
-  process.exit(0);
+  // Exit once the line is out: a large result does not fit the pipe at once.
+  report(() => process.exit(0));
 });
 await go;
 
@@ -247,9 +247,10 @@ const acquireMs = [];
 const grants = new Array(instances).fill(0);
 let errors = 0;
 const errorKinds = {};
-function report() {
+function report(done) {
   process.stdout.write(
     `${JSON.stringify({ pid: process.pid, holds, acquireMs, grants, errors, errorKinds })}\n`,
+    done,
   );
 }
 

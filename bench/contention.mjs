@@ -56,6 +56,7 @@ for (const name of libraries) {
   }
 }
 const allWorkloads = [
+  { key: "2x10", contenders: 2, pacing: { delayMs: 10, jitterMs: 5 } },
   { key: "8x10", contenders: 8, pacing: { delayMs: 10, jitterMs: 5 } },
   { key: "8x200", contenders: 8, pacing: { delayMs: 200, jitterMs: 100 } },
   { key: "64x10", contenders: 64, pacing: { delayMs: 10, jitterMs: 5 } },

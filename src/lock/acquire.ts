@@ -105,7 +105,7 @@ class Acquisition {
   private ticket = "0";
   /** Waiters ahead of it in the nodes' queues, as the last refusals said. */
   private ahead = 0;
-  /** Whether a node may have queued it (it was refused with a waiter id). */
+  /** Whether a node may have queued it (an attempt carried its waiter id). */
   private queued = false;
 
   constructor(context: AcquireContext, request: AcquireRequest) {
@@ -127,6 +127,9 @@ class Acquisition {
         const from = this.handoff;
         this.handoff = undefined;
         const queue = this.queueArgs();
+        // An attempt with a waiter id queues it on every node that refuses
+        // it, granted or not (the first attempt too).
+        if (queue) this.queued = true;
         const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
         if ("lock" in verdict) {
           this.granted = true;
@@ -137,8 +140,6 @@ class Acquisition {
           return verdict.lock;
         }
         this.failure = verdict.failure;
-        // Refused or undone, a failed attempt with a waiter id may have queued it.
-        if (queue) this.queued = true;
         if (verdict.places.length > 0) {
           this.ticket = agreedTicket(verdict.places) ?? this.ticket;
           this.ahead = waitersAhead(verdict.places);

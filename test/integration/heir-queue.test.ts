@@ -193,4 +193,52 @@ describe("waiters of different instances take turns through the nodes' queue", (
       await Promise.all([holder.close(), waiter.close()]);
     }
   });
+
+  it("a waiter granted on its first attempt leaves the queues of the nodes that refused it", async () => {
+    // Two nodes hold the key for someone else (a foreign lock left on a
+    // minority): the first attempt is granted by the other three and queued
+    // by these two. Left there, the registration would be those nodes' heir
+    // for a release nobody waits for, and their vote would go to it.
+    const foreign = cluster.urls.slice(0, 2);
+    await Promise.all(
+      foreign.map((url) => withClient(url, (c) => c.set("f", "foreign", "PX", 60_000))),
+    );
+    const zadds = () =>
+      Promise.all(
+        foreign.map((url) =>
+          withClient(url, async (c) => {
+            const stats = await c.info("commandstats");
+            return Number(/cmdstat_zadd:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+          }),
+        ),
+      );
+    // Registrations then last 20 s: only a leave can empty the queues in `until`'s 5 s.
+    const redlock = new Redlock(cluster.urls, {
+      retry: { retries: 3, delayMs: 5_000, jitterMs: 0 },
+    });
+    try {
+      const before = await zadds();
+      const lock = await redlock.acquire(["f"], 10_000);
+      const after = await zadds();
+      assert.ok(
+        after.every((n, i) => n > before[i]!),
+        "the refusing nodes queued the waiter (else this test shows nothing)",
+      );
+      await until("the refusing nodes' queues to be left", async () =>
+        (await cluster.onAll((c) => c.zcard("redquorum:queue:f"))).every((n) => n === 0),
+      );
+      await lock.release();
+    } finally {
+      await redlock.close();
+    }
+  });
 });
+
+async function withClient<T>(url: string, use: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis(url);
+  try {
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
+}
