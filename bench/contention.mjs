@@ -115,7 +115,12 @@ function overlapsOf(holds) {
 function startProcess(config) {
   const child = spawn(
     process.execPath,
-    [join(here, "contention-worker.mjs"), JSON.stringify(config)],
+    [
+      // BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every contender.
+      ...(process.env.BENCH_WORKER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+      join(here, "contention-worker.mjs"),
+      JSON.stringify(config),
+    ],
     {
       stdio: ["pipe", "pipe", "inherit"],
     },
