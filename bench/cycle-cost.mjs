@@ -1,0 +1,114 @@
+// What one uncontended acquire → release cycle costs, redquorum (fencing on
+// and off) beside the bare floor, one worker in this process, interleaved
+// and repeated on the same 5 local redis-server nodes: cycles/s, the
+// client's CPU per cycle (process.cpuUsage: user and system µs), and Redis
+// commands per cycle (INFO commandstats on every node, commands a script
+// runs included). The numbers behind docs/benchmarks.md's "One worker".
+//
+//   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3
+import { randomBytes } from "node:crypto";
+import { Redis } from "ioredis";
+import { LocalCluster, Redlock } from "../dist/index.js";
+import { benchArgs, fmt, median } from "./report.mjs";
+
+const { cellMs, reps } = benchArgs();
+const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
+const inspect = cluster.urls.map((url) => new Redis(url));
+const clients = cluster.urls.map((url) => new Redis(url));
+const fenced = new Redlock(cluster.urls);
+const unfenced = new Redlock(cluster.urls, { fencing: false });
+try {
+  await fenced.init();
+  for (const client of clients) {
+    client.defineCommand("compareAndDelete", {
+      numberOfKeys: 1,
+      lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+    });
+  }
+  const quorum = Math.floor(clients.length / 2) + 1;
+  const majority = (calls, isYes) =>
+    new Promise((resolve) => {
+      let yes = 0;
+      let no = 0;
+      for (const call of calls) {
+        call
+          .then(
+            (reply) => (isYes(reply) ? ++yes : ++no),
+            () => ++no,
+          )
+          .then(() => {
+            if (yes === quorum) resolve(true);
+            else if (no === clients.length - quorum + 1) resolve(false);
+          });
+      }
+    });
+  const cycles = {
+    floor: async () => {
+      const value = randomBytes(20).toString("hex");
+      const won = await majority(
+        clients.map((c) => c.set("cost:floor", value, "PX", 10_000, "NX")),
+        (reply) => reply === "OK",
+      );
+      if (!won) throw new Error("floor: not acquired (the key is not contended here)");
+      await majority(
+        clients.map((c) => c.compareAndDelete("cost:floor", value)),
+        () => true,
+      );
+    },
+    redquorum: async () => (await fenced.acquire(["cost:fenced"], 10_000)).release(),
+    "redquorum, fencing off": async () =>
+      (await unfenced.acquire(["cost:unfenced"], 10_000)).release(),
+  };
+  const commands = async () => {
+    let total = 0;
+    for (const client of inspect) {
+      const stats = await client.info("commandstats");
+      for (const [, name, calls] of stats.matchAll(/cmdstat_([\w|]+):calls=(\d+)/g)) {
+        if (name !== "info") total += Number(calls);
+      }
+    }
+    return total;
+  };
+  const runs = Object.fromEntries(Object.keys(cycles).map((name) => [name, []]));
+  for (const cycle of Object.values(cycles)) for (let i = 0; i < 200; i++) await cycle(); // warm up
+  for (let rep = 0; rep < reps; rep++) {
+    const names = Object.keys(cycles);
+    for (const name of rep % 2 === 0 ? names : names.reverse()) {
+      const before = await commands();
+      const cpu = process.cpuUsage();
+      const start = performance.now();
+      let n = 0;
+      while (performance.now() - start < cellMs) {
+        await cycles[name]();
+        n++;
+      }
+      const elapsedMs = performance.now() - start;
+      const used = process.cpuUsage(cpu);
+      runs[name].push({
+        perSecond: (n / elapsedMs) * 1_000,
+        userUs: used.user / n,
+        systemUs: used.system / n,
+        commands: ((await commands()) - before) / n,
+      });
+    }
+  }
+  const floorRate = median(runs.floor.map((r) => r.perSecond));
+  console.log(
+    "\n| cycle | cycles/s (median) | vs floor | client user / system µs per cycle | Redis commands per cycle |",
+  );
+  console.log("|---|---|---|---|---|");
+  for (const [name, cells] of Object.entries(runs)) {
+    const m = (field) => median(cells.map((c) => c[field]));
+    console.log(
+      `| ${name} | ${fmt(m("perSecond"))} | ${fmt(m("perSecond") / floorRate, 2)}× | ` +
+        `${fmt(m("userUs"))} / ${fmt(m("systemUs"))} | ${fmt(m("commands"), 1)} |`,
+    );
+  }
+  console.log(
+    `\n${reps} interleaved runs of ${cellMs / 1000} s per cycle, one worker, 5 local nodes`,
+  );
+} finally {
+  await Promise.all([fenced.close(), unfenced.close()]);
+  for (const client of [...clients, ...inspect]) client.disconnect();
+  await cluster.stop();
+}
