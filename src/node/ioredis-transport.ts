@@ -21,6 +21,27 @@ export interface IoredisLike {
   stream?: { cork(): void; uncork(): void };
 }
 
+/**
+ * Disconnects an owned client and resolves once it has ended: its socket
+ * closed and no reconnect pending, so nothing of it is open when close()
+ * resolves. ioredis ends the socket (flushing what was written) and
+ * destroys it after `disconnectTimeout` at the latest; the bound is a
+ * backstop should a client never report "end".
+ */
+function disconnected(client: IoredisLike): Promise<void> {
+  if (client.status === "end") return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(backstop);
+      client.removeListener("end", done);
+      resolve();
+    };
+    const backstop = setTimeout(done, ownClientOptions.disconnectTimeout! * 4);
+    client.once("end", done);
+    client.disconnect();
+  });
+}
+
 export function isIoredisLike(value: unknown): value is IoredisLike {
   return (
     typeof value === "object" &&
@@ -264,7 +285,7 @@ export class IoredisTransport implements NodeTransport {
       return;
     }
     this.failParked(new Error("connection closed by close()"));
-    this.client.disconnect();
+    await disconnected(this.client);
   }
 
   get subscribe() {
@@ -284,7 +305,7 @@ export class IoredisTransport implements NodeTransport {
         },
         close: async () => {
           closed = true;
-          subscriber.disconnect();
+          await disconnected(subscriber as unknown as IoredisLike);
         },
       };
     };
