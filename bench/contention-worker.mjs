@@ -8,11 +8,11 @@
 // Protocol: argv[2] is a JSON config; the process prints "ready" once
 // connected and warmed up, starts on a "go" line on stdin, stops acquiring
 // on a "stop" line, and prints one JSON line with its results.
-import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { Redlock } from "../dist/index.js";
+import { bareRounds } from "./floor.mjs";
 
 const config = JSON.parse(process.argv[2]);
 const { library, urls, instances, resource, ttlMs, pacing, holdMs, firstContender, contenders } =
@@ -92,7 +92,7 @@ function ours(options) {
 
 /** The least any correct Redlock does: SET NX PX on all nodes, majority; undo and paced retry otherwise. */
 function floor() {
-  const { acquireRound, release, close } = bareRounds();
+  const { acquireRound, release, close } = ownBareRounds();
   return {
     acquire: async (res) => {
       for (;;) {
@@ -116,7 +116,7 @@ function floor() {
  * fairness itself, which the barging floor does not pay.
  */
 function fairFloor(place) {
-  const { acquireRound, release, close } = bareRounds();
+  const { acquireRound, release, close, clients } = ownBareRounds();
   const channel = (n) => `${resource}:turn:${n}`;
   const subscriber = new Redis(urls[0]);
   subscriber.on("error", () => {});
@@ -152,7 +152,7 @@ function fairFloor(place) {
     release: async (lock) => {
       released = true;
       await release(lock);
-      await release.clients[0].publish(channel((place + 1) % contenders), "turn");
+      await clients[0].publish(channel((place + 1) % contenders), "turn");
     },
     close: async () => {
       subscriber.disconnect();
@@ -161,50 +161,12 @@ function fairFloor(place) {
   };
 }
 
-/** One SET NX PX round (undone where it did not win) and one compare-and-delete round, majority each. */
-function bareRounds() {
+/** The floor's rounds (floor.mjs) on connections of this contender's own. */
+function ownBareRounds() {
   const clients = ioredisClients();
-  for (const client of clients) {
-    client.defineCommand("compareAndDelete", {
-      numberOfKeys: 1,
-      lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-    });
-  }
-  const quorum = Math.floor(clients.length / 2) + 1;
-  const majority = (calls, isYes) =>
-    new Promise((resolve) => {
-      let yes = 0;
-      let no = 0;
-      for (const call of calls) {
-        call
-          .then(
-            (reply) => (isYes(reply) ? ++yes : ++no),
-            () => ++no,
-          )
-          .then(() => {
-            if (yes === quorum) resolve(true);
-            else if (no === clients.length - quorum + 1) resolve(false);
-          });
-      }
-    });
-  const release = ({ res, value }) =>
-    majority(
-      clients.map((c) => c.compareAndDelete(res, value)),
-      () => true,
-    );
-  release.clients = clients;
   return {
-    acquireRound: async (res) => {
-      const value = randomBytes(20).toString("hex");
-      const won = await majority(
-        clients.map((c) => c.set(res, value, "PX", ttlMs, "NX")),
-        (reply) => reply === "OK",
-      );
-      if (won) return { res, value };
-      await release({ res, value });
-      return undefined;
-    },
-    release,
+    ...bareRounds(clients, ttlMs),
+    clients,
     close: async () => {
       for (const c of clients) c.disconnect();
     },

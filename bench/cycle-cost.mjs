@@ -6,9 +6,9 @@
 // runs included). The numbers behind docs/benchmarks.md's "One worker".
 //
 //   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3
-import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { LocalCluster, Redlock } from "../dist/index.js";
+import { bareRounds } from "./floor.mjs";
 import { benchArgs, fmt, median } from "./report.mjs";
 
 const { cellMs, reps } = benchArgs();
@@ -19,41 +19,12 @@ const fenced = new Redlock(cluster.urls);
 const unfenced = new Redlock(cluster.urls, { fencing: false });
 try {
   await fenced.init();
-  for (const client of clients) {
-    client.defineCommand("compareAndDelete", {
-      numberOfKeys: 1,
-      lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-    });
-  }
-  const quorum = Math.floor(clients.length / 2) + 1;
-  const majority = (calls, isYes) =>
-    new Promise((resolve) => {
-      let yes = 0;
-      let no = 0;
-      for (const call of calls) {
-        call
-          .then(
-            (reply) => (isYes(reply) ? ++yes : ++no),
-            () => ++no,
-          )
-          .then(() => {
-            if (yes === quorum) resolve(true);
-            else if (no === clients.length - quorum + 1) resolve(false);
-          });
-      }
-    });
+  const floor = bareRounds(clients, 10_000);
   const cycles = {
     floor: async () => {
-      const value = randomBytes(20).toString("hex");
-      const won = await majority(
-        clients.map((c) => c.set("cost:floor", value, "PX", 10_000, "NX")),
-        (reply) => reply === "OK",
-      );
-      if (!won) throw new Error("floor: not acquired (the key is not contended here)");
-      await majority(
-        clients.map((c) => c.compareAndDelete("cost:floor", value)),
-        () => true,
-      );
+      const lock = await floor.acquireRound("cost:floor");
+      if (!lock) throw new Error("floor: not acquired (the key is not contended here)");
+      await floor.release(lock);
     },
     redquorum: async () => (await fenced.acquire(["cost:fenced"], 10_000)).release(),
     "redquorum, fencing off": async () =>

@@ -7,7 +7,6 @@
 //
 //   npm run bench                  (builds first)
 //   node bench/locks.mjs --seconds 2 --reps 3
-import { randomBytes } from "node:crypto";
 import { Redlock as RedlockSesame } from "@sesamecare-oss/redlock";
 import { Redis } from "ioredis";
 import { RedlockMutex } from "redis-semaphore";
@@ -15,6 +14,7 @@ import NodeRedlock from "redlock";
 import NodeRedlock4 from "redlock4";
 import { LocalCluster, Redlock } from "../dist/index.js";
 import { drawChart } from "./chart.mjs";
+import { bareRounds } from "./floor.mjs";
 import { benchArgs, fmt, interleave, median, percentile, writeResults } from "./report.mjs";
 
 const { cellMs, reps, json, pick } = benchArgs();
@@ -122,48 +122,16 @@ function redlockLike(Library) {
   };
 }
 
-/** The least any correct Redlock does: one SET NX PX round, one compare-and-delete round, majority each. */
+/** The floor (floor.mjs): bare rounds, paced retries like everyone else. */
 function floor(enableAutoPipelining) {
   return async (pacing) => {
     const clients = ioredisClients({ enableAutoPipelining });
-    for (const client of clients) {
-      client.defineCommand("compareAndDelete", {
-        numberOfKeys: 1,
-        lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-      });
-    }
-    const quorum = Math.floor(clients.length / 2) + 1;
-    const majority = (calls, isYes) =>
-      new Promise((resolve) => {
-        let yes = 0;
-        let no = 0;
-        for (const call of calls) {
-          call
-            .then(
-              (reply) => (isYes(reply) ? ++yes : ++no),
-              () => ++no,
-            )
-            .then(() => {
-              if (yes === quorum) resolve(true);
-              else if (no === clients.length - quorum + 1) resolve(false);
-            });
-        }
-      });
-    const release = ({ resource, value }) =>
-      majority(
-        clients.map((c) => c.compareAndDelete(resource, value)),
-        () => true,
-      );
+    const { acquireRound, release } = bareRounds(clients, ttlMs);
     return {
       acquire: async (resource) => {
         for (;;) {
-          const value = randomBytes(20).toString("hex");
-          const won = await majority(
-            clients.map((c) => c.set(resource, value, "PX", ttlMs, "NX")),
-            (reply) => reply === "OK",
-          );
-          if (won) return { resource, value };
-          await release({ resource, value });
+          const lock = await acquireRound(resource);
+          if (lock) return lock;
           if (!pacing) throw new Error("not acquired");
           await sleep(pacing.delayMs + Math.floor((Math.random() * 2 - 1) * pacing.jitterMs));
         }

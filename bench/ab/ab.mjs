@@ -1,11 +1,11 @@
 // A/B driver: the redquorum cells of bench/locks.mjs and bench/ids.mjs (same
 // cell code: runCell / measureCell), run against the dist of one worktree.
 //   node bench/ab/ab.mjs --dir <a built worktree> --seconds 5 --json out.json (see run-ab.sh)
-import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { bareRounds } from "../floor.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -37,47 +37,15 @@ function ours(urls, pacing) {
     close: () => redlock.close(),
   };
 }
-// Control: the bench's floor (bare SET NX PX / compare-and-delete), independent of redquorum's code.
+// Control: the bench's floor (../floor.mjs, this checkout's), independent of the compared builds.
 function floor(urls) {
   const clients = urls.map((u) => new Redis(u));
-  for (const c of clients)
-    c.defineCommand("compareAndDelete", {
-      numberOfKeys: 1,
-      lua: "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-    });
-  const quorum = 3;
-  const majority = (calls, isYes) =>
-    new Promise((resolve) => {
-      let yes = 0,
-        no = 0;
-      for (const call of calls)
-        call
-          .then(
-            (r) => (isYes(r) ? ++yes : ++no),
-            () => ++no,
-          )
-          .then(() => {
-            if (yes === quorum) resolve(true);
-            else if (no === clients.length - quorum + 1) resolve(false);
-          });
-    });
-  const release = ({ resource, value }) =>
-    majority(
-      clients.map((c) => c.compareAndDelete(resource, value)),
-      () => true,
-    );
+  const { acquireRound, release } = bareRounds(clients, ttlMs);
   return {
     acquire: async (resource) => {
-      const value = randomBytes(20).toString("hex");
-      if (
-        await majority(
-          clients.map((c) => c.set(resource, value, "PX", ttlMs, "NX")),
-          (r) => r === "OK",
-        )
-      )
-        return { resource, value };
-      await release({ resource, value });
-      throw new Error("not acquired");
+      const lock = await acquireRound(resource);
+      if (!lock) throw new Error("not acquired");
+      return lock;
     },
     release,
     close: async () => {

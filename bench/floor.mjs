@@ -1,0 +1,55 @@
+// The floor every lock benchmark compares against: the least any correct
+// Redlock does — one SET NX PX round and one compare-and-delete round over
+// the given ioredis clients, a majority each, nothing else (no validity, no
+// fencing, no quarantine). Shared by locks.mjs, contention-worker.mjs,
+// cycle-cost.mjs and ab/ab.mjs, so every table's floor is the same code.
+import { randomBytes } from "node:crypto";
+
+const compareAndDelete =
+  "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/**
+ * `acquireRound(resource)`: one SET NX PX round; the lock `{ resource, value }`
+ * when a majority set it, else undefined (undone on every node first).
+ * `release(lock)`: one compare-and-delete round; true when a majority answered.
+ */
+export function bareRounds(clients, ttlMs) {
+  for (const client of clients) {
+    client.defineCommand("compareAndDelete", { numberOfKeys: 1, lua: compareAndDelete });
+  }
+  const quorum = Math.floor(clients.length / 2) + 1;
+  const majority = (calls, isYes) =>
+    new Promise((resolve) => {
+      let yes = 0;
+      let no = 0;
+      for (const call of calls) {
+        call
+          .then(
+            (reply) => (isYes(reply) ? ++yes : ++no),
+            () => ++no,
+          )
+          .then(() => {
+            if (yes === quorum) resolve(true);
+            else if (no === clients.length - quorum + 1) resolve(false);
+          });
+      }
+    });
+  const release = ({ resource, value }) =>
+    majority(
+      clients.map((c) => c.compareAndDelete(resource, value)),
+      () => true,
+    );
+  return {
+    acquireRound: async (resource) => {
+      const value = randomBytes(20).toString("hex");
+      const won = await majority(
+        clients.map((c) => c.set(resource, value, "PX", ttlMs, "NX")),
+        (reply) => reply === "OK",
+      );
+      if (won) return { resource, value };
+      await release({ resource, value });
+      return undefined;
+    },
+    release,
+  };
+}
