@@ -199,18 +199,14 @@ describe("waiters of different instances take turns through the nodes' queue", (
     // minority): the first attempt is granted by the other three and queued
     // by these two. Left there, the registration would be those nodes' heir
     // for a release nobody waits for, and their vote would go to it.
-    const foreign = cluster.urls.slice(0, 2);
-    await Promise.all(
-      foreign.map((url) => withClient(url, (c) => c.set("f", "foreign", "PX", 60_000))),
-    );
+    const foreign = [cluster.client(0), cluster.client(1)];
+    await Promise.all(foreign.map((c) => c.set("f", "foreign", "PX", 60_000)));
     const zadds = () =>
       Promise.all(
-        foreign.map((url) =>
-          withClient(url, async (c) => {
-            const stats = await c.info("commandstats");
-            return Number(/cmdstat_zadd:calls=(\d+)/.exec(stats)?.[1] ?? 0);
-          }),
-        ),
+        foreign.map(async (c) => {
+          const stats = await c.info("commandstats");
+          return Number(/cmdstat_zadd:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+        }),
       );
     // Registrations then last 20 s: only a leave can empty the queues in `until`'s 5 s.
     const redlock = new Redlock(cluster.urls, {
@@ -233,12 +229,3 @@ describe("waiters of different instances take turns through the nodes' queue", (
     }
   });
 });
-
-async function withClient<T>(url: string, use: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis(url);
-  try {
-    return await use(client);
-  } finally {
-    client.disconnect();
-  }
-}
