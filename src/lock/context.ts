@@ -103,7 +103,7 @@ export function createLockContext(
     },
   );
   // The instance's channel stays subscribed from the first wait until close().
-  const waits = new WaitQueues({ onWatch: () => watch.listen(), onUnwatch: () => {} });
+  const waits = new WaitQueues({ onWatch: () => watch.listen() });
   let waiterCount = 0;
   const nextWaiterId = () => waiterIdOf(watch.instanceId, ++waiterCount);
   return {

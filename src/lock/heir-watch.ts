@@ -19,7 +19,7 @@ export class HeirWatch {
   readonly instanceId: string;
   private readonly channel: string;
   private readonly onHeir: (message: string) => void;
-  private subscriptions: Array<ChannelSync | undefined> | undefined;
+  private subscriptions: Array<ChannelSubscription | undefined> | undefined;
   private closed = false;
 
   constructor(nodes: readonly RedisNode[], instanceId: string, onHeir: (message: string) => void) {
@@ -37,82 +37,52 @@ export class HeirWatch {
       const subscription = node.transport.subscribe?.((channel, message) => {
         if (channel === this.channel) this.onHeir(message);
       });
-      return subscription && new ChannelSync(subscription);
+      return subscription && new ChannelSubscription(subscription, this.channel);
     });
-    for (const sync of this.subscriptions) sync?.want(this.channel, true);
+    for (const subscription of this.subscriptions) subscription?.ensure();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     const subscriptions = this.subscriptions ?? [];
     this.subscriptions = undefined;
-    await Promise.allSettled(subscriptions.map((sync) => sync?.close()));
+    await Promise.allSettled(subscriptions.map((subscription) => subscription?.close()));
   }
 }
 
 /**
- * One node's pub/sub connection, kept subscribed to the channels wanted
- * now. Waiters come and go far faster than a node answers SUBSCRIBE, and on
- * a stalled or unreachable node every change would wait in the
- * connection's queue without bound: so one batch of changes is in flight at
- * a time, and what changes meanwhile is folded into the next batch (a key
- * watched and unwatched in between costs nothing). A failed change is
- * retried with the next one; messages are only hints.
+ * One node's pub/sub connection, subscribed to this instance's one channel.
+ * Waiters come and go far faster than a node answers SUBSCRIBE, and on a
+ * stalled or unreachable node every request would wait in the connection's
+ * queue without bound: so at most one SUBSCRIBE is in flight, and a failed
+ * one is sent again only at the next `ensure()` (the next first waiter of
+ * a key). Messages are only hints: a waiter's fallback poll covers the time
+ * without a subscription.
  */
-export class ChannelSync {
+class ChannelSubscription {
   private readonly subscription: Subscription;
-  private readonly wanted = new Set<string>();
-  /** What the node was last asked for (in flight or done). */
-  private readonly asked = new Set<string>();
-  private syncing = false;
+  private readonly channel: string;
+  private state: "none" | "subscribing" | "subscribed" = "none";
 
-  constructor(subscription: Subscription) {
+  constructor(subscription: Subscription, channel: string) {
     this.subscription = subscription;
+    this.channel = channel;
   }
 
-  want(channel: string, on: boolean): void {
-    if (on) this.wanted.add(channel);
-    else this.wanted.delete(channel);
-    this.sync();
+  ensure(): void {
+    if (this.state !== "none") return;
+    this.state = "subscribing";
+    this.subscription.add(this.channel).then(
+      () => {
+        this.state = "subscribed";
+      },
+      () => {
+        this.state = "none";
+      },
+    );
   }
 
   close(): Promise<void> {
-    this.wanted.clear();
     return this.subscription.close();
-  }
-
-  private sync(): void {
-    if (this.syncing) return;
-    const add = [...this.wanted].filter((channel) => !this.asked.has(channel));
-    const remove = [...this.asked].filter((channel) => !this.wanted.has(channel));
-    if (add.length === 0 && remove.length === 0) return;
-    this.syncing = true;
-    for (const channel of add) this.asked.add(channel);
-    for (const channel of remove) this.asked.delete(channel);
-    const changes = [
-      ...add.map((channel) =>
-        this.subscription.add(channel).then(
-          () => true,
-          () => {
-            this.asked.delete(channel); // not subscribed: asked again with the next change
-            return false;
-          },
-        ),
-      ),
-      ...remove.map((channel) =>
-        this.subscription.remove(channel).then(
-          () => true,
-          () => {
-            this.asked.add(channel); // maybe still subscribed: unsubscribed with the next change
-            return false;
-          },
-        ),
-      ),
-    ];
-    void Promise.all(changes).then((done) => {
-      this.syncing = false;
-      // After a failure, wait for the next change rather than retry at once.
-      if (done.every(Boolean)) this.sync();
-    });
   }
 }

@@ -12,12 +12,8 @@ const instant: Timer = (_ms, callback) => {
 
 function queues() {
   const watched: string[] = [];
-  const unwatched: string[] = [];
-  const waits = new WaitQueues({
-    onWatch: (key) => watched.push(key),
-    onUnwatch: (key) => unwatched.push(key),
-  });
-  return { waits, watched, unwatched };
+  const waits = new WaitQueues({ onWatch: (key) => watched.push(key) });
+  return { waits, watched };
 }
 
 function waiter(waits: WaitQueues, ...keys: string[]): Waiter {
@@ -47,8 +43,8 @@ describe("WaitQueues", () => {
     assert.deepEqual(wake, { kind: "timer" });
   });
 
-  it("serves one key first come first served, and watches a key while it has waiters", () => {
-    const { waits, watched, unwatched } = queues();
+  it("serves one key first come first served, and is told when a key gets its first waiter", () => {
+    const { waits, watched } = queues();
     const a = waiter(waits, "k");
     const b = waiter(waits, "k");
     assert.deepEqual(watched, ["k"]);
@@ -57,8 +53,9 @@ describe("WaitQueues", () => {
     waits.remove(a, false);
     assert.ok(waits.isFirst(b));
     waits.remove(b, false);
-    assert.deepEqual(unwatched, ["k"]);
     assert.ok(!waits.hasWaiters(["k"]));
+    waiter(waits, "k");
+    assert.deepEqual(watched, ["k", "k"], "a first waiter again after none");
   });
 
   it("a multi-key waiter goes first only when first on every key; queues never disagree", () => {

@@ -121,10 +121,8 @@ export class Waiter {
 }
 
 export interface WaitQueueEvents {
-  /** A key got its first waiter (start listening for its releases). */
+  /** A key got its first waiter (start listening for heir notices). */
   onWatch(key: string): void;
-  /** A key has no waiter left. */
-  onUnwatch(key: string): void;
 }
 
 export class WaitQueues {
@@ -199,7 +197,6 @@ export class WaitQueues {
       if (queue.length === 0) {
         this.queues.delete(key);
         this.handoffRuns.delete(key);
-        this.events.onUnwatch(key);
       } else if (at === 0) promoted.push(queue[0]!);
     }
     if (found) this.count--;

@@ -9,7 +9,7 @@ import { startCluster, type TestCluster } from "../helpers/cluster.js";
  * FAULTS.md I15, the pub/sub side: waiters come and go on a hot key while
  * a node never answers SUBSCRIBE (stalled). Each wait used to send a
  * SUBSCRIBE and an UNSUBSCRIBE that piled up in that node's connection
- * queue without bound; now one batch of changes is in flight per node.
+ * queue without bound; now at most one SUBSCRIBE is in flight per node.
  */
 describe("pub/sub subscriptions on a stalled node stay bounded", () => {
   let cluster: TestCluster;
