@@ -81,7 +81,9 @@ export function fencedScriptArgs(
  * answers the reply {counted, current_1, accepted_1, ...}, where current is
  * the value before (accepted 1) or the value that refused the proposal
  * (accepted 0). `applyFences(highestKey, counters, proposals, reply)` then
- * raises each counter below its accepted proposal.
+ * raises each counter below its accepted proposal. Counters and the floor
+ * are read with GET, never MGET: a key of the wrong type there must fail
+ * the script (a node error), not read as a missing counter.
  */
 const fenceCounters = `${luaDecimalLess}
 local function fencedLayout()
@@ -95,6 +97,8 @@ local function fencedLayout()
   end
   return locks, counters, proposals
 end
+-- The counters as readFences read them, by position.
+local readCounters = {}
 local function readFences(marker, floorKey, counters, proposals)
   local reply = {${fenceReply.counted}}
   if #counters == 0 then return reply end
@@ -105,6 +109,7 @@ local function readFences(marker, floorKey, counters, proposals)
   end
   for i = 1, #counters do
     local current = redis.call('get', counters[i]) or '0'
+    readCounters[i] = current
     if less(current, floor) then current = floor end
     reply[2 * i] = current
     reply[2 * i + 1] = less(current, proposals[i]) and ${fenceVote.accepted} or ${fenceVote.refused}
@@ -115,8 +120,9 @@ local function applyFences(highestKey, counters, proposals, reply)
   local highest = redis.call('get', highestKey) or '0'
   local raised = false
   for i = 1, #counters do
-    -- Only ever raises: read again, in case two names share one counter.
-    local now = redis.call('get', counters[i]) or '0'
+    -- Only ever raises: with several counters read again, in case two
+    -- names share one (a lone counter still holds what readFences read).
+    local now = #counters == 1 and readCounters[1] or redis.call('get', counters[i]) or '0'
     if reply[2 * i + 1] == ${fenceVote.accepted} and less(now, proposals[i]) then
       redis.call('set', counters[i], proposals[i])
       if less(highest, proposals[i]) then

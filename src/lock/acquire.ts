@@ -165,7 +165,7 @@ class Acquisition {
     if (this.waiterId === undefined) return undefined;
     const pollMs = (this.request.retry.delayMs + this.request.retry.jitterMs) * (1 + this.ahead);
     const waitMs = Math.max(limits.queueRegistrationMinMs, 4 * pollMs);
-    return { waiterId: this.waiterId, ticket: this.ticket, waitMs };
+    return { waiterId: this.waiterId, ticket: this.ticket, waitMs, mayBeQueued: this.queued };
   }
 
   /**

@@ -53,18 +53,24 @@ export const acquireReply = {
  * still held here (handoff.ts). Then, for a caller that may wait, its
  * waiter id, ticket and registration time: refused, it joins the node's
  * queue and the reply is {refused, ticket, rank} (with a fencing counter:
- * {refused, ticket, rank, current}); granted, it leaves it.
+ * {refused, ticket, rank, current}); granted, it leaves it if the last
+ * argument ("1": an earlier attempt carried the same waiter id) says it
+ * may be queued.
  */
 export const acquireScript = new LuaScript(
   "acquire",
   `${fencedScriptPrelude}
 ${heirQueueLua}
-local marker, refusal = checkQuarantine(KEYS[1], KEYS[2], ARGV[3])
-if refusal then return refusal end
 local locks, counters, proposals = fencedLayout()
+-- One resource: its reservation is read with the marker and quarantine.
+local marker, refusal, reservation = checkQuarantine(KEYS[1], KEYS[2], ARGV[3],
+  #locks == 1 and ('redquorum:heir:' .. locks[1]) or nil)
+if refusal then return refusal end
 local from = ARGV[5 + #counters]
 if from == '' then from = nil end
 local waiter = ARGV[6 + #counters]
+-- Whether an earlier attempt carried this waiter id (it may be queued here).
+local mayBeQueued = ARGV[9 + #counters] == '1'
 local function refuse()
   if not waiter then return ${acquireReply.refused} end
   local place = enqueue(locks[1], waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
@@ -81,7 +87,8 @@ end
 -- A key reserved for another waiter counts as held.
 local mine = false
 for _, key in ipairs(locks) do
-  local heir = reservedFor(key)
+  local heir
+  if #locks == 1 then heir = reservation else heir = reservedFor(key) end
   if heir then
     if heir ~= waiter then return refuse() end
     mine = true
@@ -110,7 +117,7 @@ if not placed then
   end
 end
 if mine then redis.call('del', 'redquorum:heir:' .. locks[1]) end
-if waiter then leave(locks[1], waiter) end
+if waiter and mayBeQueued then leave(locks[1], waiter) end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 if #counters == 0 then return granted end
 applyFences(KEYS[4], counters, proposals, reply)
@@ -129,6 +136,11 @@ export interface QueueArgs {
   readonly ticket: string;
   /** How long the registration lasts unless renewed, in ms (node time). */
   readonly waitMs: number;
+  /**
+   * Whether an earlier attempt carried this waiter id, so that a node may
+   * have queued it: only then does a grant have a registration to remove.
+   */
+  readonly mayBeQueued?: boolean;
 }
 
 export function acquireArgs(
@@ -141,7 +153,9 @@ export function acquireArgs(
 ): string[] {
   const args = fencedScriptArgs(value, String(ttl), quarantineArg, proposals);
   args.push(fromValue ?? "");
-  if (queue) args.push(queue.waiterId, queue.ticket, String(queue.waitMs));
+  if (queue) {
+    args.push(queue.waiterId, queue.ticket, String(queue.waitMs), queue.mayBeQueued ? "1" : "0");
+  }
   return args;
 }
 

@@ -57,10 +57,14 @@ end`;
  * it could have forgotten: it needs no quarantine (its fencing counters
  * are still unknown: "lost:" sends them to repair, or to init() on a
  * cluster redquorum never used).
+ *
+ * An optional fourth key is read in the same MGET and returned third
+ * (false when absent), so a script that needs one more key saves a call.
  */
 export const quarantineCheck = `${flushCount}
-local function checkQuarantine(markerKey, quarantineKey, quarantineMs)
-  local guard = redis.call('mget', markerKey, quarantineKey)
+local function checkQuarantine(markerKey, quarantineKey, quarantineMs, alsoKey)
+  local guard = alsoKey and redis.call('mget', markerKey, quarantineKey, alsoKey)
+    or redis.call('mget', markerKey, quarantineKey)
   local marker = guard[1]
   if guard[2] then return marker, {${quarantineReply.quarantined}, marker or ''} end
   if not marker then
@@ -75,7 +79,7 @@ local function checkQuarantine(markerKey, quarantineKey, quarantineMs)
       end
     end
   end
-  return marker, nil
+  return marker, nil, guard[3]
 end`;
 
 /**
