@@ -55,11 +55,13 @@ export function instanceOfWaiter(waiterId: string): string {
  * Lua: `enqueue(key, waiter, ticket, waitMs)` registers (or refreshes) a
  * waiter for `key`, ticket "0" meaning "after the last one here", and
  * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
- * returns the head, or nil; `reservedFor(key)` the waiter the key is
- * reserved for, or nil; `reserve(key, ms)` reserves a free key for the
- * head and returns it, or nil; `hasQueue(key)` whether anyone waits; `notifyHeir(key, heir)` tells the heir's
- * instance, with the resource's fencing counter (`<waiter> <counter>`),
- * so that its proposal is fresh and its grant needs no fencing round.
+ * returns the head, or nil; `heirKey(key)` the key naming the
+ * reservation; `reservedFor(key)` the waiter the key is reserved for, or
+ * nil; `reserve(key, ms)` reserves a free key for the head and returns it,
+ * or nil; `hasQueue(key)` whether anyone waits; `notifyHeir(key, heir)`
+ * tells the heir's instance, with the resource's fencing counter
+ * (`<waiter> <counter>`), so that its proposal is fresh and its grant
+ * needs no fencing round.
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `
@@ -101,8 +103,11 @@ local function leave(key, waiter)
   local queue, expiry = queueKeys(key)
   if redis.call('zrem', queue, waiter) == 1 then redis.call('zrem', expiry, waiter) end
 end
+local function heirKey(key)
+  return 'redquorum:heir:' .. key
+end
 local function reservedFor(key)
-  return redis.call('get', 'redquorum:heir:' .. key)
+  return redis.call('get', heirKey(key))
 end
 local function hasQueue(key)
   return redis.call('exists', (queueKeys(key))) == 1
@@ -118,7 +123,7 @@ local function reserve(key, ms)
     heir = nextHeir(key)
   end
   if heir then
-    redis.call('set', 'redquorum:heir:' .. key, heir, 'PX', ms)
+    redis.call('set', heirKey(key), heir, 'PX', ms)
     redis.call('set', last, heir, 'PX', 10 * ms)
   end
   return heir

@@ -62,7 +62,8 @@ export class HeirWatch {
 class ChannelSubscription {
   private readonly subscription: Subscription;
   private readonly channel: string;
-  private state: "none" | "subscribing" | "subscribed" = "none";
+  /** SUBSCRIBE sent and not failed: in flight or done. */
+  private asked = false;
 
   constructor(subscription: Subscription, channel: string) {
     this.subscription = subscription;
@@ -70,16 +71,11 @@ class ChannelSubscription {
   }
 
   ensure(): void {
-    if (this.state !== "none") return;
-    this.state = "subscribing";
-    this.subscription.add(this.channel).then(
-      () => {
-        this.state = "subscribed";
-      },
-      () => {
-        this.state = "none";
-      },
-    );
+    if (this.asked) return;
+    this.asked = true;
+    this.subscription.add(this.channel).catch(() => {
+      this.asked = false;
+    });
   }
 
   close(): Promise<void> {

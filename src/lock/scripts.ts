@@ -64,7 +64,7 @@ ${heirQueueLua}
 local locks, counters, proposals = fencedLayout()
 -- One resource: its reservation is read with the marker and quarantine.
 local marker, refusal, reservation = checkQuarantine(KEYS[1], KEYS[2], ARGV[3],
-  #locks == 1 and ('redquorum:heir:' .. locks[1]) or nil)
+  #locks == 1 and heirKey(locks[1]) or nil)
 if refusal then return refusal end
 local from = ARGV[5 + #counters]
 if from == '' then from = nil end
@@ -116,7 +116,7 @@ if not placed then
     redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   end
 end
-if mine then redis.call('del', 'redquorum:heir:' .. locks[1]) end
+if mine then redis.call('del', heirKey(locks[1])) end
 if waiter and mayBeQueued then leave(locks[1], waiter) end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 if #counters == 0 then return granted end
@@ -269,7 +269,7 @@ export const leaveQueueScript = new LuaScript(
 ${heirQueueLua}
 leave(KEYS[1], ARGV[1])
 if reservedFor(KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('del', 'redquorum:heir:' .. KEYS[1])
+redis.call('del', heirKey(KEYS[1]))
 if redis.call('exists', KEYS[1]) == 1 then return 1 end
 local heir = reserve(KEYS[1], tonumber(ARGV[2]))
 if heir and ARGV[3] == '1' then notifyHeir(KEYS[1], heir) end

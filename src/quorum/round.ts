@@ -106,9 +106,11 @@ class RoundRun<T> {
   private readonly resolve: (result: RoundResult<T>) => void;
   private readonly startedMs = performance.now();
   private readonly outcomes: Array<Outcome<T> | undefined>;
+  /**
+   * Each call's outcome once it settled: a call settles once, by its reply
+   * or by the round's timer (a late reply is then ignored).
+   */
   private readonly settled: Array<Outcome<T> | undefined>;
-  /** A call settles once: by its reply, or by the round's timer (a late reply is then ignored). */
-  private readonly settledCalls: boolean[];
   private yesCount = 0;
   private noCount = 0;
   private errorCount = 0;
@@ -135,7 +137,6 @@ class RoundRun<T> {
     this.resolve = resolve;
     this.outcomes = new Array(nodes.length).fill(undefined);
     this.settled = new Array(nodes.length).fill(undefined);
-    this.settledCalls = new Array(nodes.length).fill(false);
     this.unsettled = nodes.length;
   }
 
@@ -180,7 +181,7 @@ class RoundRun<T> {
 
   private timeOut(): void {
     for (let index = 0; index < this.nodes.length; index++) {
-      if (this.settledCalls[index]) continue;
+      if (this.settled[index]) continue;
       this.record(index, {
         kind: "error",
         error: new NodeTimeoutError(this.nodes[index]!.endpoint, this.options.timeoutMs),
@@ -189,8 +190,7 @@ class RoundRun<T> {
   }
 
   private record(index: number, outcome: Outcome<T>): void {
-    if (this.settledCalls[index]) return;
-    this.settledCalls[index] = true;
+    if (this.settled[index]) return;
     this.settled[index] = outcome;
     this.unsettled--;
     if (this.unsettled === 0) clearTimeout(this.timer);
