@@ -51,8 +51,8 @@ export interface FenceClaim {
   /** The resources, in the order of their counters. */
   readonly names: readonly string[];
   readonly counterKeys: readonly string[];
-  /** The keys of the fenced scripts (fencedScriptKeys). */
-  readonly scriptKeys: readonly string[];
+  /** The lock keys (the fenced scripts' KEYS). */
+  readonly keys: readonly string[];
   /** The lock's value: fence rounds count only where the lock keys still hold it. */
   readonly value: string;
   /** What the acquire round proposed. */
@@ -106,7 +106,7 @@ export class FenceIssuer {
       current = this.proposals(claim.counterKeys);
       const args = fencedScriptArgs(claim.value, "0", quarantineArg, current);
       const next = await group.round(
-        (node, index) => this.context.run(node, index, fenceScript, claim.scriptKeys, args),
+        (node, index) => this.context.run(node, index, fenceScript, claim.keys, args),
         { isYes: isCounted, stop: "decided", signal, timeoutMs: nodeTimeoutMs },
       );
       tally = tallyFences(next, claim.counterKeys.length);

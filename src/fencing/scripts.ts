@@ -24,9 +24,12 @@ export const fenceMaxKey = "redquorum:fence-max";
 /** The run_id of the server the fencing state was last certified on (see fenceCertifyScript). */
 export const fenceRunKey = "redquorum:run";
 
-/** The counter key of a resource's fencing tokens. */
-export function fenceKeyOf(keyPrefix: string, resource: string): string {
-  return `redquorum:fence:${keyPrefix}${resource}`;
+/** The counter of a lock key's fencing tokens is this prefix and the lock key (the scripts derive it too). */
+export const fenceKeyPrefix = "redquorum:fence:";
+
+/** The counter key of a lock key's fencing tokens. */
+export function fenceKeyOf(lockKey: string): string {
+  return fenceKeyPrefix + lockKey;
 }
 
 /** Replies of the fenced scripts (the fence round, and the acquire with fencing on). */
@@ -46,83 +49,115 @@ export const fenceVote = {
 } as const;
 
 /**
- * The layout of the fenced lock scripts (acquire and fence): KEYS[1]
- * marker, KEYS[2] quarantine, KEYS[3] fence floor, KEYS[4] highest accepted
- * value, the lock keys from KEYS[5], then the counters. ARGV[1] the lock's
- * value, ARGV[2] its TTL in ms, ARGV[3] the quarantine in ms, ARGV[4] how
- * many counters, their proposals from ARGV[5]; the acquire may add one more.
+ * The layout of the fenced lock scripts (acquire and fence): KEYS the lock
+ * keys (each counter is derived from its lock key, the node-wide keys are
+ * fixed names: fewer arguments to send and parse on every call). ARGV[1]
+ * the lock's value, ARGV[2] its TTL in ms, ARGV[3] the quarantine in ms,
+ * ARGV[4] how many counters (0, or one per lock key), their proposals from
+ * ARGV[5]; the acquire adds more after them.
  */
-export function fencedScriptKeys(
-  lockKeys: readonly string[],
-  counterKeys: readonly string[],
-): string[] {
-  return [markerKey, quarantineKey, fenceFloorKey, fenceMaxKey, ...lockKeys, ...counterKeys];
-}
-
 export function fencedScriptArgs(
   value: string,
   ttl: string,
   quarantineArg: string,
   proposals: readonly bigint[],
 ): string[] {
-  return [value, ttl, quarantineArg, String(proposals.length), ...proposals.map(String)];
+  const args = [value, ttl, quarantineArg, String(proposals.length)];
+  for (const proposal of proposals) args.push(String(proposal));
+  return args;
 }
 
 /**
  * Lua, for the fenced scripts: `fencedLayout()` splits KEYS and ARGV as
  * above into the lock keys, the counters and the proposals.
+ * `readNode(counters, extraKey)` reads in one MGET what the node-wide
+ * checks and the counters need: {marker, quarantined, floor, highest,
+ * counters = {...}, extra} (false where missing; `extra`: one more key a
+ * script needs, such as a reservation).
  *
  * A counter's value here is max(counter or 0, floor). A node that lost its
  * memory (marker not "1") and has no floor yet knows none of its counters:
- * `readFences(marker, floorKey, counters, proposals)` answers nil and
+ * `readFences(marker, node, counters, proposals)` answers nil and
  * {unknown, marker} there, until a repair sets the floor to the highest
  * value a set of other nodes that meets every majority has accepted — then
  * it is healthy for every resource, also ones first locked later. Else it
  * answers the reply {counted, current_1, accepted_1, ...}, where current is
  * the value before (accepted 1) or the value that refused the proposal
- * (accepted 0). `applyFences(highestKey, counters, proposals, reply)` then
- * raises each counter below its accepted proposal. Counters and the floor
- * are read with GET, never MGET: a key of the wrong type there must fail
- * the script (a node error), not read as a missing counter.
+ * (accepted 0). `applyFences(node, counters, proposals, reply)` then
+ * raises each counter below its accepted proposal, and the node's highest
+ * accepted value with it (one MSET for a lone counter).
+ *
+ * MGET reads a key of the wrong type as missing, where GET fails the
+ * script (a node error, as it should be: such a counter holds no value we
+ * can trust). So whatever the MGET found missing is read again with GET
+ * before it counts as missing — except the floor of a node whose marker
+ * is "1": only a repair writes a floor, repairs run only on "lost:" and
+ * "restarted:" nodes, and init marks "1" only a node without one, so
+ * there is none to read.
  */
 const fenceCounters = `${luaDecimalLess}
 local function fencedLayout()
   local fenceCount = tonumber(ARGV[4])
-  local lockCount = #KEYS - 4 - fenceCount
-  local locks, counters, proposals = {}, {}, {}
-  for i = 1, lockCount do locks[i] = KEYS[4 + i] end
+  local counters, proposals = {}, {}
   for i = 1, fenceCount do
-    counters[i] = KEYS[4 + lockCount + i]
+    counters[i] = '${fenceKeyPrefix}' .. KEYS[i]
     proposals[i] = ARGV[4 + i]
   end
-  return locks, counters, proposals
+  return KEYS, counters, proposals
 end
--- The counters as readFences read them, by position.
-local readCounters = {}
-local function readFences(marker, floorKey, counters, proposals)
+local function readNode(counters, extraKey)
+  local keys = {'${markerKey}', '${quarantineKey}'}
+  local fenced = #counters > 0
+  if fenced then
+    keys[3] = '${fenceFloorKey}'
+    keys[4] = '${fenceMaxKey}'
+    for i = 1, #counters do keys[4 + i] = counters[i] end
+  end
+  if extraKey then keys[#keys + 1] = extraKey end
+  local got = redis.call('mget', unpack(keys))
+  local node = {marker = got[1], quarantined = got[2], counters = {}}
+  if fenced then
+    node.floor, node.highest = got[3], got[4]
+    for i = 1, #counters do node.counters[i] = got[4 + i] end
+  end
+  if extraKey then node.extra = got[#keys] end
+  return node
+end
+local function readFences(marker, node, counters, proposals)
   local reply = {${fenceReply.counted}}
   if #counters == 0 then return reply end
-  local floor = redis.call('get', floorKey)
+  local floor = node.floor
   if not floor then
-    if marker ~= '1' then return nil, {${fenceReply.unknown}, marker} end
-    floor = '0'
+    if marker ~= '1' then floor = redis.call('get', '${fenceFloorKey}') end
+    if not floor then
+      if marker ~= '1' then return nil, {${fenceReply.unknown}, marker} end
+      floor = '0'
+    end
   end
   for i = 1, #counters do
-    local current = redis.call('get', counters[i]) or '0'
-    readCounters[i] = current
+    local current = node.counters[i] or redis.call('get', counters[i]) or '0'
+    node.counters[i] = current
     if less(current, floor) then current = floor end
     reply[2 * i] = current
     reply[2 * i + 1] = less(current, proposals[i]) and ${fenceVote.accepted} or ${fenceVote.refused}
   end
   return reply
 end
-local function applyFences(highestKey, counters, proposals, reply)
-  local highest = redis.call('get', highestKey) or '0'
+local function applyFences(node, counters, proposals, reply)
+  local highest = node.highest or redis.call('get', '${fenceMaxKey}') or '0'
+  if #counters == 1 then
+    if reply[3] ~= ${fenceVote.accepted} or not less(node.counters[1], proposals[1]) then return end
+    if less(highest, proposals[1]) then
+      redis.call('mset', counters[1], proposals[1], '${fenceMaxKey}', proposals[1])
+    else
+      redis.call('set', counters[1], proposals[1])
+    end
+    return
+  end
   local raised = false
   for i = 1, #counters do
-    -- Only ever raises: with several counters read again, in case two
-    -- names share one (a lone counter still holds what readFences read).
-    local now = #counters == 1 and readCounters[1] or redis.call('get', counters[i]) or '0'
+    -- Only ever raises: read again, in case two names share one counter.
+    local now = redis.call('get', counters[i]) or '0'
     if reply[2 * i + 1] == ${fenceVote.accepted} and less(now, proposals[i]) then
       redis.call('set', counters[i], proposals[i])
       if less(highest, proposals[i]) then
@@ -131,7 +166,7 @@ local function applyFences(highestKey, counters, proposals, reply)
       end
     end
   end
-  if raised then redis.call('set', highestKey, highest) end
+  if raised then redis.call('set', '${fenceMaxKey}', highest) end
 end`;
 
 /** The quarantine check and the counters, for a script that starts with both. */
@@ -147,15 +182,16 @@ ${fenceCounters}`;
 export const fenceScript = new LuaScript(
   "fence",
   `${fencedScriptPrelude}
-local marker, refusal = checkQuarantine(KEYS[1], KEYS[2], ARGV[3])
-if refusal then return refusal end
 local locks, counters, proposals = fencedLayout()
+local node = readNode(counters)
+local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
+if refusal then return refusal end
 for _, key in ipairs(locks) do
   if redis.call('get', key) ~= ARGV[1] then return ${fenceReply.notHeld} end
 end
-local reply, unknown = readFences(marker, KEYS[3], counters, proposals)
+local reply, unknown = readFences(marker, node, counters, proposals)
 if unknown then return unknown end
-applyFences(KEYS[4], counters, proposals, reply)
+applyFences(node, counters, proposals, reply)
 return reply`,
 );
 

@@ -22,7 +22,7 @@ import {
   requireTtl,
   resolveAcquireOptions,
 } from "./options.js";
-import { acquireKeys, leaveQueueScript, type QueueArgs } from "./scripts.js";
+import { leaveQueueScript, type QueueArgs } from "./scripts.js";
 import { type Handoff, Waiter } from "./wait-queue.js";
 
 export type AcquireContext = AttemptContext &
@@ -80,10 +80,9 @@ function resolveRequest(
   const { signal, waitMs, retry } = resolveAcquireOptions(options, context.options.retry);
   signal?.throwIfAborted();
   const keys = names.map((name, i) => lockKeyOf(keyPrefix, name, i));
-  const counterKeys = fencing ? names.map((name) => fenceKeyOf(keyPrefix, name)) : [];
-  const scriptKeys = acquireKeys(keys, counterKeys);
+  const counterKeys = fencing ? keys.map(fenceKeyOf) : [];
   const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
-  return { names, keys, counterKeys, scriptKeys, ttl, signal, retry, deadlineMs };
+  return { names, keys, counterKeys, ttl, signal, retry, deadlineMs };
 }
 
 /** The attempts of one acquire, and its place in the wait queue between them. */

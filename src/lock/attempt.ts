@@ -31,8 +31,6 @@ export interface AttemptRequest {
   readonly keys: readonly string[];
   /** Fencing counters, one per resource; none with fencing off. */
   readonly counterKeys: readonly string[];
-  /** The acquire script's keys (acquireKeys). */
-  readonly scriptKeys: readonly string[];
   readonly ttl: number;
   readonly signal: AbortSignal | undefined;
 }
@@ -81,7 +79,7 @@ export async function runAttempt(
     );
     const startMs = options.clock.now();
     round = await group.round(
-      (node, index) => context.run(node, index, acquireScript, request.scriptKeys, args),
+      (node, index) => context.run(node, index, acquireScript, request.keys, args),
       {
         isYes: isGrantedBy(request.counterKeys.length > 0),
         stop: "decided",
@@ -153,10 +151,10 @@ async function fencesOrUndo(
   majority: boolean,
 ): Promise<Map<string, bigint> | undefined> {
   if (!majority || request.counterKeys.length === 0 || round.aborted) return new Map();
-  const { names, counterKeys, scriptKeys, signal } = request;
+  const { names, keys, counterKeys, signal } = request;
   try {
     return await context.fences.commit(
-      { names, counterKeys, scriptKeys, value, proposals },
+      { names, keys, counterKeys, value, proposals },
       round,
       signal,
     );

@@ -98,7 +98,7 @@ export function createLockContext(
       const waiter = waits.wakeHeir(waiterId);
       // Its proposal goes above the counter the release saw: no stale round.
       if (waiter && fence !== undefined && options.fencing) {
-        fences.noteCounter(fenceKeyOf("", waiter.keys[0]!), fence);
+        fences.noteCounter(fenceKeyOf(waiter.keys[0]!), fence);
       }
     },
   );

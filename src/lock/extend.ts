@@ -10,7 +10,7 @@ import { validUntilMs } from "../quorum/validity.js";
 import type { LockContext } from "./context.js";
 import type { Lock } from "./lock.js";
 import { requireTtl } from "./options.js";
-import { extendArgs, extendKeys, extendScript, isExtended } from "./scripts.js";
+import { extendArgs, extendScript, isExtended } from "./scripts.js";
 
 export type ExtendContext = Pick<
   LockContext,
@@ -31,10 +31,9 @@ export async function extendLock(
   if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
   const startMs = options.clock.now();
   const validUntil = validUntilMs(startMs, ttl, options.driftFactor, options.driftMs);
-  const keys = extendKeys(lock.keys);
   const args = extendArgs(lock.value, ttl, context.quarantineArg);
   const round = await context.track(
-    group.round((node, index) => context.run(node, index, extendScript, keys, args), {
+    group.round((node, index) => context.run(node, index, extendScript, lock.keys, args), {
       isYes: isExtended,
       stop: "decided",
       signal,

@@ -37,6 +37,10 @@
  */
 
 import { parseCounter } from "../decimal.js";
+import { fenceFloorKey, fenceKeyPrefix } from "../fencing/scripts.js";
+
+/** A lock key's wait queue (a sorted set of waiter ids) is this prefix and the lock key. */
+export const queueKeyPrefix = "redquorum:queue:";
 
 /** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
 export const heirChannelPrefix = "redquorum:heir-of:";
@@ -66,7 +70,7 @@ export function instanceOfWaiter(waiterId: string): string {
  */
 export const heirQueueLua = `
 local function queueKeys(key)
-  return 'redquorum:queue:' .. key, 'redquorum:queue-expiry:' .. key
+  return '${queueKeyPrefix}' .. key, 'redquorum:queue-expiry:' .. key
 end
 local function nodeMs()
   local now = redis.call('time')
@@ -130,9 +134,9 @@ local function reserve(key, ms)
 end
 local function notifyHeir(key, heir)
   local message = heir
-  local fence = redis.call('get', 'redquorum:fence:' .. key)
+  local fence = redis.call('get', '${fenceKeyPrefix}' .. key)
   if fence then
-    local floor = redis.call('get', 'redquorum:fence-floor') or '0'
+    local floor = redis.call('get', '${fenceFloorKey}') or '0'
     if less(fence, floor) then fence = floor end
     message = message .. ' ' .. fence
   end

@@ -7,25 +7,22 @@
  * resource name and the value a plain string, so their locks and ours
  * exclude each other.
  *
- * Acquire and extend start with the restart quarantine (see
- * node/node-state.ts), acquire also with the fencing counters (see
- * fencing/scripts.ts): KEYS[1] is the node's marker, KEYS[2] its quarantine
- * key, ARGV[3] the quarantine in ms ("0": off for this client).
+ * KEYS are the lock keys; the node-wide keys (marker, quarantine, fencing
+ * floor and highest value) are fixed names and each fencing counter and
+ * queue key is derived from its lock key inside the scripts. Acquire and
+ * extend start with the restart quarantine (see node/node-state.ts),
+ * acquire also with the fencing counters (see fencing/scripts.ts); ARGV[3]
+ * is the quarantine in ms ("0": off for this client).
  */
 
 import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
-import {
-  fencedScriptArgs,
-  fencedScriptKeys,
-  fencedScriptPrelude,
-  fenceReply,
-} from "../fencing/scripts.js";
+import { fencedScriptArgs, fencedScriptPrelude, fenceReply } from "../fencing/scripts.js";
 import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
-import { heirQueueLua } from "./heir-queue.js";
+import { heirQueueLua, queueKeyPrefix } from "./heir-queue.js";
 
 /** The acquire's code: the reply itself, or with fences its first element. */
 export const acquireReply = {
@@ -62,9 +59,9 @@ export const acquireScript = new LuaScript(
   `${fencedScriptPrelude}
 ${heirQueueLua}
 local locks, counters, proposals = fencedLayout()
--- One resource: its reservation is read with the marker and quarantine.
-local marker, refusal, reservation = checkQuarantine(KEYS[1], KEYS[2], ARGV[3],
-  #locks == 1 and heirKey(locks[1]) or nil)
+-- One MGET: the node's state, the counters and, for one resource, its reservation.
+local node = readNode(counters, #locks == 1 and heirKey(locks[1]) or nil)
+local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
 if refusal then return refusal end
 local from = ARGV[5 + #counters]
 if from == '' then from = nil end
@@ -76,10 +73,10 @@ local function refuse()
   local place = enqueue(locks[1], waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
   local reply = {${acquireReply.refused}, place[1], place[2]}
   -- The fencing counter as it stands: the waiter's next proposal is then
-  -- above the holder's token, and its grant needs no fencing round.
+  -- above the holder's token, and its grant needs no fencing round. A hint
+  -- only: as the MGET read it (a counter or floor of the wrong type reads 0).
   if #counters == 1 then
-    local current = redis.call('get', counters[1]) or '0'
-    local floor = redis.call('get', KEYS[3]) or '0'
+    local current, floor = node.counters[1] or '0', node.floor or '0'
     reply[4] = less(current, floor) and floor or current
   end
   return reply
@@ -88,7 +85,7 @@ end
 local mine = false
 for _, key in ipairs(locks) do
   local heir
-  if #locks == 1 then heir = reservation else heir = reservedFor(key) end
+  if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
   if heir then
     if heir ~= waiter then return refuse() end
     mine = true
@@ -106,7 +103,7 @@ if not placed then
     end
   end
 end
-local reply, unknown = readFences(marker, KEYS[3], counters, proposals)
+local reply, unknown = readFences(marker, node, counters, proposals)
 if unknown then
   if placed then redis.call('del', locks[1]) end
   return unknown
@@ -120,14 +117,10 @@ if mine then redis.call('del', heirKey(locks[1])) end
 if waiter and mayBeQueued then leave(locks[1], waiter) end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 if #counters == 0 then return granted end
-applyFences(KEYS[4], counters, proposals, reply)
+applyFences(node, counters, proposals, reply)
 reply[1] = granted
 return reply`,
 );
-
-export function acquireKeys(lockKeys: readonly string[], counterKeys: readonly string[]): string[] {
-  return fencedScriptKeys(lockKeys, counterKeys);
-}
 
 /** A waiting caller's registration in the nodes' queue (heir-queue.ts). */
 export interface QueueArgs {
@@ -184,7 +177,7 @@ export const extendReply = {
 } as const;
 
 /**
- * KEYS[3...] the lock keys; ARGV[2] = new TTL in ms. Sets the TTL of every
+ * KEYS the lock keys; ARGV[2] = new TTL in ms. Sets the TTL of every
  * key only if every key still holds our value, else changes nothing;
  * {quarantined, marker}. PEXPIRE never creates a key, so an expired lock
  * is never brought back.
@@ -192,20 +185,17 @@ export const extendReply = {
 export const extendScript = new LuaScript(
   "extend",
   `${quarantineCheck}
-local _, refusal = checkQuarantine(KEYS[1], KEYS[2], ARGV[3])
+local guard = redis.call('mget', '${markerKey}', '${quarantineKey}')
+local _, refusal = checkQuarantine(guard[1], guard[2], ARGV[3])
 if refusal then return refusal end
-for i = 3, #KEYS do
+for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) ~= ARGV[1] then return ${extendReply.notHeld} end
 end
-for i = 3, #KEYS do
+for i = 1, #KEYS do
   redis.call('pexpire', KEYS[i], ARGV[2])
 end
 return ${extendReply.extended}`,
 );
-
-export function extendKeys(lockKeys: readonly string[]): string[] {
-  return [markerKey, quarantineKey, ...lockKeys];
-}
 
 export function extendArgs(value: string, ttl: number, quarantineArg: string): string[] {
   return [value, String(ttl), quarantineArg];
@@ -224,16 +214,29 @@ export const isExtended = (reply: unknown) => reply === extendReply.extended;
  */
 export const releaseScript = new LuaScript(
   "release",
-  `${luaDecimalLess}
-${heirQueueLua}
-local deleted = 0
-local first = ''
-local reserveMs = tonumber(ARGV[2])
+  `local deleted = 0
 for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
     deleted = deleted + 1
   end
+end
+-- Nobody to queue and nobody waiting: done, before the queue's functions
+-- are even defined (most releases; a script pays for every closure it makes).
+if not ARGV[4] then
+  local waited = false
+  if ARGV[2] ~= '0' then
+    for i = 1, #KEYS do
+      if redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1 then waited = true end
+    end
+  end
+  if not waited then return {deleted, ''} end
+end
+${luaDecimalLess}
+${heirQueueLua}
+local first = ''
+local reserveMs = tonumber(ARGV[2])
+for i = 1, #KEYS do
   if ARGV[4] then enqueue(KEYS[i], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
   local free = reserveMs > 0 and hasQueue(KEYS[i]) and redis.call('exists', KEYS[i]) == 0
   if free and not reservedFor(KEYS[i]) then

@@ -43,11 +43,13 @@ local function flushCount()
 end`;
 
 /**
- * Lua: `checkQuarantine(markerKey, quarantineKey, quarantineMs)` returns the
- * node's marker and, while the node is in quarantine, the reply to give
- * instead of a vote ({quarantined, marker}; else nil). quarantineMs "0"
- * turns the quarantine off for this client (the marker is still kept, and a
- * quarantine another client started is still honoured).
+ * Lua: `checkQuarantine(marker, quarantined, quarantineMs)`, given the
+ * marker and quarantine keys' values (read by the caller's MGET with what
+ * else it needs), returns the node's marker and, while the node is in
+ * quarantine, the reply to give instead of a vote ({quarantined, marker};
+ * else nil). quarantineMs "0" turns the quarantine off for this client
+ * (the marker is still kept, and a quarantine another client started is
+ * still honoured).
  *
  * A marker found missing is rewritten as "lost:<server time>": the node
  * keeps in mind that it lost its memory (so its fencing counters are
@@ -57,29 +59,23 @@ end`;
  * it could have forgotten: it needs no quarantine (its fencing counters
  * are still unknown: "lost:" sends them to repair, or to init() on a
  * cluster redquorum never used).
- *
- * An optional fourth key is read in the same MGET and returned third
- * (false when absent), so a script that needs one more key saves a call.
  */
 export const quarantineCheck = `${flushCount}
-local function checkQuarantine(markerKey, quarantineKey, quarantineMs, alsoKey)
-  local guard = alsoKey and redis.call('mget', markerKey, quarantineKey, alsoKey)
-    or redis.call('mget', markerKey, quarantineKey)
-  local marker = guard[1]
-  if guard[2] then return marker, {${quarantineReply.quarantined}, marker or ''} end
+local function checkQuarantine(marker, quarantined, quarantineMs)
+  if quarantined then return marker, {${quarantineReply.quarantined}, marker or ''} end
   if not marker then
     local now = redis.call('time')
     marker = 'lost:' .. now[1] .. '.' .. now[2]
-    redis.call('set', markerKey, marker)
+    redis.call('set', '${markerKey}', marker)
     if quarantineMs ~= '0' then
       local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
       if flushCount() > 0 or uptime * 1000 < tonumber(quarantineMs) then
-        redis.call('set', quarantineKey, '1', 'PX', quarantineMs)
+        redis.call('set', '${quarantineKey}', '1', 'PX', quarantineMs)
         return marker, {${quarantineReply.quarantined}, marker}
       end
     end
   end
-  return marker, nil, guard[3]
+  return marker, nil
 end`;
 
 /**
