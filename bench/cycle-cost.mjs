@@ -2,8 +2,9 @@
 // and off) beside the bare floor, one worker in this process, interleaved
 // and repeated on the same 5 local redis-server nodes: cycles/s, the
 // client's CPU per cycle (process.cpuUsage: user and system µs), and Redis
-// commands per cycle (INFO commandstats on every node, commands a script
-// runs included). The numbers behind docs/benchmarks.md's "One worker".
+// commands and Redis time per cycle (INFO commandstats on every node,
+// summed: commands a script runs are counted, and their time is inside the
+// script's). The numbers behind docs/benchmarks.md's "One worker".
 //
 //   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3
 import { Redis } from "ioredis";
@@ -12,6 +13,16 @@ import { bareRounds } from "./floor.mjs";
 import { benchArgs, fmt, median } from "./report.mjs";
 
 const { cellMs, reps } = benchArgs();
+/**
+ * The commands each cycle sends itself: their time is Redis's time for the
+ * cycle (a script's includes the commands it runs, which are counted but
+ * not timed again).
+ */
+const sent = {
+  floor: ["set", "evalsha"],
+  redquorum: ["evalsha"],
+  "redquorum, fencing off": ["evalsha"],
+};
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
 const inspect = cluster.urls.map((url) => new Redis(url));
 const clients = cluster.urls.map((url) => new Redis(url));
@@ -30,22 +41,28 @@ try {
     "redquorum, fencing off": async () =>
       (await unfenced.acquire(["cost:unfenced"], 10_000)).release(),
   };
-  const commands = async () => {
-    let total = 0;
+  // Commands, and the µs Redis spent in those a cycle sends, over all nodes.
+  const commands = async (cycle) => {
+    let count = 0;
+    let us = 0;
     for (const client of inspect) {
       const stats = await client.info("commandstats");
-      for (const [, name, calls] of stats.matchAll(/cmdstat_([\w|]+):calls=(\d+)/g)) {
-        if (name !== "info") total += Number(calls);
+      for (const [, name, calls, usec] of stats.matchAll(
+        /cmdstat_([\w|]+):calls=(\d+),usec=(\d+)/g,
+      )) {
+        if (name === "info") continue;
+        count += Number(calls);
+        if (sent[cycle].includes(name)) us += Number(usec);
       }
     }
-    return total;
+    return { count, us };
   };
   const runs = Object.fromEntries(Object.keys(cycles).map((name) => [name, []]));
   for (const cycle of Object.values(cycles)) for (let i = 0; i < 200; i++) await cycle(); // warm up
   for (let rep = 0; rep < reps; rep++) {
     const names = Object.keys(cycles);
     for (const name of rep % 2 === 0 ? names : names.reverse()) {
-      const before = await commands();
+      const before = await commands(name);
       const cpu = process.cpuUsage();
       const start = performance.now();
       let n = 0;
@@ -55,24 +72,26 @@ try {
       }
       const elapsedMs = performance.now() - start;
       const used = process.cpuUsage(cpu);
+      const after = await commands(name);
       runs[name].push({
         perSecond: (n / elapsedMs) * 1_000,
         userUs: used.user / n,
         systemUs: used.system / n,
-        commands: ((await commands()) - before) / n,
+        commands: (after.count - before.count) / n,
+        redisUs: (after.us - before.us) / n,
       });
     }
   }
   const floorRate = median(runs.floor.map((r) => r.perSecond));
   console.log(
-    "\n| cycle | cycles/s (median) | vs floor | client user / system µs per cycle | Redis commands per cycle |",
+    "\n| cycle | cycles/s (median) | vs floor | client user / system µs per cycle | Redis commands per cycle | Redis µs per cycle (5 nodes) |",
   );
-  console.log("|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|");
   for (const [name, cells] of Object.entries(runs)) {
     const m = (field) => median(cells.map((c) => c[field]));
     console.log(
       `| ${name} | ${fmt(m("perSecond"))} | ${fmt(m("perSecond") / floorRate, 2)}× | ` +
-        `${fmt(m("userUs"))} / ${fmt(m("systemUs"))} | ${fmt(m("commands"), 1)} |`,
+        `${fmt(m("userUs"))} / ${fmt(m("systemUs"))} | ${fmt(m("commands"), 1)} | ${fmt(m("redisUs"))} |`,
     );
   }
   console.log(
