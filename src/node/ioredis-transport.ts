@@ -8,7 +8,7 @@ import type { NodeTransport, Subscription } from "./transport.js";
  */
 export interface IoredisLike {
   status: string;
-  options: { host?: string; port?: number; path?: string };
+  options: { host?: string; port?: number; path?: string; keyPrefix?: string };
   call(command: string, ...args: string[]): Promise<unknown>;
   connect(): Promise<void>;
   disconnect(): void;

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { Redis } from "ioredis";
 import { InvalidArgumentError, NodeConfigurationError } from "../errors.js";
 import { createNodes, endpointOfUrl } from "./resolve.js";
 
@@ -35,6 +36,23 @@ describe("createNodes", () => {
       (error: unknown) =>
         error instanceof NodeConfigurationError && /nodes\[0\] and nodes\[2\]/.test(error.message),
     );
+  });
+
+  it("refuses an ioredis client with a keyPrefix of its own", () => {
+    const prefixed = new Redis({ lazyConnect: true, keyPrefix: "app:" });
+    const plain = new Redis({ lazyConnect: true, port: 7002 });
+    try {
+      assert.throws(
+        () => createNodes([plain, prefixed]),
+        (error: unknown) =>
+          error instanceof InvalidArgumentError &&
+          error.argument === "nodes[1]" &&
+          /keyPrefix "app:" is not supported/.test(error.message),
+      );
+    } finally {
+      prefixed.disconnect();
+      plain.disconnect();
+    }
   });
 
   it("refuses something that is neither URL nor client", () => {

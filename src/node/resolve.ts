@@ -62,6 +62,18 @@ function planNode(input: NodeInput, index: number): NodePlan {
     return { identity: input, endpoint: input.endpoint, create: () => input };
   }
   if (isIoredisLike(input)) {
+    // ioredis would prefix the keys a script is given but not the ones the
+    // scripts name themselves (node marker, fencing state and counters,
+    // queues), splitting what must be read together.
+    const clientPrefix = input.options?.keyPrefix;
+    if (clientPrefix) {
+      throw new InvalidArgumentError(
+        `nodes[${index}]`,
+        `an ioredis client with keyPrefix ${JSON.stringify(clientPrefix)} is not supported: ` +
+          "redquorum's scripts name keys of their own that the client would not prefix; " +
+          "give a client without keyPrefix (Redlock has its own keyPrefix option)",
+      );
+    }
     // Made only once every input is valid: it adds listeners to the client.
     return {
       identity: input,
