@@ -35,7 +35,7 @@ export const acquireReply = {
 } as const;
 
 /**
- * Acquire, fenced layout (see fencedScriptKeys): ARGV[2] = TTL in ms.
+ * Acquire, fenced layout (see fencedScriptArgs): ARGV[2] = TTL in ms.
  * granted (or, with fences, {granted, current_1, accepted_1, ...}): every
  * key was free and is now ours; refused: a key exists, or is reserved for
  * another waiter (heir-queue.ts); {quarantined, marker}; {unknown,
