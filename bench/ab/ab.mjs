@@ -1,11 +1,14 @@
-// A/B driver: the redquorum cells of bench/locks.mjs and bench/ids.mjs (same
-// cell code: runCell / measureCell), run against the dist of one worktree.
-//   node bench/ab/ab.mjs --dir <a built worktree> --seconds 5 --json out.json (see run-ab.sh)
+// A/B driver: the redquorum cells of bench/ab/cells.mjs (the workloads of
+// bench/locks.mjs and bench/ids.mjs) against the dist of one worktree, plus
+// the floor as a control; one process per build and run (see run-ab.sh;
+// interleaved.mjs runs two builds in one process instead).
+//   node bench/ab/ab.mjs --dir <a built worktree> --seconds 5 --json out.json
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { bareRounds } from "../floor.mjs";
+import { idCell, idCells, lockCell, lockCells, redquorumContender } from "./cells.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -18,29 +21,14 @@ const { values } = parseArgs({
 const dir = values.dir;
 const cellMs = Number(values.seconds) * 1000;
 const want = new Set(values.cells.split(","));
-const { LocalCluster, Redlock, NextId } = await import(`${dir}/dist/index.js`);
-const { measureCell, percentile } = await import(`${dir}/bench/report.mjs`);
+const lib = await import(`${dir}/dist/index.js`);
 const { Redis } = createRequire(`${dir}/package.json`)("ioredis");
-const ttlMs = 10_000;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const bounded = (p, ms) =>
-  Promise.race([p, sleep(ms).then(() => Promise.reject(new Error(`no answer in ${ms} ms`)))]);
 const out = { dir, cellMs, load: loadavg()[0], cells: {} };
 
-function ours(urls, pacing) {
-  const redlock = new Redlock(urls, {
-    retry: pacing ? { retries: 10_000, ...pacing } : { retries: 0 },
-  });
-  return {
-    acquire: (resource) => redlock.acquire([resource], ttlMs),
-    release: (lock) => lock.release(),
-    close: () => redlock.close(),
-  };
-}
 // Control: the bench's floor (../floor.mjs, this checkout's), independent of the compared builds.
 function floor(urls) {
   const clients = urls.map((u) => new Redis(u));
-  const { acquireRound, release } = bareRounds(clients, ttlMs);
+  const { acquireRound, release } = bareRounds(clients, 10_000);
   return {
     acquire: async (resource) => {
       const lock = await acquireRound(resource);
@@ -54,77 +42,31 @@ function floor(urls) {
   };
 }
 
-async function lockCell(key, contender, workers, contended) {
-  const label = `${key}`;
-  for (let i = 0; i < 20; i++) await contender.release(await contender.acquire(`warm:${label}`));
-  const acquireMs = [],
-    releaseMs = [],
-    grants = new Array(workers).fill(0);
-  let errors = 0;
-  const start = performance.now(),
-    end = start + cellMs;
-  await Promise.all(
-    grants.map(async (_, w) => {
-      const resource = contended ? `bench:${label}` : `bench:${label}:${w}`;
-      while (performance.now() < end) {
-        try {
-          const t0 = performance.now();
-          const h = await bounded(contender.acquire(resource), contended ? 30_000 : 2_000);
-          const t1 = performance.now();
-          await bounded(contender.release(h), 2_000);
-          acquireMs.push(t1 - t0);
-          releaseMs.push(performance.now() - t1);
-          grants[w]++;
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  const elapsed = performance.now() - start;
-  await contender.close();
-  acquireMs.sort((a, b) => a - b);
-  releaseMs.sort((a, b) => a - b);
-  out.cells[key] = {
-    perSecond: (acquireMs.length / elapsed) * 1000,
-    p50Ms: percentile(acquireMs, 50),
-    p99Ms: percentile(acquireMs, 99),
-    relP50Ms: percentile(releaseMs, 50),
-    relP99Ms: percentile(releaseMs, 99),
-    errors,
-  };
-}
-
 {
-  const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
+  const cluster = await lib.LocalCluster.start({ nodeCount: 5, persistence: "none" });
   try {
-    const init = new Redlock(cluster.urls);
+    const init = new lib.Redlock(cluster.urls);
     await init.init();
     await init.close();
-    if (want.has("L1")) await lockCell("L1", ours(cluster.urls), 1, false);
-    if (want.has("L64")) await lockCell("L64", ours(cluster.urls), 64, false);
-    if (want.has("LC"))
-      await lockCell("LC", ours(cluster.urls, { delayMs: 10, jitterMs: 5 }), 64, true);
-    if (want.has("F64")) await lockCell("F64", floor(cluster.urls), 64, false);
+    for (const [key, { workers, contended, pacing }] of Object.entries(lockCells)) {
+      if (!want.has(key)) continue;
+      const contender = redquorumContender(lib, cluster.urls, pacing);
+      out.cells[key] = await lockCell(contender, key, workers, contended, cellMs);
+    }
+    if (want.has("F64"))
+      out.cells.F64 = await lockCell(floor(cluster.urls), "F64", 64, false, cellMs);
   } finally {
     await cluster.stop();
   }
 }
-{
-  const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "aof-always" });
+if ([...want].some((key) => key in idCells)) {
+  const cluster = await lib.LocalCluster.start({ nodeCount: 5, persistence: "aof-always" });
   try {
-    const init = new NextId(cluster.urls);
+    const init = new lib.NextId(cluster.urls);
     await init.init();
     await init.close();
-    for (const [key, callers] of [
-      ["I1", 1],
-      ["I64", 64],
-    ]) {
-      if (!want.has(key)) continue;
-      const g = new NextId(cluster.urls, { strategy: "range" });
-      await g.next();
-      out.cells[key] = await measureCell(callers, cellMs, () => g.next());
-      await g.close();
+    for (const [key, callers] of Object.entries(idCells)) {
+      if (want.has(key)) out.cells[key] = await idCell(lib, cluster.urls, callers, cellMs);
     }
   } finally {
     await cluster.stop();
