@@ -14,7 +14,13 @@ import type { LockContext } from "./context.js";
 import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
 import { instanceOfWaiter } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
-import { heirOf, type QueueArgs, releasedCount, releaseScript } from "./scripts.js";
+import {
+  heirOf,
+  type QueueArgs,
+  registrationArgs,
+  releasedCount,
+  releaseScript,
+} from "./scripts.js";
 import { Waiter } from "./wait-queue.js";
 
 export type ReleaseContext = Pick<
@@ -132,7 +138,7 @@ export function releaseKeys(
   const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
   const { reserveMs = 0, notify = false, requeue, mayHold = () => true } = options;
   const args = [value, String(reserveMs), notify ? "1" : "0"];
-  if (requeue) args.push(requeue.waiterId, requeue.ticket, String(requeue.waitMs));
+  if (requeue) args.push(...registrationArgs(requeue));
   const call = (node: RedisNode, index: number) =>
     mayHold(index) ? node.evalScript(releaseScript, keys, args) : Promise.resolve(keys.length);
   return context.group.round(call, {

@@ -136,6 +136,11 @@ export interface QueueArgs {
   readonly mayBeQueued?: boolean;
 }
 
+/** A registration as the acquire and release scripts read it: waiter id, ticket, registration time (ms). */
+export function registrationArgs(queue: QueueArgs): string[] {
+  return [queue.waiterId, queue.ticket, String(queue.waitMs)];
+}
+
 export function acquireArgs(
   value: string,
   ttl: number,
@@ -147,7 +152,7 @@ export function acquireArgs(
   const args = fencedScriptArgs(value, String(ttl), quarantineArg, proposals);
   args.push(fromValue ?? "");
   if (queue) {
-    args.push(queue.waiterId, queue.ticket, String(queue.waitMs), queue.mayBeQueued ? "1" : "0");
+    args.push(...registrationArgs(queue), queue.mayBeQueued ? "1" : "0");
   }
   return args;
 }
