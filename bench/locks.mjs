@@ -15,7 +15,15 @@ import NodeRedlock4 from "redlock4";
 import { LocalCluster, Redlock } from "../dist/index.js";
 import { drawChart } from "./chart.mjs";
 import { bareRounds } from "./floor.mjs";
-import { benchArgs, fmt, interleave, median, percentile, writeResults } from "./report.mjs";
+import {
+  benchArgs,
+  fmt,
+  interleave,
+  lockCycles,
+  median,
+  percentile,
+  writeResults,
+} from "./report.mjs";
 
 const { cellMs, reps, json, pick } = benchArgs();
 const ttlMs = 10_000;
@@ -170,54 +178,27 @@ const jain = (xs) => {
   return squares === 0 ? 0 : (sum * sum) / (xs.length * squares);
 };
 
-/** A call that never comes back (a library without per-node timeouts) ends as an error here. */
-const bounded = (promise, ms) =>
-  Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`no answer in ${ms} ms`)))]);
-
 async function runCell(name, workload, rep) {
   const contended = workload.kind === "contended";
   const contender = await contenders[name](workload.pacing);
   const label = `${rep}:${name}:${workload.kind}`;
   for (let i = 0; i < 20; i++) await contender.release(await contender.acquire(`warm:${label}`));
   if (workload.kind === "paused") cluster.pause(0);
-  const acquireMs = [];
-  const releaseMs = [];
-  const grants = new Array(workload.workers).fill(0);
-  let errors = 0;
-  /** What the errors said (message → count), for the JSON file. */
-  const errorKinds = new Map();
-  const start = performance.now();
-  const end = start + cellMs;
+  let cycles;
   try {
-    await Promise.all(
-      grants.map(async (_, worker) => {
-        const resource = contended ? `bench:${label}` : `bench:${label}:${worker}`;
-        while (performance.now() < end) {
-          try {
-            const t0 = performance.now();
-            const handle = await bounded(contender.acquire(resource), contended ? 30_000 : 2_000);
-            const t1 = performance.now();
-            await bounded(contender.release(handle), 2_000);
-            acquireMs.push(t1 - t0);
-            releaseMs.push(performance.now() - t1);
-            grants[worker]++;
-          } catch (error) {
-            errors++;
-            const message = String(error?.message ?? error).slice(0, 200);
-            errorKinds.set(message, (errorKinds.get(message) ?? 0) + 1);
-          }
-        }
-      }),
-    );
+    cycles = await lockCycles(contender, {
+      workers: workload.workers,
+      cellMs,
+      resourceOf: (worker) => (contended ? `bench:${label}` : `bench:${label}:${worker}`),
+      acquireBoundMs: contended ? 30_000 : 2_000,
+    });
   } finally {
     if (workload.kind === "paused") cluster.resume(0);
   }
-  const elapsedMs = performance.now() - start;
   await contender.close();
-  acquireMs.sort((a, b) => a - b);
-  releaseMs.sort((a, b) => a - b);
+  const { acquireMs, releaseMs, grants, errors, errorKinds } = cycles;
   return {
-    perSecond: (acquireMs.length / elapsedMs) * 1_000,
+    perSecond: cycles.perSecond,
     acquireP50Ms: percentile(acquireMs, 50),
     acquireP99Ms: percentile(acquireMs, 99),
     releaseP50Ms: percentile(releaseMs, 50),

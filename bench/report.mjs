@@ -14,11 +14,21 @@ export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
 export const fmt = (n, digits = 0) =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
+/** A call that never comes back (a library without per-node timeouts) ends as an error here. */
+export function bounded(promise, ms) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Runs `cycle` from `workers` loops for `cellMs`; returns the rate, p50/p99
- * of each cycle's latency, and how many cycles failed.
+ * of each cycle's latency, and how many cycles failed (each failure also
+ * given to `onError`, if any).
  */
-export async function measureCell(workers, cellMs, cycle) {
+export async function measureCell(workers, cellMs, cycle, onError) {
   const latencies = [];
   let errors = 0;
   const start = performance.now();
@@ -30,8 +40,9 @@ export async function measureCell(workers, cellMs, cycle) {
         try {
           await cycle(worker);
           latencies.push(performance.now() - t0);
-        } catch {
+        } catch (error) {
           errors++;
+          onError?.(error);
         }
       }
     }),
@@ -43,6 +54,46 @@ export async function measureCell(workers, cellMs, cycle) {
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
     errors,
+  };
+}
+
+/**
+ * Acquire → release on `contender` from `workers` loops for `cellMs`, each
+ * worker on `resourceOf(worker)`; an acquire is bounded by `acquireBoundMs`,
+ * a release by 2 s. Returns the rate, the sorted acquire and release
+ * latencies, grants per worker, and the errors (count, and by message).
+ */
+export async function lockCycles(contender, { workers, cellMs, resourceOf, acquireBoundMs }) {
+  const acquireMs = [];
+  const releaseMs = [];
+  const grants = new Array(workers).fill(0);
+  const errorKinds = new Map();
+  const cell = await measureCell(
+    workers,
+    cellMs,
+    async (worker) => {
+      const t0 = performance.now();
+      const handle = await bounded(contender.acquire(resourceOf(worker)), acquireBoundMs);
+      const t1 = performance.now();
+      await bounded(contender.release(handle), 2_000);
+      acquireMs.push(t1 - t0);
+      releaseMs.push(performance.now() - t1);
+      grants[worker]++;
+    },
+    (error) => {
+      const message = String(error?.message ?? error).slice(0, 200);
+      errorKinds.set(message, (errorKinds.get(message) ?? 0) + 1);
+    },
+  );
+  acquireMs.sort((a, b) => a - b);
+  releaseMs.sort((a, b) => a - b);
+  return {
+    perSecond: cell.perSecond,
+    errors: cell.errors,
+    acquireMs,
+    releaseMs,
+    grants,
+    errorKinds,
   };
 }
 

@@ -4,12 +4,9 @@
 //   L1 / L64: uncontended acquire → release, 1 or 64 workers, each on its own key
 //   LC: 64 workers of one instance on one key, retry 10 ± 5 ms
 //   I1 / I64: NextId (range strategy), 1 or 64 callers of one instance
-import { measureCell, percentile } from "../report.mjs";
+import { lockCycles, measureCell, percentile } from "../report.mjs";
 
 const ttlMs = 10_000;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const bounded = (p, ms) =>
-  Promise.race([p, sleep(ms).then(() => Promise.reject(new Error(`no answer in ${ms} ms`)))]);
 
 /** The lock cells: workers and whether they share one key. */
 export const lockCells = {
@@ -38,34 +35,15 @@ export function redquorumContender(lib, urls, pacing) {
  */
 export async function lockCell(contender, label, workers, contended, cellMs) {
   for (let i = 0; i < 20; i++) await contender.release(await contender.acquire(`warm:${label}`));
-  const acquireMs = [];
-  const releaseMs = [];
-  let errors = 0;
-  const start = performance.now();
-  const end = start + cellMs;
-  await Promise.all(
-    Array.from({ length: workers }, async (_, w) => {
-      const resource = contended ? `bench:${label}` : `bench:${label}:${w}`;
-      while (performance.now() < end) {
-        try {
-          const t0 = performance.now();
-          const h = await bounded(contender.acquire(resource), contended ? 30_000 : 2_000);
-          const t1 = performance.now();
-          await bounded(contender.release(h), 2_000);
-          acquireMs.push(t1 - t0);
-          releaseMs.push(performance.now() - t1);
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  const elapsed = performance.now() - start;
+  const { perSecond, acquireMs, releaseMs, errors } = await lockCycles(contender, {
+    workers,
+    cellMs,
+    resourceOf: (worker) => (contended ? `bench:${label}` : `bench:${label}:${worker}`),
+    acquireBoundMs: contended ? 30_000 : 2_000,
+  });
   await contender.close();
-  acquireMs.sort((a, b) => a - b);
-  releaseMs.sort((a, b) => a - b);
   return {
-    perSecond: (acquireMs.length / elapsed) * 1000,
+    perSecond,
     p50Ms: percentile(acquireMs, 50),
     p99Ms: percentile(acquireMs, 99),
     relP50Ms: percentile(releaseMs, 50),

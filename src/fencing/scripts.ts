@@ -127,12 +127,11 @@ local function readFences(marker, node, counters, proposals)
   local reply = {${fenceReply.counted}}
   if #counters == 0 then return reply end
   local floor = node.floor
-  if not floor then
-    if marker ~= '1' then floor = redis.call('get', '${fenceFloorKey}') end
-    if not floor then
-      if marker ~= '1' then return nil, {${fenceReply.unknown}, marker} end
-      floor = '0'
-    end
+  if not floor and marker == '1' then
+    floor = '0'
+  elseif not floor then
+    floor = redis.call('get', '${fenceFloorKey}')
+    if not floor then return nil, {${fenceReply.unknown}, marker} end
   end
   for i = 1, #counters do
     local current = node.counters[i] or redis.call('get', counters[i]) or '0'

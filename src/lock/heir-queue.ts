@@ -62,10 +62,10 @@ export function instanceOfWaiter(waiterId: string): string {
  * returns the head, or nil; `heirKey(key)` the key naming the
  * reservation; `reservedFor(key)` the waiter the key is reserved for, or
  * nil; `reserve(key, ms)` reserves a free key for the head and returns it,
- * or nil; `hasQueue(key)` whether anyone waits; `notifyHeir(key, heir)`
- * tells the heir's instance, with the resource's fencing counter
- * (`<waiter> <counter>`), so that its proposal is fresh and its grant
- * needs no fencing round.
+ * or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
+ * resource's fencing counter (`<waiter> <counter>`), so that its proposal
+ * is fresh and its grant needs no fencing round. Whether anyone waits is
+ * the existence of `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `
@@ -112,9 +112,6 @@ local function heirKey(key)
 end
 local function reservedFor(key)
   return redis.call('get', heirKey(key))
-end
-local function hasQueue(key)
-  return redis.call('exists', (queueKeys(key))) == 1
 end
 local function reserve(key, ms)
   local last = 'redquorum:heir-last:' .. key

@@ -220,30 +220,30 @@ export const isExtended = (reply: unknown) => reply === extendReply.extended;
 export const releaseScript = new LuaScript(
   "release",
   `local deleted = 0
+-- Which keys have waiters to reserve for (with a reservation time): a
+-- requeued waiter is one; else the queue's existence, read once here.
+local waited = {}
+local anyWaited = ARGV[4] ~= nil
 for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
     deleted = deleted + 1
   end
+  if ARGV[2] ~= '0' then
+    waited[i] = ARGV[4] ~= nil or redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1
+    anyWaited = anyWaited or waited[i]
+  end
 end
 -- Nobody to queue and nobody waiting: done, before the queue's functions
 -- are even defined (most releases; a script pays for every closure it makes).
-if not ARGV[4] then
-  local waited = false
-  if ARGV[2] ~= '0' then
-    for i = 1, #KEYS do
-      if redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1 then waited = true end
-    end
-  end
-  if not waited then return {deleted, ''} end
-end
+if not anyWaited then return {deleted, ''} end
 ${luaDecimalLess}
 ${heirQueueLua}
 local first = ''
 local reserveMs = tonumber(ARGV[2])
 for i = 1, #KEYS do
   if ARGV[4] then enqueue(KEYS[i], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
-  local free = reserveMs > 0 and hasQueue(KEYS[i]) and redis.call('exists', KEYS[i]) == 0
+  local free = waited[i] and redis.call('exists', KEYS[i]) == 0
   if free and not reservedFor(KEYS[i]) then
     local heir = reserve(KEYS[i], reserveMs)
     if heir then
