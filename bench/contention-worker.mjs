@@ -5,14 +5,14 @@
 // CLOCK_MONOTONIC (process.hrtime.bigint(), shared by all processes on
 // Linux), so the coordinator can check mutual exclusion across processes.
 //
-// Protocol: argv[2] is a JSON config; the process prints "ready" once
-// connected and warmed up, starts on a "go" line on stdin, stops acquiring
-// on a "stop" line, and prints one JSON line with its results.
-import { createInterface } from "node:readline";
+// Protocol (bench/processes.mjs): argv[2] is a JSON config; the process
+// prints "ready" once connected and warmed up, starts on "go", stops
+// acquiring on "stop", and prints one JSON line with its results.
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { Redlock } from "../dist/index.js";
 import { bareRounds } from "./floor.mjs";
+import { workerProtocol } from "./processes.mjs";
 
 const config = JSON.parse(process.argv[2]);
 const { library, urls, instances, resource, ttlMs, pacing, holdMs, firstContender, contenders } =
@@ -186,35 +186,22 @@ await Promise.all(
     }
   }),
 );
-process.stdout.write("ready\n");
+const holds = []; // [startNs, endNs, instance] as strings (bigint)
+const acquireMs = [];
+const grants = new Array(instances).fill(0);
+let errors = 0;
+const errorKinds = {};
 
-const lines = createInterface({ input: process.stdin });
-const go = new Promise((resolve) => lines.on("line", (l) => l === "go" && resolve()));
 let stopping = false;
 // On "stop" the results so far are the results: waiters still in acquire()
 // are abandoned (node-redlock has no way to cancel one, and draining 64
 // waiters of a slow library would take longer than the cell). The process
 // exits without releasing; each cell uses a fresh resource, and the keys
 // expire by their TTL.
-lines.on("line", (l) => {
-  if (l !== "stop") return;
+await workerProtocol(() => {
   stopping = true;
-  // Exit once the line is out: a large result does not fit the pipe at once.
-  report(() => process.exit(0));
+  return { pid: process.pid, holds, acquireMs, grants, errors, errorKinds };
 });
-await go;
-
-const holds = []; // [startNs, endNs, instance] as strings (bigint)
-const acquireMs = [];
-const grants = new Array(instances).fill(0);
-let errors = 0;
-const errorKinds = {};
-function report(done) {
-  process.stdout.write(
-    `${JSON.stringify({ pid: process.pid, holds, acquireMs, grants, errors, errorKinds })}\n`,
-    done,
-  );
-}
 
 await Promise.all(
   clients.map(async (client, i) => {

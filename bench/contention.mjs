@@ -13,17 +13,13 @@
 //
 //   npm run bench -- contention
 //   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
-import { spawn } from "node:child_process";
 import { cpus } from "node:os";
-import { dirname, join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { LocalCluster, Redlock } from "../dist/index.js";
+import { runWorkers, startWorker } from "./processes.mjs";
 import { fmt, median, percentile, writeResults } from "./report.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
 const { values: args } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
@@ -112,37 +108,6 @@ function overlapsOf(holds) {
   return overlaps;
 }
 
-function startProcess(config) {
-  const child = spawn(
-    process.execPath,
-    [
-      // BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every contender.
-      ...(process.env.BENCH_WORKER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
-      join(here, "contention-worker.mjs"),
-      JSON.stringify(config),
-    ],
-    {
-      stdio: ["pipe", "pipe", "inherit"],
-    },
-  );
-  const lines = createInterface({ input: child.stdout });
-  const ready = new Promise((resolve, reject) => {
-    lines.on("line", (line) => {
-      if (line === "ready") resolve();
-    });
-    child.once("exit", (code) => reject(new Error(`worker exited with ${code} before ready`)));
-  });
-  const result = new Promise((resolve, reject) => {
-    lines.on("line", (line) => {
-      if (line.startsWith("{")) resolve(JSON.parse(line));
-    });
-    child.once("exit", (code) => {
-      if (code !== 0) reject(new Error(`worker exited with ${code}`));
-    });
-  });
-  return { child, ready, result };
-}
-
 async function runCell(cluster, library, workload, rep) {
   const procs = Math.min(Number(args.procs), workload.contenders);
   const resource = `contention:${workload.key}:${rep}:${library}`;
@@ -151,7 +116,7 @@ async function runCell(cluster, library, workload, rep) {
     (_, i) => Math.floor(workload.contenders / procs) + (i < workload.contenders % procs ? 1 : 0),
   );
   const workers = perProc.map((instances, p) =>
-    startProcess({
+    startWorker("contention-worker.mjs", {
       library,
       urls: cluster.urls,
       instances,
@@ -164,17 +129,16 @@ async function runCell(cluster, library, workload, rep) {
       holdMs,
     }),
   );
-  await Promise.all(workers.map((w) => w.ready));
-  const commandsBefore = await commandsRun(cluster.urls);
-  const start = performance.now();
-  for (const w of workers) w.child.stdin.write("go\n");
-  await new Promise((r) => setTimeout(r, cellMs));
-  for (const w of workers) w.child.stdin.write("stop\n");
-  const elapsedMs = performance.now() - start;
   // Commands are counted up to "stop": the drain that follows serves no counted grant.
-  const commandsAfter = await commandsRun(cluster.urls);
-  const results = await Promise.all(workers.map((w) => w.result));
-  for (const w of workers) w.child.stdin.end();
+  const {
+    results,
+    elapsedMs,
+    before: commandsBefore,
+    after: commandsAfter,
+  } = await runWorkers(workers, cellMs, {
+    before: () => commandsRun(cluster.urls),
+    after: () => commandsRun(cluster.urls),
+  });
   const grants = results.flatMap((r) => r.grants);
   const acquireMs = results.flatMap((r) => r.acquireMs).sort((a, b) => a - b);
   const holds = results.flatMap((r) => r.holds.map((h) => [...h, r.pid]));

@@ -1,12 +1,15 @@
 // ID benchmark: NextId's range strategy (one round trip, group commit,
-// pipelined rounds) beside seed 2's strategy (read a majority, max + 1,
-// write), on the same 5 local redis-server nodes with appendfsync always,
-// interleaved (A B, B A, ...) and repeated; median with min-max.
+// pipelined rounds), with dense and with clock proposals, beside seed 2's
+// strategy (read a majority, max + 1, write), on the same 5 local
+// redis-server nodes with appendfsync always, interleaved (A B C, C B A,
+// ...) and repeated; median with min-max. The "processes" workload runs
+// each instance in a child process of its own.
 //
 //   npm run bench                   (runs the lock and the ID benchmark)
 //   node bench/ids.mjs --seconds 2 --reps 3
 import { LocalCluster, NextId } from "../dist/index.js";
-import { benchArgs, fmt, interleave, measureCell, report } from "./report.mjs";
+import { runWorkers, startWorker } from "./processes.mjs";
+import { benchArgs, fmt, interleave, measureCell, percentile, report } from "./report.mjs";
 
 const { cellMs, reps, json, pick } = benchArgs();
 
@@ -23,34 +26,27 @@ const workloads = [
   // as 4 or 16 processes would (each round races the others').
   { name: "4 instances × 1 caller", instances: 4, callers: 1 },
   { name: "16 instances × 1 caller", instances: 16, callers: 1 },
+  // The same as 16 separate processes (each a NextId and one caller).
+  { name: "16 processes × 1 caller", processes: 16 },
 ];
+
+/** Each contender's NextId options. */
+const contenders = {
+  range: { strategy: "range" },
+  // Proposals at least the wall clock in microseconds (IdProposals).
+  "range, clock proposals": { strategy: "range", proposals: "clock" },
+  seed: { strategy: "seed" },
+};
 
 try {
   const results = await interleave(
     pick(workloads),
-    ["range", "seed"],
+    Object.keys(contenders),
     reps,
-    async (strategy, workload) => {
-      // Proposal rounds won and lost (the range strategy reports them), to
-      // show why independent instances do not scale: see bench/results/ids.md.
-      const rounds = { won: 0, lost: 0, counting: false };
-      const onEvent = (event) => {
-        if (event.type === "id-round" && rounds.counting) rounds[event.outcome]++;
-      };
-      const generators = Array.from(
-        { length: workload.instances },
-        () => new NextId(cluster.urls, { strategy, onEvent }),
-      );
-      for (const g of generators) await g.next(); // connect and check
-      rounds.counting = true;
-      // Caller w belongs to instance w % instances.
-      const cell = await measureCell(workload.instances * workload.callers, cellMs, (w) =>
-        generators[w % workload.instances].next(),
-      );
-      rounds.counting = false;
-      await Promise.all(generators.map((g) => g.close()));
-      return { ...cell, roundsWon: rounds.won, roundsLost: rounds.lost };
-    },
+    (contender, workload) =>
+      workload.processes
+        ? processCell(contenders[contender], workload)
+        : instanceCell(contenders[contender], workload),
   );
   report({
     results,
@@ -71,4 +67,45 @@ try {
   });
 } finally {
   await cluster.stop();
+}
+
+/** Instances in this process, each with `callers` callers. */
+async function instanceCell(options, workload) {
+  // Proposal rounds won and lost (the range strategy reports them), to
+  // show why independent instances do not scale: see bench/results/ids.md.
+  const rounds = { won: 0, lost: 0, counting: false };
+  const onEvent = (event) => {
+    if (event.type === "id-round" && rounds.counting) rounds[event.outcome]++;
+  };
+  const generators = Array.from(
+    { length: workload.instances },
+    () => new NextId(cluster.urls, { ...options, onEvent }),
+  );
+  for (const g of generators) await g.next(); // connect and check
+  rounds.counting = true;
+  // Caller w belongs to instance w % instances.
+  const cell = await measureCell(workload.instances * workload.callers, cellMs, (w) =>
+    generators[w % workload.instances].next(),
+  );
+  rounds.counting = false;
+  await Promise.all(generators.map((g) => g.close()));
+  return { ...cell, roundsWon: rounds.won, roundsLost: rounds.lost };
+}
+
+/** `processes` child processes, each one NextId with one caller. */
+async function processCell(options, workload) {
+  const workers = Array.from({ length: workload.processes }, () =>
+    startWorker("ids-worker.mjs", { urls: cluster.urls, options }),
+  );
+  const { results, elapsedMs } = await runWorkers(workers, cellMs);
+  const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  const sum = (key) => results.reduce((n, r) => n + r[key], 0);
+  return {
+    perSecond: (latencies.length / elapsedMs) * 1_000,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    errors: sum("errors"),
+    roundsWon: sum("roundsWon"),
+    roundsLost: sum("roundsLost"),
+  };
 }

@@ -11,11 +11,22 @@ export interface Clock {
   now(): number;
   /** Resolves after `ms`, or rejects with `signal.reason` when aborted. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Microseconds since the Unix epoch, for NextId's `proposals: "clock"`
+   * only: a value to propose, never a duration, and never what safety rests
+   * on. Optional for injected clocks that are not asked for it.
+   */
+  epochMicros?(): bigint;
 }
 
 export const systemClock: Clock = {
   now: () => performance.now(),
   sleep: (ms, signal) => sleep(ms, signal),
+  // The wall clock at process start, advanced by the monotonic clock: every
+  // process on a machine reads the same scale to a few microseconds (Date.now
+  // has only milliseconds), and a wall-clock step after start cannot make it
+  // go back.
+  epochMicros: () => BigInt(Math.floor((performance.timeOrigin + performance.now()) * 1_000)),
 };
 
 /** Calls `callback` after `ms`; returns a function that cancels it. */

@@ -35,6 +35,7 @@ export {
 export { type FencedSetResult, fencedSet, fencedSetScript } from "./fencing/fenced-store.js";
 export { NextId } from "./id/next-id.js";
 export type {
+  IdProposals,
   IdRetryOptions,
   IdStrategy,
   NextIdOptions,

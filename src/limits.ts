@@ -111,6 +111,8 @@ export const idDefaults = {
   key: "redquorum:id",
   /** One conditional write per round, group commit, pipelining (see IdStrategy). */
   strategy: "range",
+  /** Small IDs, 1, 2, 3, …: a counter that took a clock proposal never goes back (see IdProposals). */
+  proposals: "dense",
   /** Above Redlock's 50 ms: every ID round writes, and fsync on every write takes time. */
   nodeTimeoutMs: 200,
   /**

@@ -1,5 +1,6 @@
 /** What every command shares: the nodes, output on stdout, diagnostics on stderr. */
 import { Option } from "commander";
+import { idDefaults } from "../limits.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import { UsageError } from "./errors.js";
 
@@ -13,6 +14,16 @@ export const nodesOption = (): Option =>
   new Option("--nodes <urls>", "comma-separated redis:// URLs of the Redis masters").env(nodesEnv);
 
 export const jsonOption = (): Option => new Option("--json", "print the result as JSON");
+
+/** NextId's `proposals` (id next, serve). */
+export const proposalsOption = (): Option =>
+  new Option(
+    "--proposals <kind>",
+    'what ID rounds propose: "dense" (1, 2, 3, …) or "clock" (microseconds since the epoch, ' +
+      "so many independent clients win more rounds; a counter never goes back to small IDs)",
+  )
+    .choices(["dense", "clock"])
+    .default(idDefaults.proposals);
 
 /** The node URLs from --nodes or $REDQUORUM_NODES. */
 export function nodesFrom(options: NodesOptions): string[] {

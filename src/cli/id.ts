@@ -1,6 +1,7 @@
 /** `redquorum id init` and `redquorum id next`: NextId's counter. */
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
+import type { IdProposals } from "../id/options.js";
 import { idLimits } from "../limits.js";
 import {
   diagnose,
@@ -10,6 +11,7 @@ import {
   nodesOption,
   printData,
   printJson,
+  proposalsOption,
 } from "./common.js";
 import { parseInteger } from "./integer.js";
 
@@ -19,6 +21,7 @@ interface IdOptions extends NodesOptions {
 
 interface NextOptions extends IdOptions {
   count: number;
+  proposals: IdProposals;
   json?: boolean;
 }
 
@@ -29,8 +32,11 @@ const parseCount = (text: string) => parseInteger(text, "--count", 1, countMax);
 const keyOption = () =>
   new Option("--key <key>", "the counter's Redis key").default("redquorum:id");
 
-async function withNextId<T>(options: IdOptions, run: (ids: NextId) => Promise<T>): Promise<T> {
-  const ids = new NextId(nodesFrom(options), { key: options.key });
+async function withNextId<T>(
+  options: IdOptions & { proposals?: IdProposals },
+  run: (ids: NextId) => Promise<T>,
+): Promise<T> {
+  const ids = new NextId(nodesFrom(options), { key: options.key, proposals: options.proposals });
   try {
     return await run(ids);
   } finally {
@@ -57,6 +63,7 @@ export function idCommand(): Command {
     .addOption(
       new Option("--count <n>", `how many IDs (1 to ${countMax})`).default(1).argParser(parseCount),
     )
+    .addOption(proposalsOption())
     .addOption(jsonOption())
     .action(async (options: NextOptions) => {
       const batch = await withNextId(options, (ids) => ids.nextBatch(options.count));

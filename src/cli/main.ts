@@ -54,6 +54,13 @@ export function buildProgram(childArgv: () => readonly string[]): Command {
   program.addCommand(idCommand());
   program.addCommand(lockCommand(childArgv));
   program.addCommand(serveCommand());
+  // addCommand does not pass exitOverride down: without it a subcommand's
+  // own parse errors (an invalid choice) would exit 1, not the usage code.
+  const overrideExits = (command: Command): void => {
+    command.exitOverride();
+    for (const sub of command.commands) overrideExits(sub);
+  };
+  overrideExits(program);
   return program;
 }
 

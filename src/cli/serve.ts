@@ -6,11 +6,12 @@
  */
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
+import type { IdProposals } from "../id/options.js";
 import { idDefaults, idLimits } from "../limits.js";
 import { IdServer } from "../server/id-server.js";
 import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
 import { IdServerMetrics } from "../server/metrics.js";
-import { type NodesOptions, nodesFrom, nodesOption } from "./common.js";
+import { type NodesOptions, nodesFrom, nodesOption, proposalsOption } from "./common.js";
 import { durationOption, formatDuration } from "./duration.js";
 import { parseInteger } from "./integer.js";
 
@@ -24,6 +25,7 @@ interface ServeOptions extends NodesOptions {
   drainTimeout: number;
   nodeTimeout: number;
   pipelineDepth: number;
+  proposals: IdProposals;
   logLevel: LogLevel;
 }
 
@@ -126,6 +128,7 @@ export function serveCommand(): Command {
         idDefaults.pipelineDepth,
       ),
     )
+    .addOption(proposalsOption().env("REDQUORUM_PROPOSALS"))
     .addOption(
       new Option("--log-level <level>", "least severe log level written")
         .choices(logLevels)
@@ -146,6 +149,7 @@ async function serve(options: ServeOptions): Promise<void> {
     key: options.key,
     nodeTimeoutMs: options.nodeTimeout,
     pipelineDepth: options.pipelineDepth,
+    proposals: options.proposals,
     logger: log,
     onWarning: (warning) =>
       log.warn(warning.message, { node: warning.endpoint, code: warning.code }),

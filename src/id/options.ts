@@ -32,6 +32,18 @@ export { idKeySuffixes } from "./keys.js";
  */
 export type IdStrategy = "range" | "seed";
 
+/**
+ * What a `range` round proposes. `dense`: just above the highest value
+ * known (IDs 1, 2, 3, … with holes only after lost rounds). `clock`: at
+ * least the wall clock in microseconds since the Unix epoch (a hybrid
+ * logical clock), so the rounds of independent instances reach the nodes
+ * nearly in the order of their values and most of them win; the IDs are
+ * then ~1.8e15 and grow with time, and a counter that took one never goes
+ * back to small IDs. Safety never rests on the clock: a proposal still wins
+ * only above what a majority holds.
+ */
+export type IdProposals = "dense" | "clock";
+
 export interface RepairEvent {
   /** The node whose counter was lost (restart without data, flush, deletion). */
   readonly endpoint: string;
@@ -56,6 +68,8 @@ export interface NextIdOptions {
   key?: string;
   /** Default "range". */
   strategy?: IdStrategy;
+  /** Default "dense"; "clock" for many independent instances (see IdProposals). `range` only. */
+  proposals?: IdProposals;
   /** Bound on each node's answer in a round, in milliseconds, at most 1000. Default 200 (fsync on every write takes time). */
   nodeTimeoutMs?: number;
   /** Bound on the first-contact checks of a node, in milliseconds. Default 2000. */
@@ -106,6 +120,7 @@ export interface ResolvedIdRetry {
 export interface ResolvedNextIdOptions extends ResolvedSharedOptions {
   readonly key: string;
   readonly strategy: IdStrategy;
+  readonly proposals: IdProposals;
   readonly retry: ResolvedIdRetry;
   readonly pipelineDepth: number;
   readonly repairDelayMs: number;
@@ -117,6 +132,7 @@ export interface ResolvedNextIdOptions extends ResolvedSharedOptions {
 const optionNames = [
   "key",
   "strategy",
+  "proposals",
   "nodeTimeoutMs",
   "checkTimeoutMs",
   "recheckIntervalMs",
@@ -139,12 +155,14 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   // Checked in this order (the first problem is the one reported).
   const key = requireIdKey(options.key ?? idDefaults.key);
   const strategy = requireStrategy(options.strategy ?? idDefaults.strategy);
+  const proposals = requireProposals(options.proposals ?? idDefaults.proposals, strategy);
   const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, idDefaults.nodeTimeoutMs);
   const repairDelayMs = requireRepairDelay(options.repairDelayMs ?? idDefaults.repairDelayMs);
   const retry = resolveIdRetry(options.retry);
-  return {
+  const resolved: ResolvedNextIdOptions = {
     key,
     strategy,
+    proposals,
     nodeTimeoutMs,
     ...resolveNodeChecks(options),
     retry,
@@ -166,6 +184,13 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
     onRepair: requireFunction("options.onRepair", options.onRepair ?? emitRepairWarning),
     ...resolveRuntime(options),
   };
+  if (proposals === "clock" && typeof resolved.clock.epochMicros !== "function") {
+    throw new InvalidArgumentError(
+      "options.clock",
+      'proposals: "clock" needs a clock with epochMicros() (microseconds since the Unix epoch)',
+    );
+  }
+  return resolved;
 }
 
 function requireStrategy(strategy: unknown): IdStrategy {
@@ -176,6 +201,22 @@ function requireStrategy(strategy: unknown): IdStrategy {
     );
   }
   return strategy;
+}
+
+function requireProposals(proposals: unknown, strategy: IdStrategy): IdProposals {
+  if (proposals !== "dense" && proposals !== "clock") {
+    throw new InvalidArgumentError(
+      "options.proposals",
+      `expected "dense" or "clock", got ${describe(proposals)}`,
+    );
+  }
+  if (proposals === "clock" && strategy !== "range") {
+    throw new InvalidArgumentError(
+      "options.proposals",
+      `"clock" applies to the "range" strategy; the "seed" strategy proposes max + 1 as seed 2 does`,
+    );
+  }
+  return proposals;
 }
 
 function requireRepairDelay(value: unknown): number {

@@ -17,10 +17,17 @@
 
 import { assert } from "../assert.js";
 import { maxId, maxOf } from "../decimal.js";
-import { ClosedError, IdOverflowError, QueueFullError, RedquorumError } from "../errors.js";
+import {
+  ClosedError,
+  IdOverflowError,
+  InvalidArgumentError,
+  QueueFullError,
+  RedquorumError,
+} from "../errors.js";
 import { idLimits } from "../limits.js";
 import type { Observer } from "../observe.js";
 import type { RoundResult } from "../quorum/round.js";
+import { describe } from "../validate.js";
 import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
@@ -38,7 +45,10 @@ interface Waiter {
 export interface RangeContext {
   readonly counter: CounterRounds;
   readonly quorum: number;
-  readonly options: Pick<ResolvedNextIdOptions, "pipelineDepth" | "retry" | "clock" | "random">;
+  readonly options: Pick<
+    ResolvedNextIdOptions,
+    "pipelineDepth" | "retry" | "clock" | "random" | "proposals"
+  >;
   readonly observer: Observer;
   /**
    * The NextId's lifetime: once aborted (by `close()`), no round starts, a
@@ -150,7 +160,13 @@ export class RangeRounds {
     // refuse this one); with none in flight, what the nodes said is enough.
     const known = counter.knownMax;
     const base = this.roundsInFlight > 0 ? maxOf(known, this.proposedMax) : known;
-    const proposal = base + BigInt(ids) + this.leapMargin(ids);
+    let proposal: bigint;
+    try {
+      proposal = maxOf(base + BigInt(ids) + this.leapMargin(ids), this.clockFloor());
+    } catch (error) {
+      for (const waiter of batch) settle(waiter, error);
+      return;
+    }
     if (proposal > maxId) {
       for (const waiter of batch) settle(waiter, new IdOverflowError(base, waiter.count, maxId));
       return;
@@ -171,7 +187,7 @@ export class RangeRounds {
               durationMs: options.clock.now() - startMs,
             });
           }
-          this.finishRound(batch, proposal, result, sequence);
+          this.finishRound(batch, ids, proposal, result, sequence);
         },
         (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
       )
@@ -189,6 +205,7 @@ export class RangeRounds {
 
   private finishRound(
     batch: Waiter[],
+    ids: number,
     proposal: bigint,
     round: RoundResult<CounterReply>,
     sequence: number,
@@ -215,7 +232,10 @@ export class RangeRounds {
         "an earlier-sent round must end below a later one",
       );
     }
-    this.requeue(serve(batch, previousMax + 1n, proposal));
+    // The top of the range: with clock proposals an ID is then the time its
+    // round was sent (or just above the last ID), not the previous round's.
+    const first = maxOf(previousMax + 1n, proposal - BigInt(ids) + 1n);
+    this.requeue(serve(batch, first, proposal));
   }
 
   /** Puts calls back at the head of the queue, in order; after close they fail instead. */
@@ -249,6 +269,26 @@ export class RangeRounds {
           this.pump();
         });
     }
+  }
+
+  /**
+   * With `proposals: "clock"`, the least a round proposes: microseconds since
+   * the epoch. Independent instances' rounds then reach the nodes nearly in
+   * the order of their values, and a round wins wherever it is the highest
+   * so far (bench/results/ids.md). Only a floor: a clock that lags or steps
+   * back leaves the proposal just above what the nodes said, as without it.
+   */
+  private clockFloor(): bigint {
+    const { options } = this.context;
+    if (options.proposals !== "clock") return 0n;
+    const micros: unknown = options.clock.epochMicros!();
+    if (typeof micros !== "bigint" || micros < 0n) {
+      throw new InvalidArgumentError(
+        "options.clock.epochMicros",
+        `expected a non-negative bigint (microseconds since the Unix epoch), got ${describe(micros)}`,
+      );
+    }
+    return micros;
   }
 
   /**

@@ -99,6 +99,23 @@ describe("redquorum command line", () => {
     assert.ok(BigInt(next!) > ids[2]!);
   });
 
+  it("id next --proposals clock prints an ID at least the wall clock in microseconds; a bad kind is a usage error", async () => {
+    const before = BigInt(Date.now() - 1_000) * 1_000n;
+    const run = await cli(["id", "next", "--proposals", "clock"], env);
+    assert.equal(run.code, 0, run.stderr);
+    const id = BigInt(run.stdout.trim());
+    assert.ok(id >= before, `${id} is below the clock at the start, ${before}`);
+    const dense = await cli(["id", "next"], env);
+    assert.equal(dense.code, 0, dense.stderr);
+    assert.ok(BigInt(dense.stdout.trim()) > id, "a dense ID after it is above it");
+    const bad = await cli(["id", "next", "--proposals", "fast"], env);
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /--proposals/);
+    // Any subcommand's own parse error is a usage error too (it used to exit 1).
+    const unknown = await cli(["id", "next", "--bogus"], env);
+    assert.equal(unknown.code, 2, unknown.stderr);
+  });
+
   it("lock runs the command with its fence and exits with its code, then releases", async () => {
     const run = await cli(
       [

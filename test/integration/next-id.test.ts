@@ -9,8 +9,10 @@ import {
   LocalCluster,
   maxId,
   NextId,
+  type NextIdOptions,
   NotInitializedError,
   QuorumError,
+  systemClock,
 } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { useCluster } from "../helpers/cluster.js";
@@ -19,7 +21,15 @@ import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 /** Runs `instances` NextIds × `callers` each for `calls` calls, mixing next() and nextBatch(). */
 export async function idWorkload(
   urls: string[],
-  options: { instances: number; callers: number; calls: number; seed: number; key: string },
+  options: {
+    instances: number;
+    callers: number;
+    calls: number;
+    seed: number;
+    key: string;
+    /** Each instance's own options, besides the key. */
+    optionsOf?: (instance: number) => NextIdOptions;
+  },
 ): Promise<{ calls: IdCall[]; failures: unknown[] }> {
   const random = prng(options.seed);
   const plan = Array.from({ length: options.instances * options.callers * options.calls }, () =>
@@ -29,7 +39,7 @@ export async function idWorkload(
   const failures: unknown[] = [];
   const generators = Array.from(
     { length: options.instances },
-    () => new NextId(urls, { key: options.key }),
+    (_, instance) => new NextId(urls, { ...options.optionsOf?.(instance), key: options.key }),
   );
   try {
     await Promise.all(
@@ -112,6 +122,67 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     assert.deepEqual(findIdViolations(calls), [], context);
   });
 
+  it("clock proposals: an ID is the clock's microseconds when it is ahead, just above the last ID when it is behind", async () => {
+    let micros = 5_000_000n;
+    const clock = { ...systemClock, epochMicros: () => micros };
+    const ids = new NextId(cluster().urls, { key: "clocked", proposals: "clock", clock });
+    const dense = new NextId(cluster().urls, { key: "clocked" });
+    try {
+      await ids.init();
+      assert.equal(await ids.next(), 5_000_000n);
+      micros = 7_000_000n;
+      // A round hands out the top of its range: the batch ends at the clock.
+      assert.deepEqual(await ids.nextBatch(3), [6_999_998n, 6_999_999n, 7_000_000n]);
+      micros = 12n; // behind the counter (a clock stepped back, or a slow one)
+      assert.equal(await ids.next(), 7_000_001n);
+      // Dense proposals on the same counter go on above it.
+      assert.equal(await dense.next(), 7_000_002n);
+      micros = 9_000_000n;
+      assert.equal(await ids.next(), 9_000_000n);
+    } finally {
+      await Promise.all([ids.close(), dense.close()]);
+    }
+  });
+
+  it("clock proposals with skewed and stepping clocks, 8 instances × 4 callers: no duplicate, real-time order kept", async (t) => {
+    const init = new NextId(cluster().urls, { key: "skewed" });
+    await init.init();
+    await init.close();
+    const seed = testSeed();
+    t.diagnostic(describeSeed(seed));
+    const random = prng(seed);
+    // Per instance: an offset from the real clock of up to ±50 ms, and half
+    // of them step back by up to 20 ms at random moments.
+    const clockOf = (): NextIdOptions["clock"] => {
+      const offset = BigInt(Math.floor((random() * 2 - 1) * 50_000));
+      const steps = random() < 0.5;
+      return {
+        ...systemClock,
+        epochMicros: () =>
+          systemClock.epochMicros!() +
+          offset -
+          (steps && random() < 0.3 ? BigInt(Math.floor(random() * 20_000)) : 0n),
+      };
+    };
+    const floor = systemClock.epochMicros!() - 100_000n;
+    const { calls, failures } = await idWorkload(cluster().urls, {
+      instances: 8,
+      callers: 4,
+      calls: 40,
+      seed,
+      key: "skewed",
+      optionsOf: (instance) => (instance % 4 === 3 ? {} : { proposals: "clock", clock: clockOf() }),
+    });
+    const context = describeSeed(seed);
+    assert.deepEqual(failures, [], context);
+    assert.equal(calls.length, 8 * 4 * 40);
+    assert.deepEqual(findIdViolations(calls), [], context);
+    // The counter took clock values: every ID is above the clock at the start, less every skew.
+    for (const call of calls) {
+      for (const id of call.ids) assert.ok(id > floor, `${id} is not a clock value (${context})`);
+    }
+  });
+
   it("the seed strategy (read a majority, max + 1, write) passes the same checker", async () => {
     const init = new NextId(cluster().urls, { key: "seeded", strategy: "seed" });
     await init.init();
@@ -154,6 +225,24 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       });
       // Nothing was written past the limit.
       assert.deepEqual(await cluster().onAll((c) => c.get("big")), Array(5).fill(maxId.toString()));
+    } finally {
+      await ids.close();
+    }
+  });
+
+  it("a clock whose epochMicros() is not a non-negative bigint fails the call with InvalidArgumentError", async () => {
+    const ids = new NextId(cluster().urls, {
+      key: "bad-clock",
+      proposals: "clock",
+      clock: { ...systemClock, epochMicros: () => Date.now() as never },
+    });
+    try {
+      await ids.init();
+      await assert.rejects(ids.next(), (error: unknown) => {
+        assert.ok(error instanceof InvalidArgumentError);
+        assert.match(error.message, /options\.clock\.epochMicros: expected a non-negative bigint/);
+        return true;
+      });
     } finally {
       await ids.close();
     }
@@ -302,6 +391,19 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       /repairDelayMs: must exceed 1000 ms/,
     );
     assert.throws(() => new NextId(cluster().urls, { key: "" }), InvalidArgumentError);
+    assert.throws(
+      () => new NextId(cluster().urls, { proposals: "fast" as never }),
+      /options\.proposals: expected "dense" or "clock", got "fast"/,
+    );
+    assert.throws(
+      () => new NextId(cluster().urls, { strategy: "seed", proposals: "clock" }),
+      /options\.proposals: "clock" applies to the "range" strategy/,
+    );
+    const { epochMicros: _, ...withoutWallClock } = systemClock;
+    assert.throws(
+      () => new NextId(cluster().urls, { proposals: "clock", clock: withoutWallClock }),
+      /options\.clock: proposals: "clock" needs a clock with epochMicros\(\)/,
+    );
     assert.throws(() => new NextId(cluster().urls, { nodeTimeoutMs: 1_001 }), /nodeTimeoutMs/);
   });
 });

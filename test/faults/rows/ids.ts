@@ -17,16 +17,28 @@ import { all } from "./scripts.js";
 const unsafeNoCheck = { unsafeAllowNonDurableNodes: true, unsafeSkipMarkerCheck: true };
 const long = 600_000;
 
-/** `count` ids processes with `callers` each, looping until stopped. */
+/**
+ * `count` ids processes with `callers` each, looping until stopped; the
+ * odd-numbered ones propose clock values when `clock` (IdProposals), so
+ * dense and clock proposals race on one counter.
+ */
 function idClients(
   ctx: RowContext,
   count: number,
-  spec: Record<string, unknown> = {},
+  spec: { library?: Record<string, unknown>; [option: string]: unknown } = {},
+  clock = false,
 ): Promise<Workload[]> {
   return Promise.all(
-    Array.from({ length: count }, (_, i) =>
-      ctx.spawn("ids", `ids-${i}`, { durationMs: long, callers: 2, pacingMs: 10, ...spec }),
-    ),
+    Array.from({ length: count }, (_, i) => {
+      const library = clock && i % 2 === 1 ? { ...spec.library, proposals: "clock" } : spec.library;
+      return ctx.spawn("ids", `ids-${i}`, {
+        durationMs: long,
+        callers: 2,
+        pacingMs: 10,
+        ...spec,
+        ...(library ? { library } : {}),
+      });
+    }),
   );
 }
 
@@ -77,23 +89,35 @@ async function loseTheOnlyOverlap(
   return { x, y, got };
 }
 
+/** Variant rows where half the clients propose clock values. */
+const clockTitle = (clock: boolean) =>
+  clock ? '; half the clients with clock proposals (proposals: "clock")' : "";
+
 export const idRows: Row[] = [
-  {
-    id: "I1",
-    title: "8 concurrent clients, next() and nextBatch(k), no faults",
-    expected: "safe",
-    setup: { persistence: "aof-always" },
-    checks: { ID: "clean", WGL: "clean", LV: "clean", HY: "clean" },
-    async run(ctx) {
-      await initIds(ctx);
-      const clients = await idClients(ctx, 4, { durationMs: ctx.params.durationMs });
-      await Promise.all(clients.map((c) => c.exited));
-    },
-  },
-  ...(["always", "everysec"] as const).map(
-    (fsync): Row => ({
-      id: fsync === "always" ? "I2" : "I3",
-      title: `concurrent clients, kill -9 + restart of a minority node at a time, appendfsync ${fsync}`,
+  ...([false, true] as const).map(
+    (clock): Row => ({
+      id: clock ? "I1-clock" : "I1",
+      title: `8 concurrent clients, next() and nextBatch(k), no faults${clockTitle(clock)}`,
+      expected: "safe",
+      setup: { persistence: "aof-always" },
+      checks: { ID: "clean", WGL: "clean", LV: "clean", HY: "clean" },
+      async run(ctx) {
+        await initIds(ctx);
+        const clients = await idClients(ctx, 4, { durationMs: ctx.params.durationMs }, clock);
+        await Promise.all(clients.map((c) => c.exited));
+      },
+    }),
+  ),
+  ...(
+    [
+      ["always", false],
+      ["always", true],
+      ["everysec", false],
+    ] as const
+  ).map(
+    ([fsync, clock]): Row => ({
+      id: fsync === "always" ? (clock ? "I2-clock" : "I2") : "I3",
+      title: `concurrent clients, kill -9 + restart of a minority node at a time, appendfsync ${fsync}${clockTitle(clock)}`,
       expected: "safe",
       setup: { persistence: fsync === "always" ? "aof-always" : "aof-everysec" },
       checks: { ID: "clean", LV: "clean", HY: "clean" },
@@ -103,7 +127,7 @@ export const idRows: Row[] = [
           ...(fsync === "everysec" ? { unsafeAllowNonDurableNodes: true } : {}),
         };
         await initIds(ctx, library);
-        const clients = await idClients(ctx, 3, { library });
+        const clients = await idClients(ctx, 3, { library }, clock);
         for (let step = 0; step < (ctx.params.quick ? 1 : 3); step++) {
           await ctx.sleep(200);
           const victim = Math.floor(ctx.random() * 5);

@@ -1,0 +1,76 @@
+// Benchmark worker processes, the coordinator's side: a worker script is
+// started with its JSON config as argv[2], prints "ready" once connected
+// and warmed up, starts on a "go" line on stdin, stops on a "stop" line and
+// prints one JSON line with its results (bench/contention-worker.mjs,
+// bench/ids-worker.mjs).
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Starts bench/`script` with `config`: { child, ready, result } (promises for "ready" and the JSON line). */
+export function startWorker(script, config) {
+  const child = spawn(
+    process.execPath,
+    [
+      // BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=prof" profiles every worker.
+      ...(process.env.BENCH_WORKER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+      join(here, script),
+      JSON.stringify(config),
+    ],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
+  const lines = createInterface({ input: child.stdout });
+  const ready = new Promise((resolve, reject) => {
+    lines.on("line", (line) => {
+      if (line === "ready") resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`${script} exited with ${code} before ready`)));
+  });
+  const result = new Promise((resolve, reject) => {
+    lines.on("line", (line) => {
+      if (line.startsWith("{")) resolve(JSON.parse(line));
+    });
+    child.once("exit", (code) => {
+      if (code !== 0) reject(new Error(`${script} exited with ${code}`));
+    });
+  });
+  return { child, ready, result };
+}
+
+/**
+ * Runs one cell over started workers: waits until all are ready, sends "go",
+ * waits `cellMs`, sends "stop", and resolves with their results and the
+ * elapsed time. `between` ({ before, after }) runs right before "go" and
+ * right after "stop" (counters read on the nodes).
+ */
+export async function runWorkers(workers, cellMs, between = {}) {
+  await Promise.all(workers.map((w) => w.ready));
+  const before = await between.before?.();
+  const start = performance.now();
+  for (const w of workers) w.child.stdin.write("go\n");
+  await new Promise((r) => setTimeout(r, cellMs));
+  for (const w of workers) w.child.stdin.write("stop\n");
+  const elapsedMs = performance.now() - start;
+  const after = await between.after?.();
+  const results = await Promise.all(workers.map((w) => w.result));
+  for (const w of workers) w.child.stdin.end();
+  return { results, elapsedMs, before, after };
+}
+
+/**
+ * The worker's side: resolves on "go"; `onStop` runs on "stop" and returns
+ * the results, which are printed as one JSON line before the process exits.
+ */
+export function workerProtocol(onStop) {
+  const lines = createInterface({ input: process.stdin });
+  lines.on("line", (line) => {
+    if (line !== "stop") return;
+    // Exit once the line is out: a large result does not fit the pipe at once.
+    process.stdout.write(`${JSON.stringify(onStop())}\n`, () => process.exit(0));
+  });
+  process.stdout.write("ready\n");
+  return new Promise((resolve) => lines.on("line", (line) => line === "go" && resolve()));
+}
