@@ -26,11 +26,12 @@
 //   node bench/id-server.mjs --variations   (count=1: --pipeline-depth 1,2,4,8 with one and
 //                                             three servers, HTTP pipelining 2,4,8; one run each)
 //   node bench/id-server.mjs --workload "3 servers" --pipeline-depth 8 --pipelining 4
+//   node bench/id-server.mjs --proposals clock       (the servers' NextId proposals)
 //   node bench/id-server.mjs --cli ../other-worktree/dist/cli.js   (the servers of another build)
 //   node bench/id-server.mjs --json results.json
 //
 // Options may also come from the environment: ID_SERVER_BENCH_SECONDS,
-// _REPS, _WARMUP, _CONNECTIONS, _PIPELINE_DEPTH, _PIPELINING, _CLI.
+// _REPS, _WARMUP, _CONNECTIONS, _PIPELINE_DEPTH, _PROPOSALS, _PIPELINING, _CLI.
 import { execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -49,6 +50,7 @@ const { values: args } = parseArgs({
     reps: { type: "string", default: env("REPS", "3") },
     connections: { type: "string", default: env("CONNECTIONS", "64") },
     "pipeline-depth": { type: "string", default: env("PIPELINE_DEPTH") },
+    proposals: { type: "string", default: env("PROPOSALS") },
     pipelining: { type: "string", default: env("PIPELINING", "1") },
     workload: { type: "string" },
     variations: { type: "boolean", default: false },
@@ -73,6 +75,12 @@ const pipelineDepth =
   args["pipeline-depth"] === undefined
     ? undefined
     : Math.round(positive("pipeline-depth", args["pipeline-depth"]));
+
+// --proposals clock: the servers' NextId proposals (IdProposals).
+const proposals = args.proposals;
+if (proposals !== undefined && proposals !== "dense" && proposals !== "clock") {
+  throw new Error(`--proposals: expected dense or clock, got ${JSON.stringify(proposals)}`);
+}
 
 // --cli: another build's dist/cli.js (say a worktree's), for before/after runs.
 const cli = args.cli ?? new URL("../dist/cli.js", import.meta.url).pathname;
@@ -249,6 +257,7 @@ function startServer(nodeUrls, options) {
   ];
   if (options.pipelineDepth !== undefined)
     flags.push("--pipeline-depth", String(options.pipelineDepth));
+  if (options.proposals !== undefined) flags.push("--proposals", options.proposals);
   const child = spawn(process.execPath, [cli, ...flags], {
     stdio: ["ignore", "ignore", "pipe"],
     env: childEnv,
@@ -379,7 +388,7 @@ async function runOnce(cell, run, servers) {
     servers.push(
       ...(await Promise.all(
         Array.from({ length: cell.servers }, () =>
-          startServer(cluster.urls, { pipelineDepth: depth }),
+          startServer(cluster.urls, { pipelineDepth: depth, proposals: run.proposals }),
         ),
       )),
     );
@@ -518,10 +527,12 @@ const baseRun = {
   connections,
   pipelining,
   pipelineDepth,
+  proposals,
 };
 const describeRun = (run) =>
   `${run.connections} connections, HTTP pipelining ${run.pipelining}, ` +
-  `--pipeline-depth ${run.pipelineDepth ?? "default (4)"}, ${run.warmupSeconds} s warm-up + ${run.seconds} s measured`;
+  `--pipeline-depth ${run.pipelineDepth ?? "default (4)"}, --proposals ${run.proposals ?? "dense (default)"}, ` +
+  `${run.warmupSeconds} s warm-up + ${run.seconds} s measured`;
 
 const allCells = [
   { name: "count=1, 1 server", count: 1, servers: 1 },
