@@ -97,8 +97,16 @@ local replaced = 0
 local placed = #locks == 1 and redis.call('set', locks[1], ARGV[1], 'NX', 'PX', ARGV[2])
 if not placed then
   for _, key in ipairs(locks) do
-    if redis.call('exists', key) == 1 then
-      if not from or redis.pcall('get', key) ~= from then return refuse() end
+    local held = redis.pcall('get', key)
+    -- A key of another type is no lock anyone will release: this node
+    -- fails, saying so, instead of looking held until the caller gives up
+    -- (nothing is written before this point).
+    if type(held) == 'table' then
+      return redis.error_reply('WRONGTYPE the key ' .. key .. ' holds a ' ..
+        redis.call('type', key).ok .. ', not a lock: no lock can be taken on it here')
+    end
+    if held then
+      if held ~= from then return refuse() end
       replaced = replaced + 1
     end
   end

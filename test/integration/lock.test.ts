@@ -264,8 +264,8 @@ describe("Redlock on 5 real redis-server nodes", () => {
 
   it("QuorumError names the failing nodes when a majority refuses with errors", async () => {
     // The fencing counter of "r" is a list on nodes 0, 2 and 4: reading it
-    // fails the acquire script there with WRONGTYPE, a real node error (a
-    // list under the lock key itself would only look held). Nodes 1 and 3
+    // fails the acquire script there with WRONGTYPE, a real node error (as
+    // a list under the lock key itself does, below). Nodes 1 and 3
     // grant: 2 of 5, no quorum. With the longest node timeout no answer is
     // cut short by a slow machine: the only node errors are the script's.
     const failing = [0, 2, 4];
@@ -292,6 +292,42 @@ describe("Redlock on 5 real redis-server nodes", () => {
     // The failed attempt left no lock key: not on the granting nodes, and
     // not on the failing ones (their script set the key before it failed).
     assert.deepEqual(await cluster.onAll((c) => c.get("r")), [null, null, null, null, null]);
+  });
+
+  it("a resource whose key is of another type fails those nodes with WRONGTYPE, not ResourceLockedError", async () => {
+    // A list where the lock key would be: no holder will ever release it.
+    const failing = [0, 2, 4];
+    for (const i of failing) await cluster.client(i).rpush("listed", "x");
+    const patient = new Redlock(cluster.urls, {
+      retry: { retries: 0 },
+      nodeTimeoutMs: limits.nodeTimeoutMsMax,
+    });
+    try {
+      for (const resources of [["listed"], ["listed", "other"]]) {
+        await assert.rejects(patient.acquire(resources, 5_000), (error: unknown) => {
+          assert.ok(error instanceof QuorumError, String(error));
+          const named = error.nodeErrors.map((e) => e.endpoint).sort();
+          const expected = failing.map((i) => cluster.urls[i]!.replace("redis://", "")).sort();
+          assert.deepEqual(named, expected, error.message);
+          for (const nodeError of error.nodeErrors) {
+            assert.match(nodeError.message, /WRONGTYPE the key listed holds a list, not a lock/);
+          }
+          return true;
+        });
+      }
+      // The lists are untouched, and no lock key was left elsewhere.
+      for (const i of failing)
+        assert.deepEqual(await cluster.client(i).lrange("listed", 0, -1), ["x"]);
+      assert.deepEqual(await cluster.onAll((c) => c.get("other")), [null, null, null, null, null]);
+      // On a minority it is that node's error only: the majority grants.
+      await cluster.client(0).del("listed");
+      await cluster.client(2).del("listed");
+      const lock = await patient.acquire(["listed"], 5_000);
+      await lock.release();
+    } finally {
+      await patient.close();
+      await cluster.client(4).del("listed");
+    }
   });
 });
 
