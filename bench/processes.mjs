@@ -33,10 +33,15 @@ export function startWorker(script, config) {
     lines.on("line", (line) => {
       if (line.startsWith("{")) resolve(JSON.parse(line));
     });
-    child.once("exit", (code) => {
-      if (code !== 0) reject(new Error(`${script} exited with ${code}`));
-    });
+    // Resolved already if it printed its results; else it died without them.
+    child.once("exit", (code) =>
+      reject(new Error(`${script} exited with ${code} without results`)),
+    );
   });
+  // Awaited only after the cell: a worker that dies sooner must not be an
+  // unhandled rejection (which would end the run before the cluster stops).
+  ready.catch(() => {});
+  result.catch(() => {});
   return { child, ready, result };
 }
 
@@ -47,17 +52,24 @@ export function startWorker(script, config) {
  * right after "stop" (counters read on the nodes).
  */
 export async function runWorkers(workers, cellMs, between = {}) {
-  await Promise.all(workers.map((w) => w.ready));
-  const before = await between.before?.();
-  const start = performance.now();
-  for (const w of workers) w.child.stdin.write("go\n");
-  await new Promise((r) => setTimeout(r, cellMs));
-  for (const w of workers) w.child.stdin.write("stop\n");
-  const elapsedMs = performance.now() - start;
-  const after = await between.after?.();
-  const results = await Promise.all(workers.map((w) => w.result));
-  for (const w of workers) w.child.stdin.end();
-  return { results, elapsedMs, before, after };
+  try {
+    await Promise.all(workers.map((w) => w.ready));
+    const before = await between.before?.();
+    const start = performance.now();
+    for (const w of workers) w.child.stdin.write("go\n");
+    await new Promise((r) => setTimeout(r, cellMs));
+    for (const w of workers) w.child.stdin.write("stop\n");
+    const elapsedMs = performance.now() - start;
+    const after = await between.after?.();
+    const results = await Promise.all(workers.map((w) => w.result));
+    return { results, elapsedMs, before, after };
+  } finally {
+    // Those that reported have exited; any other is not left running.
+    for (const w of workers) {
+      w.child.stdin.end();
+      if (w.child.exitCode === null) w.child.kill("SIGKILL");
+    }
+  }
 }
 
 /**

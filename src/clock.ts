@@ -25,7 +25,8 @@ export const systemClock: Clock = {
   // The wall clock at process start, advanced by the monotonic clock: every
   // process on a machine reads the same scale to a few microseconds (Date.now
   // has only milliseconds), and a wall-clock step after start cannot make it
-  // go back.
+  // go back. It does not follow such a step either: a process started before
+  // one keeps its offset (only how many rounds it wins depends on that).
   epochMicros: () => BigInt(Math.floor((performance.timeOrigin + performance.now()) * 1_000)),
 };
 

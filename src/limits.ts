@@ -136,6 +136,12 @@ export const idLimits = {
   roundIdsMax: 1_000_000,
   /** Bound on `pipelineDepth`: each round in flight is one more call outstanding on every node. */
   pipelineDepthMax: 64,
+  /**
+   * How far ahead of this machine's wall clock a `proposals: "clock"`
+   * reading may be: a proposal moves the shared counter for good, and a
+   * reading in the wrong unit (nanoseconds) is a million times more.
+   */
+  clockAheadMsMax: 86_400_000,
 } as const;
 
 // ---- fencing tokens -------------------------------------------------------

@@ -213,7 +213,7 @@ function requireProposals(proposals: unknown, strategy: IdStrategy): IdProposals
   if (proposals === "clock" && strategy !== "range") {
     throw new InvalidArgumentError(
       "options.proposals",
-      `"clock" applies to the "range" strategy; the "seed" strategy proposes max + 1 as seed 2 does`,
+      `"clock" applies to the "range" strategy; the "seed" strategy always proposes the highest value read + 1`,
     );
   }
   return proposals;

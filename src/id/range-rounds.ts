@@ -288,6 +288,13 @@ export class RangeRounds {
         `expected a non-negative bigint (microseconds since the Unix epoch), got ${describe(micros)}`,
       );
     }
+    const latest = BigInt(Date.now() + idLimits.clockAheadMsMax) * 1_000n;
+    if (micros > latest) {
+      throw new InvalidArgumentError(
+        "options.clock.epochMicros",
+        `${micros} is more than a day ahead of this machine's wall clock: microseconds since the Unix epoch expected`,
+      );
+    }
     return micros;
   }
 

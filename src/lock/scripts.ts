@@ -100,7 +100,7 @@ if not placed then
     local held = redis.pcall('get', key)
     -- A key of another type is no lock anyone will release: this node
     -- fails, saying so, instead of looking held until the caller gives up
-    -- (nothing is written before this point).
+    -- (no lock key or queue entry is written before this point).
     if type(held) == 'table' then
       return redis.error_reply('WRONGTYPE the key ' .. key .. ' holds a ' ..
         redis.call('type', key).ok .. ', not a lock: no lock can be taken on it here')

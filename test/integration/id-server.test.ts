@@ -245,6 +245,7 @@ describe("redquorum serve (the HTTP ID server)", () => {
     const random = prng(seed);
     // Dense and clock proposals on one counter: the clock server's IDs jump
     // ahead, the dense servers' follow just above them.
+    const clockAtStart = BigInt(Date.now() - 1_000) * 1_000n;
     const others = [await startServer(nodes), await startServer(nodes, ["--proposals", "clock"])];
     const urls = [main.url, ...others.map((s) => s.url)];
     const calls: IdCall[] = [];
@@ -263,6 +264,9 @@ describe("redquorum serve (the HTTP ID server)", () => {
     );
     assert.equal(calls.length, clients * callsPerClient);
     assert.deepEqual(findIdViolations(calls), [], describeSeed(seed));
+    // The clock server took part: the counter holds microsecond timestamps now.
+    const highest = calls.flatMap((c) => c.ids).reduce((a, b) => (a > b ? a : b));
+    assert.ok(highest >= clockAtStart, `highest ID ${highest} is no clock value`);
     // The servers' own counts add up to what the clients got.
     const issued = await Promise.all(
       others.map(async (s) =>
