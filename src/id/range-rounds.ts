@@ -16,6 +16,7 @@
  */
 
 import { assert } from "../assert.js";
+import { systemClock } from "../clock.js";
 import { maxId, maxOf } from "../decimal.js";
 import {
   ClosedError,
@@ -288,7 +289,9 @@ export class RangeRounds {
         `expected a non-negative bigint (microseconds since the Unix epoch), got ${describe(micros)}`,
       );
     }
-    const latest = BigInt(Date.now() + idLimits.clockAheadMsMax) * 1_000n;
+    // Against this machine's own reading (the clock module's, not Date.now):
+    // an injected clock may differ from it, but not by a day.
+    const latest = systemClock.epochMicros!() + BigInt(idLimits.clockAheadMsMax) * 1_000n;
     if (micros > latest) {
       throw new InvalidArgumentError(
         "options.clock.epochMicros",
