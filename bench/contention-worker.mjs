@@ -33,6 +33,8 @@ function ioredisClients() {
 const factories = {
   redquorum: () => ours({}),
   "redquorum, fencing off": () => ours({ fencing: false }),
+  // Every release hands the key to the next waiter of another process (no turn kept).
+  "redquorum, turnMs 0": () => ours({ turnMs: 0 }),
   "node-redlock 5.0.0-beta.2": () => {
     const clients = ioredisClients();
     const redlock = new NodeRedlock(clients, {

@@ -39,6 +39,7 @@ const ttlMs = 10_000;
 const known = [
   "redquorum",
   "redquorum, fencing off",
+  "redquorum, turnMs 0",
   "node-redlock 5.0.0-beta.2",
   "node-redlock, caller retries",
   "floor",

@@ -30,6 +30,13 @@ export const defaults = {
   recheckIntervalMs: 10_000,
   /** Longest TTL a lock may ask for; later the length of the restart quarantine. */
   maxTtlMs: 5 * 60_000,
+  /**
+   * How long an instance may keep taking back a single-key lock it
+   * releases before the nodes hand the key to the next waiter of another
+   * instance (lock/turns.ts), in milliseconds; 0: hand it over at every
+   * release. A waiter waits about one turn per instance ahead of it.
+   */
+  turnMs: 10,
   retry: {
     /** Attempts after the first one. */
     retries: 10,
@@ -48,6 +55,8 @@ export const limits = {
   /** Upper bound for `maxTtlMs` (about 24 days: timers cannot go beyond 2^31-1 ms). */
   ttlMsMax: 2 ** 31 - 1,
   retriesMax: 10_000,
+  /** Longest `turnMs`: a waiter's wait grows with it. */
+  turnMsMax: 10_000,
   delayMsMax: 60_000,
   /**
    * Any per-node timeout, for locks and IDs alike: repairs of lost counters
@@ -82,6 +91,12 @@ export const limits = {
    * taken up lapses into a free key after this long.
    */
   heirReservationMs: 200,
+  /**
+   * How long a release within its instance's turn keeps a key with waiters
+   * for that instance's next acquire (lock/turns.ts): one round trip is
+   * enough; if the instance is gone, the key is free again this soon.
+   */
+  turnReservationMs: 50,
   /** A waiter's registration in a node's queue lasts at least this long unless renewed. */
   queueRegistrationMinMs: 1_000,
   /** Callers of one Redlock instance waiting for locks at once; more fail with QueueFullError. */

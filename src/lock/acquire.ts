@@ -10,7 +10,7 @@ import { InvalidArgumentError, QueueFullError } from "../errors.js";
 import { fenceKeyOf } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/node-state.js";
-import { type AttemptContext, type AttemptRequest, runAttempt } from "./attempt.js";
+import { type AttemptContext, type AttemptRequest, runAttempt, type Verdict } from "./attempt.js";
 import type { LockContext } from "./context.js";
 import { handoffOutcome } from "./handoff.js";
 import { agreedTicket, highestFence, waitersAhead } from "./heir-queue.js";
@@ -26,7 +26,10 @@ import { leaveQueueScript, type QueueArgs } from "./scripts.js";
 import { type Handoff, Waiter } from "./wait-queue.js";
 
 export type AcquireContext = AttemptContext &
-  Pick<LockContext, "waits" | "watch" | "timer" | "assertOpen" | "nextWaiterId" | "track">;
+  Pick<
+    LockContext,
+    "waits" | "watch" | "turns" | "timer" | "assertOpen" | "nextWaiterId" | "track"
+  >;
 
 interface AcquireRequest extends AttemptRequest {
   readonly retry: ResolvedRetry;
@@ -106,13 +109,17 @@ class Acquisition {
   private ahead = 0;
   /** Whether a node may have queued it (an attempt carried its waiter id). */
   private queued = false;
+  /** How long its last registration lasts on the nodes (ms): its next poll comes well before. */
+  private registeredMs = Number.POSITIVE_INFINITY;
+  /** When it was last registered (the instance's clock, ms). */
+  private registeredAtMs = 0;
 
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
     this.request = request;
-    if (request.retry.retries > 0 && request.keys.length === 1) {
-      this.waiterId = context.nextWaiterId();
-    }
+    // Every single-key caller has an id: one that may wait queues with it,
+    // one that may not is still let in where its instance's turn kept the key.
+    if (request.keys.length === 1) this.waiterId = context.nextWaiterId();
   }
 
   async run(): Promise<Lock> {
@@ -126,10 +133,14 @@ class Acquisition {
         const from = this.handoff;
         this.handoff = undefined;
         const queue = this.queueArgs();
-        // An attempt with a waiter id queues it on every node that refuses
-        // it, granted or not (the first attempt too).
-        if (queue) this.queued = true;
-        const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
+        // An attempt with a registration queues it on every node that
+        // refuses it, granted or not (the first attempt too).
+        if (queue && queue.waitMs > 0) {
+          this.queued = true;
+          this.registeredMs = queue.waitMs;
+          this.registeredAtMs = this.context.options.clock.now();
+        }
+        const verdict = await this.attemptOnce(from, queue);
         if ("lock" in verdict) {
           this.granted = true;
           // Still queued where it was not granted (refused, or answered
@@ -159,9 +170,30 @@ class Acquisition {
     }
   }
 
+  /** One attempt, which this instance's turn on the key hears of (turns.ts). */
+  private async attemptOnce(
+    from: Handoff | undefined,
+    queue: QueueArgs | undefined,
+  ): Promise<Verdict> {
+    const { turns, options } = this.context;
+    const { keys } = this.request;
+    turns.attemptStarted(keys);
+    let granted = false;
+    try {
+      const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
+      granted = "lock" in verdict;
+      return verdict;
+    } finally {
+      turns.attemptEnded(keys, granted, options.clock.now());
+    }
+  }
+
   /** The registration sent with the next attempt: long enough to outlast the next poll. */
   private queueArgs(): QueueArgs | undefined {
     if (this.waiterId === undefined) return undefined;
+    if (this.request.retry.retries === 0) {
+      return { waiterId: this.waiterId, ticket: "0", waitMs: 0 };
+    }
     const pollMs = (this.request.retry.delayMs + this.request.retry.jitterMs) * (1 + this.ahead);
     const waitMs = Math.max(limits.queueRegistrationMinMs, 4 * pollMs);
     return { waiterId: this.waiterId, ticket: this.ticket, waitMs, mayBeQueued: this.queued };
@@ -204,8 +236,19 @@ class Acquisition {
       }
       // Queued on the nodes, a waiter is told when it is the heir: the more
       // waiters are ahead, the less often it polls, each poll counting for
-      // the turns it waited (retries × delay still bounds the wait).
-      const turns = Math.max(1, Math.min(1 + this.ahead, retry.retries - this.attempt));
+      // the turns it waited (retries × delay still bounds the wait). It
+      // polls by half its registration's life at the latest: the poll
+      // renews it (the first one was made before anyone was known to be
+      // ahead), and a registration that lapsed would drop it from the
+      // nodes' queues while it sleeps through the others' turns.
+      const turns = Math.max(
+        1,
+        Math.min(
+          1 + this.ahead,
+          retry.retries - this.attempt,
+          Math.floor(this.registeredMs / 2 / Math.max(1, baseMs)),
+        ),
+      );
       const delayMs = Math.min(baseMs * turns, deadlineMs - clock.now() - baseMs);
       this.context.assertOpen(); // close() ends parks; none may start after it
       const wake = await waiter.park(delayMs, this.context.timer, signal);
@@ -215,6 +258,9 @@ class Acquisition {
       }
       if (wake.kind === "timer") this.attempt += turns - 1;
       if (wake.kind === "released" || this.context.waits.isFirst(waiter)) return;
+      // Behind a waiter of its own instance it makes no attempt, but its
+      // registration on the nodes must not lapse: it renews it with one.
+      if (this.queued && clock.now() - this.registeredAtMs >= this.registeredMs / 2) return;
       if (this.attempt >= retry.retries) return; // the last attempt is always a round
       this.attempt++;
     }

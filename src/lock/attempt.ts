@@ -107,7 +107,10 @@ export async function runAttempt(
     // Never cancelled by the signal. A waiter is queued on those nodes too,
     // with the ticket the refusing nodes agree on, so every node knows it.
     const places = placesOf(round);
-    const requeue = queue && { ...queue, ticket: agreedTicket(places) ?? queue.ticket };
+    const requeue =
+      queue && queue.waitMs > 0
+        ? { ...queue, ticket: agreedTicket(places) ?? queue.ticket }
+        : undefined;
     await releaseKeys(context, request.keys, value, "all", {
       requeue,
       mayHold: (i) => mayHold(round, i),

@@ -18,6 +18,7 @@ import { HeirWatch } from "./heir-watch.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
 import { guardedRunner, type ScriptRunner } from "./scripts.js";
+import { Turns } from "./turns.js";
 import { WaitQueues } from "./wait-queue.js";
 
 export interface LockContext {
@@ -34,6 +35,8 @@ export interface LockContext {
   readonly waits: WaitQueues;
   /** Hears through pub/sub that a node named one of our waiters the heir of a release. */
   readonly watch: HeirWatch;
+  /** How long this instance may keep retaking a key it releases (turns.ts). */
+  readonly turns: Turns;
   /** Numbers this instance's waiters in the nodes' queues. */
   nextWaiterId(): string;
   /** Fallback timers of parked waiters, on the instance's clock. */
@@ -115,6 +118,7 @@ export function createLockContext(
     quarantineArg,
     waits,
     watch,
+    turns: new Turns(options.turnMs),
     nextWaiterId,
     timer,
     wakeLater,

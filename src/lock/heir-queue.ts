@@ -24,6 +24,11 @@
  * waiters, and times here come from the node's clock (TIME), where they
  * decide only who goes first.
  *
+ * Within the releasing instance's turn (turns.ts) a release reserves the
+ * key for that instance instead (the reservation names the instance, not
+ * a waiter), so that its own next acquire takes it back; its first
+ * release after the turn reserves for the head.
+ *
  * A waiter gets one reservation per node: a head that is reserved the key
  * again without having taken it the first time is dropped from that
  * node's queue (it crashed, lost its notice, or was granted by the others
@@ -41,6 +46,9 @@ import { fenceFloorKey, fenceKeyPrefix } from "../fencing/scripts.js";
 
 /** A lock key's wait queue (a sorted set of waiter ids) is this prefix and the lock key. */
 export const queueKeyPrefix = "redquorum:queue:";
+
+/** A lock key's reservation (the waiter or instance it is kept for) is this prefix and the lock key. */
+export const heirKeyPrefix = "redquorum:heir:";
 
 /** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
 export const heirChannelPrefix = "redquorum:heir-of:";
@@ -108,7 +116,7 @@ local function leave(key, waiter)
   if redis.call('zrem', queue, waiter) == 1 then redis.call('zrem', expiry, waiter) end
 end
 local function heirKey(key)
-  return 'redquorum:heir:' .. key
+  return '${heirKeyPrefix}' .. key
 end
 local function reservedFor(key)
   return redis.call('get', heirKey(key))

@@ -64,6 +64,16 @@ export interface RedlockOptions {
   /** Prepended to every resource name to form the Redis key. Default "" (the key is the resource). */
   keyPrefix?: string;
   retry?: RetryOptions;
+  /**
+   * How long this instance may keep taking back a single-key lock it
+   * releases while waiters of other instances queue for it, in
+   * milliseconds, counted from the grant that began its turn; then the
+   * nodes hand the key to the longest waiter. Retaking saves the round a
+   * handoff to another process costs; the turn bounds how long the others
+   * wait (about one turn per instance ahead). 0: every release hands over
+   * (strict first come, first served). Default 10.
+   */
+  turnMs?: number;
   /** Called for a node setting that endangers locks (eviction). Default: `process.emitWarning`. */
   onWarning?: (warning: NodeWarning) => void;
   /** Node state changes (unreachable, quarantined, repaired, excluded, back in service), as log lines. */
@@ -107,6 +117,7 @@ export interface ResolvedRedlockOptions extends ResolvedSharedOptions {
   readonly quarantine: boolean;
   readonly fencing: boolean;
   readonly retry: ResolvedRetry;
+  readonly turnMs: number;
 }
 
 const redlockOptionNames = [
@@ -120,6 +131,7 @@ const redlockOptionNames = [
   "quarantine",
   "fencing",
   "retry",
+  "turnMs",
   "onWarning",
   "logger",
   "onEvent",
@@ -168,6 +180,12 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
     quarantine: requireBoolean("options.quarantine", options.quarantine ?? true),
     fencing: requireBoolean("options.fencing", options.fencing ?? true),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
+    turnMs: requireInteger(
+      "options.turnMs",
+      options.turnMs ?? defaults.turnMs,
+      0,
+      limits.turnMsMax,
+    ),
     ...resolveRuntime(options),
   };
 }

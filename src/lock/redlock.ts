@@ -190,6 +190,9 @@ export class Redlock implements LockOwner {
 
   private async closeNow(): Promise<void> {
     this.closed = true;
+    // A kept release's pass not run yet runs now (tracked, so awaited below):
+    // other instances' waiters must still be told the key is theirs.
+    this.context.turns.passAll();
     this.context.fences.stop(new ClosedError("Redlock"));
     this.context.waits.abortAll(new ClosedError("Redlock"));
     await Promise.allSettled([...this.active, this.context.fences.settled()]);

@@ -20,12 +20,22 @@ import {
   registrationArgs,
   releasedCount,
   releaseScript,
+  waitersQueued,
 } from "./scripts.js";
 import { Waiter } from "./wait-queue.js";
 
 export type ReleaseContext = Pick<
   LockContext,
-  "group" | "options" | "waits" | "watch" | "assertOpen" | "wakeLater"
+  | "group"
+  | "options"
+  | "waits"
+  | "watch"
+  | "turns"
+  | "timer"
+  | "assertOpen"
+  | "isClosed"
+  | "track"
+  | "wakeLater"
 >;
 
 /**
@@ -47,7 +57,12 @@ export async function releaseLock(
     // The heir holds a majority now; where it found our value, ours is gone.
     return assertHeldUntilRelease(context, lock, handedOffVotes(handedOff));
   }
-  const round = await announcedRelease(context, lock, heir === "yield");
+  // Within this instance's turn the key is left free for its next acquire
+  // instead of being reserved for another instance's waiter (turns.ts).
+  const keep = heir === undefined && context.turns.mayKeep(lock.keys, context.options.clock.now());
+  const round = keep
+    ? await keptRelease(context, lock)
+    : await announcedRelease(context, lock, heir === "yield");
   const votes = releaseVotes(round, handedOff);
   if (expired) throw new LockExpiredError("release", lock.resources);
   assertHeldUntilRelease(context, lock, votes);
@@ -89,6 +104,7 @@ async function announcedRelease(
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     reserveMs: limits.heirReservationMs,
     notify: watch.available,
+    instanceId: watch.instanceId,
   });
   const heir = round.outcomes
     .map((outcome) => (outcome?.kind === "error" ? undefined : heirOf(outcome?.value)))
@@ -106,10 +122,49 @@ async function announcedRelease(
   return round;
 }
 
+/**
+ * The release round of a lock whose instance's turn goes on: the key is
+ * freed and not reserved, and our own first waiter may try. If the nodes
+ * have waiters queued and no acquire of the key by this instance follows at
+ * once, the turn passes: a second release round, which finds none of our
+ * keys left (its value is this lock's), reserves the key for the head of
+ * each node's queue and tells that waiter, as an announced release does.
+ */
+async function keptRelease(context: ReleaseContext, lock: Lock): Promise<RoundResult<unknown>> {
+  const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
+    keep: true,
+    instanceId: context.watch.instanceId,
+  });
+  const queued = round.outcomes.some(
+    (outcome) => outcome?.kind !== "error" && waitersQueued(outcome?.value),
+  );
+  const passTurn = () => announcedRelease(context, lock, false);
+  if (context.isClosed()) {
+    // Closing: nobody of ours will retake it, and a pass left for later
+    // would find the connections closed. This release passes it itself.
+    if (queued) await passTurn().catch(() => {});
+    return round;
+  }
+  // A pass left for later is tracked: close() runs it at once and waits.
+  context.turns.kept(lock.keys[0]!, queued, context.timer, () => {
+    void context.track(passTurn()).catch(() => {});
+  });
+  context.waits.released(lock.keys);
+  return round;
+}
+
 /** What a release round does besides deleting our keys (see releaseScript). */
 export interface ReleaseRoundOptions {
   /** Reserve each key left free for its queue's head this long (ms); 0 or absent: no reservation. */
   readonly reserveMs?: number;
+  /**
+   * The releaser's turn goes on: a key it freed that has waiters is
+   * reserved for its own instance (`instanceId`) for a moment instead, and
+   * the reply says whether anyone is queued.
+   */
+  readonly keep?: boolean;
+  /** The releasing instance: a reservation for it counts as none (its turn ends here). */
+  readonly instanceId?: string;
   /** Publish the reservation to the heir's instance. */
   readonly notify?: boolean;
   /** Queue this waiter on the nodes after the delete (a failed attempt keeps its place). */
@@ -136,8 +191,11 @@ export function releaseKeys(
 ): Promise<RoundResult<unknown>> {
   // A node votes yes when it deleted every key: then the lock was still ours there.
   const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
-  const { reserveMs = 0, notify = false, requeue, mayHold = () => true } = options;
-  const args = [value, String(reserveMs), notify ? "1" : "0"];
+  const { reserveMs = 0, keep = false, notify = false, requeue, mayHold = () => true } = options;
+  const args = keep
+    ? [value, "keep", String(limits.turnReservationMs)]
+    : [value, String(reserveMs), notify ? "1" : "0"];
+  args.push(options.instanceId ?? "");
   if (requeue) args.push(...registrationArgs(requeue));
   const call = (node: RedisNode, index: number) =>
     mayHold(index) ? node.evalScript(releaseScript, keys, args) : Promise.resolve(keys.length);

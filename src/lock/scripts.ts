@@ -22,7 +22,7 @@ import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
-import { heirQueueLua, queueKeyPrefix } from "./heir-queue.js";
+import { heirKeyPrefix, heirQueueLua, queueKeyPrefix } from "./heir-queue.js";
 
 /** The acquire's code: the reply itself, or with fences its first element. */
 export const acquireReply = {
@@ -68,8 +68,9 @@ if from == '' then from = nil end
 local waiter = ARGV[6 + #counters]
 -- Whether an earlier attempt carried this waiter id (it may be queued here).
 local mayBeQueued = ARGV[9 + #counters] == '1'
+-- A caller that will not wait (registration time "0") is never queued.
 local function refuse()
-  if not waiter then return ${acquireReply.refused} end
+  if not waiter or ARGV[8 + #counters] == '0' then return ${acquireReply.refused} end
   local place = enqueue(locks[1], waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
   local reply = {${acquireReply.refused}, place[1], place[2]}
   -- The fencing counter as it stands: the waiter's next proposal is then
@@ -81,13 +82,15 @@ local function refuse()
   end
   return reply
 end
--- A key reserved for another waiter counts as held.
+-- A key reserved for another waiter, or for another instance whose turn
+-- goes on (turns.ts: the reservation names the instance), counts as held.
+local instance = waiter and string.match(waiter, '^[^:]*')
 local mine = false
 for _, key in ipairs(locks) do
   local heir
   if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
   if heir then
-    if heir ~= waiter then return refuse() end
+    if heir ~= waiter and heir ~= instance then return refuse() end
     mine = true
   end
 end
@@ -130,12 +133,16 @@ reply[1] = granted
 return reply`,
 );
 
-/** A waiting caller's registration in the nodes' queue (heir-queue.ts). */
+/**
+ * A caller's registration in the nodes' queue (heir-queue.ts), or with
+ * `waitMs` 0 only its id (a caller that will not wait: its instance's
+ * turn reservation still lets it in).
+ */
 export interface QueueArgs {
   readonly waiterId: string;
   /** "0" until the nodes gave one: then the same on every node. */
   readonly ticket: string;
-  /** How long the registration lasts unless renewed, in ms (node time). */
+  /** How long the registration lasts unless renewed, in ms (node time); 0: not queued. */
   readonly waitMs: number;
   /**
    * Whether an earlier attempt carried this waiter id, so that a node may
@@ -219,11 +226,16 @@ export const isExtended = (reply: unknown) => reply === extendReply.extended;
 /**
  * KEYS: the resources. Deletes only the keys that still hold our value.
  * ARGV[2]: a reservation time in ms, "0" for none: then each key left free
- * and not reserved is reserved for the head of its queue, and with ARGV[3]
- * = "1" that waiter's instance is told on its channel (heir-queue.ts).
- * ARGV[4..6], when given: a waiter id, ticket and registration time to
- * queue after the delete (the undo of a failed attempt keeps its place).
- * Returns {deleted, the first key's heir or ""}.
+ * and not reserved (or reserved for our own instance, ARGV[4]) is reserved
+ * for the head of its queue, and with ARGV[3] = "1" that waiter's instance
+ * is told on its channel (heir-queue.ts). ARGV[2] = "keep": the releaser's
+ * turn goes on (turns.ts): a key we deleted that has waiters is reserved
+ * for our instance for ARGV[3] ms instead, so that only its next acquire
+ * (or a client that is not redquorum) takes it, and the reply says that
+ * someone waits. ARGV[5..7], when given (never with "keep"): a waiter id,
+ * ticket and registration time to queue after the delete (the undo of a
+ * failed attempt keeps its place). Returns {deleted, the first key's heir
+ * or ""}, with "keep" and a queue: {deleted, "", 1}.
  */
 export const releaseScript = new LuaScript(
   "release",
@@ -231,28 +243,40 @@ export const releaseScript = new LuaScript(
 -- Which keys have waiters to reserve for (with a reservation time): a
 -- requeued waiter is one; else the queue's existence, read once here.
 local waited = {}
-local anyWaited = ARGV[4] ~= nil
+local ours = {}
+local anyWaited = ARGV[5] ~= nil
 for i = 1, #KEYS do
   if redis.call('get', KEYS[i]) == ARGV[1] then
     redis.call('del', KEYS[i])
     deleted = deleted + 1
+    ours[i] = true
   end
   if ARGV[2] ~= '0' then
-    waited[i] = ARGV[4] ~= nil or redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1
+    waited[i] = ARGV[5] ~= nil or redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1
     anyWaited = anyWaited or waited[i]
   end
 end
 -- Nobody to queue and nobody waiting: done, before the queue's functions
 -- are even defined (most releases; a script pays for every closure it makes).
 if not anyWaited then return {deleted, ''} end
+if ARGV[2] == 'keep' then
+  for i = 1, #KEYS do
+    local heir = '${heirKeyPrefix}' .. KEYS[i]
+    if ours[i] and waited[i] and not redis.call('get', heir) then
+      redis.call('set', heir, ARGV[4], 'PX', ARGV[3])
+    end
+  end
+  return {deleted, '', 1}
+end
 ${luaDecimalLess}
 ${heirQueueLua}
 local first = ''
 local reserveMs = tonumber(ARGV[2])
 for i = 1, #KEYS do
-  if ARGV[4] then enqueue(KEYS[i], ARGV[4], ARGV[5], tonumber(ARGV[6])) end
+  if ARGV[5] then enqueue(KEYS[i], ARGV[5], ARGV[6], tonumber(ARGV[7])) end
   local free = waited[i] and redis.call('exists', KEYS[i]) == 0
-  if free and not reservedFor(KEYS[i]) then
+  local reserved = free and reservedFor(KEYS[i])
+  if free and (not reserved or reserved == ARGV[4]) then
     local heir = reserve(KEYS[i], reserveMs)
     if heir then
       if i == 1 then first = heir end
@@ -266,6 +290,11 @@ return {deleted, first}`,
 /** How many keys a release deleted. */
 export function releasedCount(reply: unknown): unknown {
   return Array.isArray(reply) ? reply[0] : reply;
+}
+
+/** Whether a release that kept the key free (ARGV[2] "keep") found waiters queued for it. */
+export function waitersQueued(reply: unknown): boolean {
+  return Array.isArray(reply) && reply[2] === 1;
 }
 
 /** The waiter a release reserved its first key for, if any. */

@@ -144,6 +144,30 @@ describe("bad input gets a typed error and leaves no key", () => {
       InvalidArgumentError,
       /jitterMs/,
     ],
+    [
+      "a negative turnMs",
+      () => new Redlock(cluster.urls, { turnMs: -1 }),
+      InvalidArgumentError,
+      /options\.turnMs.*-1/,
+    ],
+    [
+      "a fractional turnMs",
+      () => new Redlock(cluster.urls, { turnMs: 2.5 }),
+      InvalidArgumentError,
+      /options\.turnMs/,
+    ],
+    [
+      "a turnMs given as a string",
+      () => new Redlock(cluster.urls, { turnMs: "10" as never }),
+      InvalidArgumentError,
+      /options\.turnMs/,
+    ],
+    [
+      "a turnMs above its limit",
+      () => new Redlock(cluster.urls, { turnMs: 10_001 }),
+      InvalidArgumentError,
+      /options\.turnMs.*10000/,
+    ],
   ];
 
   for (const [name, run, errorClass, message] of constructorCases) {

@@ -13,6 +13,9 @@ import { sleep } from "../helpers/sleep.js";
  * release reserves the key for the head of the queue and tells that one
  * waiter, and nobody else is woken.
  */
+/** Every release hands over at once (no turn kept, src/lock/turns.ts): these tests check the queue itself. */
+const strict = { turnMs: 0 };
+
 describe("waiters of different instances take turns through the nodes' queue", () => {
   let cluster: TestCluster;
 
@@ -32,11 +35,11 @@ describe("waiters of different instances take turns through the nodes' queue", (
 
   it("each release wakes only the next waiter, in the order they queued, with one round each", async () => {
     const count = 6;
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster.urls, strict);
     // No fallback poll ever fires: a waiter can only get the lock by being named heir.
     const waiters = Array.from(
       { length: count },
-      () => new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 }),
+      () => new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 }),
     );
     try {
       let lock: Lock = await holder.acquire(["q"], 10_000);
@@ -97,8 +100,8 @@ describe("waiters of different instances take turns through the nodes' queue", (
   });
 
   it("an heir that died does not keep the lock: its reservation lapses and another caller gets it", async () => {
-    const holder = new Redlock(cluster.urls);
-    const doomed = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    const holder = new Redlock(cluster.urls, strict);
+    const doomed = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
     const other = new Redlock(cluster.urls, { retry: { retries: 100, delayMs: 20, jitterMs: 5 } });
     try {
       const lock = await holder.acquire(["d"], 10_000);
@@ -120,8 +123,8 @@ describe("waiters of different instances take turns through the nodes' queue", (
   });
 
   it("a registration that never takes its reservation gets one turn, then the next waiter is heir", async () => {
-    const holder = new Redlock(cluster.urls, { retry: { retries: 0 } });
-    const waiter = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    const holder = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
     try {
       let lock = await holder.acquire(["s"], 10_000);
       const waiting = waiter.acquire(["s"], 10_000, { signal: AbortSignal.timeout(20_000) });
@@ -174,8 +177,8 @@ describe("waiters of different instances take turns through the nodes' queue", (
   });
 
   it("a waiter that gives up leaves every node's queue", async () => {
-    const holder = new Redlock(cluster.urls);
-    const waiter = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    const holder = new Redlock(cluster.urls, strict);
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
     try {
       const lock = await holder.acquire(["g"], 10_000);
       const stop = new AbortController();
@@ -191,6 +194,49 @@ describe("waiters of different instances take turns through the nodes' queue", (
       await lock.release();
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+
+  it("waiters far back in the queue renew their registrations before they lapse", async () => {
+    // A first registration lasts 4 × 500 ms; a waiter with 5 ahead would
+    // next poll after 6 × 500 ms. It must poll before its registration
+    // lapses, or it drops out of the queue while it sleeps.
+    const holder = new Redlock(cluster.urls, strict);
+    const lock = await holder.acquire(["w"], 10_000);
+    const count = 6;
+    const waiters = Array.from(
+      { length: count },
+      () => new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 500, jitterMs: 0 } }),
+    );
+    const stop = new AbortController();
+    const waiting = waiters.map((waiter) =>
+      waiter.acquire(["w"], 10_000, { signal: stop.signal }).catch((error: unknown) => error),
+    );
+    try {
+      await until("every waiter to queue on every node", async () =>
+        (await cluster.onAll((c) => c.zcard("redquorum:queue:w"))).every((n) => n === count),
+      );
+      const queuedAt = performance.now();
+      // Past the first registrations' life (2 s), short of the last poll (3 s).
+      await sleep(2_600);
+      // Lapsed registrations are only removed when a release looks: count
+      // the ones whose expiry (node time, ms) is still ahead.
+      const live = await cluster.onAll(async (c) => {
+        const [seconds, micros] = await c.time();
+        const nowMs = Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+        return c.zcount("redquorum:queue-expiry:w", `(${nowMs}`, "+inf");
+      });
+      assert.ok(performance.now() - queuedAt < 4_000, "this process stalled: nothing to conclude");
+      assert.deepEqual(
+        live,
+        Array(5).fill(count),
+        "every waiter's registration is alive on every node",
+      );
+    } finally {
+      stop.abort();
+      await Promise.all(waiting);
+      await lock.release();
+      await Promise.all([holder.close(), ...waiters.map((w) => w.close())]);
     }
   });
 

@@ -1,0 +1,279 @@
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import NodeRedlock from "redlock";
+import { type Clock, type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { noTimers, until } from "../helpers/no-timers.js";
+import { sleep } from "../helpers/sleep.js";
+
+/**
+ * An instance's turn (src/lock/turns.ts): for `turnMs` from the grant that
+ * began it, an instance that releases a key and takes it again finds it
+ * free instead of reserved for another instance's waiter; after the turn,
+ * or when it does not take the key again, the waiter is handed the key.
+ * The waiters here run on a clock without fallback polls: they can only
+ * get the lock by being named heir.
+ */
+/** A monotonic clock on which no timer fires (until aborted). */
+const timersNeverFire: Clock = {
+  now: () => performance.now(),
+  sleep: (_ms, signal) =>
+    new Promise((_, reject) => {
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+    }),
+};
+
+describe("an instance's turn on a contended key", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+  });
+  after(() => cluster.stop());
+  beforeEach(() => cluster.flushAll());
+
+  const evalshaCalls = async () => {
+    const calls = await cluster.onAll(async (c) => {
+      const stats = await c.info("commandstats");
+      return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    });
+    return calls.reduce((a, b) => a + b, 0);
+  };
+
+  /** A waiter of another instance, queued on every node and listening for its notice. */
+  async function queuedWaiter(resource: string) {
+    const redlock = new Redlock(cluster.urls, {
+      clock: noTimers,
+      nodeTimeoutMs: 1_000,
+      turnMs: 0,
+    });
+    const waiting = redlock.acquire([resource], 10_000, { signal: AbortSignal.timeout(20_000) });
+    await until("the waiter to queue", () => redlock.waitingCount === 1);
+    await until("the waiter to listen on every node", async () =>
+      (await cluster.heirSubscribers()).every((n) => n === 1),
+    );
+    return { redlock, waiting };
+  }
+
+  it("within its turn an instance takes back the key it released in one round, and a release it does not follow up passes the turn", async () => {
+    // A turn far longer than the test: every retake below is within it.
+    const holder = new Redlock(cluster.urls, { turnMs: 10_000 });
+    let lock: Lock = await holder.acquire(["k"], 10_000);
+    const waiter = await queuedWaiter("k");
+    try {
+      for (let i = 0; i < 5; i++) {
+        const before = await evalshaCalls();
+        await lock.release();
+        const next = await holder.acquire(["k"], 10_000, { retry: { retries: 0 } });
+        assert.ok(next.fence! > lock.fence!, "tokens rise with every retake");
+        lock = next;
+        // The nodes not needed for the majority answer a moment later.
+        await until(
+          `retake ${i}: every node to answer`,
+          async () => (await evalshaCalls()) - before >= 10,
+        );
+        await sleep(5); // a pass, if any, would follow on the next tick
+        assert.equal(
+          (await evalshaCalls()) - before,
+          10,
+          `retake ${i}: one release and one acquire call per node, nothing reserved or passed`,
+        );
+        const heirs = await cluster.onAll((c) => c.exists("redquorum:heir:k"));
+        assert.deepEqual(heirs, [0, 0, 0, 0, 0], `retake ${i}: no node reserved the key`);
+        assert.equal(waiter.redlock.waitingCount, 1, `retake ${i}: the waiter still waits`);
+      }
+      // Released and not taken back: the turn passes to the waiter, whose
+      // clock has no fallback poll, so only the notice can wake it.
+      await lock.release();
+      const got = await waiter.waiting;
+      assert.ok(got.fence! > lock.fence!, "tokens rise from holder to heir");
+      await got.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
+  it("a key kept within a turn is refused to other redquorum instances, not to its own or to node-redlock", async () => {
+    // The holder's timers never fire, so its turn is never passed on: what
+    // the kept release left on the nodes stays until it lapses.
+    const holder = new Redlock(cluster.urls, { turnMs: 10_000, clock: timersNeverFire });
+    const other = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const clients = cluster.urls.map((url) => new Redis(url));
+    const theirs = new NodeRedlock(clients, { retryCount: 0 });
+    let lock: Lock = await holder.acquire(["o"], 10_000);
+    const waiter = await queuedWaiter("o");
+    try {
+      // The kept reservation lasts limits.turnReservationMs: if this process
+      // stalled past it before reading, release and take the key again.
+      let keptFor: string | undefined;
+      for (let i = 0; i < 20 && keptFor === undefined; i++) {
+        await lock.release();
+        const heirs = await cluster.onAll((c) => c.get("redquorum:heir:o"));
+        if (heirs.every((heir) => heir !== null && heir === heirs[0])) keptFor = heirs[0]!;
+        else lock = await holder.acquire(["o"], 10_000, { retry: { retries: 0 } });
+      }
+      assert.ok(keptFor !== undefined, "a kept release reserves the key on every node");
+      assert.doesNotMatch(keptFor, /:/, "for the instance, not one of its waiters");
+      // Made long, so that the rest does not race its lapse.
+      await cluster.onAll((c) => c.set("redquorum:heir:o", keptFor!, "PX", 60_000));
+      await assert.rejects(other.acquire(["o"], 10_000), ResourceLockedError);
+      const foreign = await theirs.acquire(["o"], 5_000);
+      await foreign.release();
+      // node-redlock's release resolves on a majority; the rest follow.
+      await until("node-redlock's release to reach every node", async () =>
+        (await cluster.onAll((c) => c.exists("o"))).every((n) => n === 0),
+      );
+      lock = await holder.acquire(["o"], 10_000, { retry: { retries: 0 } });
+      // Granted by a majority; the last node answers a moment later.
+      await until("the retake to take the reservation up on every node", async () =>
+        (await cluster.onAll((c) => c.exists("redquorum:heir:o"))).every((n) => n === 0),
+      );
+      assert.equal(waiter.redlock.waitingCount, 1, "the waiter still waits");
+    } finally {
+      await Promise.all([holder.close(), other.close(), waiter.redlock.close()]);
+      for (const client of clients) client.disconnect();
+    }
+  });
+
+  it("a turn ends turnMs after the grant that began it: that release hands the key to the waiter", async () => {
+    const turnMs = 100;
+    const holder = new Redlock(cluster.urls, { turnMs });
+    try {
+      // The turn must begin after the waiter queued, or it may be over
+      // before the first retake: the waiter queues behind a key set by hand,
+      // deleted by hand (no release, so no notice), then the holder takes it.
+      // A run that kept nothing (this process stalled past turnMs) is rerun.
+      let kept: number[] = [];
+      for (let run = 0; run < 10 && kept.length === 0; run++) {
+        const key = `e${run}`;
+        await cluster.onAll((c) => c.set(key, "by-hand", "PX", 60_000));
+        const waiter = await queuedWaiter(key);
+        try {
+          await cluster.onAll((c) => c.del(key));
+          const beganAfter = performance.now();
+          let lock: Lock = await holder.acquire([key], 10_000, { retry: { retries: 0 } });
+          const beganBy = performance.now();
+          kept = [];
+          let handedOverBy: number | undefined;
+          for (let i = 0; i < 100_000 && handedOverBy === undefined; i++) {
+            const releasing = performance.now();
+            await lock.release();
+            const released = performance.now();
+            try {
+              lock = await holder.acquire([key], 10_000, { retry: { retries: 0 } });
+              kept.push(releasing);
+            } catch (error) {
+              assert.ok(error instanceof ResourceLockedError, `retake ${i}: ${error}`);
+              handedOverBy = released;
+            }
+          }
+          // The turn began at that grant (between beganAfter and beganBy):
+          // a release kept the key only before turnMs had passed, and the
+          // one that handed it over came after.
+          for (const at of kept) assert.ok(at < beganBy + turnMs, `kept at +${at - beganBy} ms`);
+          assert.ok(handedOverBy !== undefined && handedOverBy >= beganAfter + turnMs);
+          const got = await waiter.waiting;
+          await got.release();
+        } finally {
+          await waiter.redlock.close();
+        }
+      }
+      assert.ok(kept.length > 0, "some run retook the key within its turn");
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it("two callers of one instance looping on the key let another instance's waiter in when the turn ends", async () => {
+    const holder = new Redlock(cluster.urls, { turnMs: 50 });
+    const first = await holder.acquire(["two"], 10_000);
+    const waiter = await queuedWaiter("two");
+    let stop = false;
+    let grants = 0;
+    // Each caller takes the key, releases it and takes it again, parking
+    // behind the other one as it must; the waiter has no fallback poll.
+    const loop = async (held: Lock | undefined) => {
+      while (!stop) {
+        const lock = held ?? (await holder.acquire(["two"], 10_000));
+        held = undefined;
+        grants++;
+        await lock.release();
+      }
+    };
+    const loops = [loop(first), loop(undefined)];
+    try {
+      const got = await waiter.waiting;
+      stop = true;
+      assert.ok(grants >= 1, "the instance's callers took the key before the waiter");
+      await got.release();
+      await Promise.all(loops);
+    } finally {
+      stop = true;
+      await Promise.allSettled(loops);
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
+  it("a release within a turn followed by close() still hands the key to the waiter", async () => {
+    const holder = new Redlock(cluster.urls, { turnMs: 10_000 });
+    const lock = await holder.acquire(["c"], 10_000);
+    const waiter = await queuedWaiter("c");
+    try {
+      await lock.release(); // kept: its pass is due on the next tick
+      await holder.close(); // before that tick
+      const got = await waiter.waiting;
+      await got.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
+  it("an acquire of ours that fails after a kept release still passes the turn", async () => {
+    const holder = new Redlock(cluster.urls, { turnMs: 10_000 });
+    let lock: Lock = await holder.acquire(["f"], 10_000);
+    const waiter = await queuedWaiter("f");
+    try {
+      // The try-lock starts at once (holding the pass back) and is aborted
+      // while its round is out; if the round wins first, go again.
+      let aborted = false;
+      for (let i = 0; i < 50 && !aborted; i++) {
+        await lock.release();
+        const controller = new AbortController();
+        const trying = holder.acquire(["f"], 10_000, {
+          retry: { retries: 0 },
+          signal: controller.signal,
+        });
+        setImmediate(() => controller.abort());
+        try {
+          lock = await trying;
+        } catch (error) {
+          assert.equal((error as Error).name, "AbortError", `try ${i}: ${error}`);
+          aborted = true;
+        }
+      }
+      assert.ok(aborted, "some try-lock was aborted while its round was out");
+      const got = await waiter.waiting;
+      await got.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
+  it("with turnMs 0 every release hands the key to the waiter", async () => {
+    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    const lock = await holder.acquire(["z"], 10_000);
+    const waiter = await queuedWaiter("z");
+    try {
+      await lock.release();
+      await assert.rejects(
+        holder.acquire(["z"], 10_000, { retry: { retries: 0 } }),
+        ResourceLockedError,
+      );
+      const got = await waiter.waiting;
+      await got.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+});
