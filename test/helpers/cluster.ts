@@ -95,6 +95,19 @@ export class TestCluster {
    * key, redquorum's own included (a quarantine left behind, say), shows.
    */
   /** Per node: connections subscribed to an instance's heir notices (lock/heir-queue.ts). */
+  /** EVALSHA calls each node has run since it started or was flushed (its commandstats). */
+  evalshaCallsByNode(): Promise<number[]> {
+    return this.onAll(async (c) => {
+      const stats = await c.info("commandstats");
+      return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+    });
+  }
+
+  /** EVALSHA calls of all the nodes together. */
+  async evalshaCalls(): Promise<number> {
+    return (await this.evalshaCallsByNode()).reduce((a, b) => a + b, 0);
+  }
+
   heirSubscribers(): Promise<number[]> {
     return this.onAll(async (c) => {
       const channels = (await c.pubsub("CHANNELS", "redquorum:heir-of:*")) as string[];

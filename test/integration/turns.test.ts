@@ -33,14 +33,6 @@ describe("an instance's turn on a contended key", () => {
   after(() => cluster.stop());
   beforeEach(() => cluster.flushAll());
 
-  const evalshaCalls = async () => {
-    const calls = await cluster.onAll(async (c) => {
-      const stats = await c.info("commandstats");
-      return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
-    });
-    return calls.reduce((a, b) => a + b, 0);
-  };
-
   /** A waiter of another instance, queued on every node and listening for its notice. */
   async function queuedWaiter(resource: string) {
     const redlock = new Redlock(cluster.urls, {
@@ -63,7 +55,7 @@ describe("an instance's turn on a contended key", () => {
     const waiter = await queuedWaiter("k");
     try {
       for (let i = 0; i < 5; i++) {
-        const before = await evalshaCalls();
+        const before = await cluster.evalshaCalls();
         await lock.release();
         const next = await holder.acquire(["k"], 10_000, { retry: { retries: 0 } });
         assert.ok(next.fence! > lock.fence!, "tokens rise with every retake");
@@ -71,11 +63,11 @@ describe("an instance's turn on a contended key", () => {
         // The nodes not needed for the majority answer a moment later.
         await until(
           `retake ${i}: every node to answer`,
-          async () => (await evalshaCalls()) - before >= 10,
+          async () => (await cluster.evalshaCalls()) - before >= 10,
         );
         await sleep(5); // a pass, if any, would follow on the next tick
         assert.equal(
-          (await evalshaCalls()) - before,
+          (await cluster.evalshaCalls()) - before,
           10,
           `retake ${i}: one release and one acquire call per node, nothing reserved or passed`,
         );
