@@ -177,14 +177,14 @@ class Acquisition {
   ): Promise<Verdict> {
     const { turns, options } = this.context;
     const { keys } = this.request;
-    turns.attemptStarted(keys);
-    let granted = false;
+    const holding = turns.attemptStarted(keys);
+    let verdict: Verdict | undefined;
     try {
-      const verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
-      granted = "lock" in verdict;
+      verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
       return verdict;
     } finally {
-      turns.attemptEnded(keys, granted, options.clock.now());
+      const lock = verdict && "lock" in verdict ? verdict.lock : undefined;
+      turns.attemptEnded(keys, holding, lock, options.clock.now());
     }
   }
 

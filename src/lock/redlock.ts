@@ -191,11 +191,14 @@ export class Redlock implements LockOwner {
   private async closeNow(): Promise<void> {
     this.closed = true;
     // A kept release's pass not run yet runs now (tracked, so awaited below):
-    // other instances' waiters must still be told the key is theirs.
+    // other instances' waiters must still be told the key is theirs. One
+    // held by an attempt runs when that attempt fails, as it now will.
     this.context.turns.passAll();
     this.context.fences.stop(new ClosedError("Redlock"));
     this.context.waits.abortAll(new ClosedError("Redlock"));
     await Promise.allSettled([...this.active, this.context.fences.settled()]);
+    // What those started meanwhile (a pass run when a held attempt failed).
+    while (this.active.size > 0) await Promise.allSettled([...this.active]);
     await this.context.watch.close();
     await this.group.close();
   }

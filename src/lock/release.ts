@@ -59,10 +59,12 @@ export async function releaseLock(
   }
   // Within this instance's turn the key is left free for its next acquire
   // instead of being reserved for another instance's waiter (turns.ts).
-  const keep = heir === undefined && context.turns.mayKeep(lock.keys, context.options.clock.now());
-  const round = keep
-    ? await keptRelease(context, lock)
-    : await announcedRelease(context, lock, heir === "yield");
+  const turn =
+    heir === undefined ? context.turns.turnOf(lock, context.options.clock.now()) : undefined;
+  const round =
+    turn !== undefined
+      ? await keptRelease(context, lock, turn)
+      : await announcedRelease(context, lock, heir === "yield");
   const votes = releaseVotes(round, handedOff);
   if (expired) throw new LockExpiredError("release", lock.resources);
   assertHeldUntilRelease(context, lock, votes);
@@ -110,6 +112,7 @@ async function announcedRelease(
     .map((outcome) => (outcome?.kind === "error" ? undefined : heirOf(outcome?.value)))
     .find(Boolean);
   const key = lock.keys[0]!;
+  waits.reallyReleased(key);
   const heirElsewhere = heir !== undefined && instanceOfWaiter(heir) !== watch.instanceId;
   if (heir !== undefined && !heirElsewhere) waits.wakeHeir(heir);
   if (yielding) waits.yielded(key, heirElsewhere, limits.handoffRunMin, limits.handoffRunMax);
@@ -130,7 +133,11 @@ async function announcedRelease(
  * keys left (its value is this lock's), reserves the key for the head of
  * each node's queue and tells that waiter, as an announced release does.
  */
-async function keptRelease(context: ReleaseContext, lock: Lock): Promise<RoundResult<unknown>> {
+async function keptRelease(
+  context: ReleaseContext,
+  lock: Lock,
+  turnBegan: number,
+): Promise<RoundResult<unknown>> {
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     keep: true,
     instanceId: context.watch.instanceId,
@@ -138,6 +145,8 @@ async function keptRelease(context: ReleaseContext, lock: Lock): Promise<RoundRe
   const queued = round.outcomes.some(
     (outcome) => outcome?.kind !== "error" && waitersQueued(outcome?.value),
   );
+  // Nobody queued on the nodes: nobody else to let in, the run of handoffs starts again.
+  if (!queued) context.waits.reallyReleased(lock.keys[0]!);
   const passTurn = () => announcedRelease(context, lock, false);
   if (context.isClosed()) {
     // Closing: nobody of ours will retake it, and a pass left for later
@@ -146,7 +155,7 @@ async function keptRelease(context: ReleaseContext, lock: Lock): Promise<RoundRe
     return round;
   }
   // A pass left for later is tracked: close() runs it at once and waits.
-  context.turns.kept(lock.keys[0]!, queued, context.timer, () => {
+  context.turns.kept(lock.keys[0]!, turnBegan, queued, context.timer, () => {
     void context.track(passTurn()).catch(() => {});
   });
   context.waits.released(lock.keys);

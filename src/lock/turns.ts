@@ -39,18 +39,31 @@ import type { Timer } from "../clock.js";
 /** Keys with a turn remembered at most; beyond, all are forgotten (a turn then starts over). */
 const turnsKeptMax = 100_000;
 
-/** A pass not run yet: due on the next turn of the event loop, or held while an acquire of ours runs. */
-interface PendingPass {
+/**
+ * A kept release's pass not run yet: due on the next turn of the event
+ * loop unless attempts of ours that started after the release hold it.
+ */
+export interface PendingPass {
   readonly run: () => void;
-  held: boolean;
+  /** Attempts of ours on the key started since the kept release and not ended. */
+  held: number;
+}
+
+/** What a lock must tell about itself to be kept: its keys (one, for a turn). */
+interface TurnLock {
+  readonly keys: readonly string[];
 }
 
 export class Turns {
   private readonly turnMs: number;
-  /** Per key: when this instance's turn began (the instance's clock, ms). */
+  /**
+   * Per key: when this instance's turn began (the instance's clock, ms),
+   * recorded by a kept release that saw waiters; forgotten when the turn
+   * ends or is passed. A key nobody else waits for has no entry.
+   */
   private readonly began = new Map<string, number>();
-  /** Per key: the attempts of this instance running now. */
-  private readonly attempts = new Map<string, number>();
+  /** When each lock of ours was granted: a turn with no entry begins there. */
+  private readonly grantedAt = new WeakMap<TurnLock, number>();
   /** Per key: the pass of a kept release, not run yet. */
   private readonly passes = new Map<string, PendingPass>();
 
@@ -60,80 +73,90 @@ export class Turns {
 
   /**
    * An attempt of this instance on `keys` starts. A pass due for the key
-   * is held until the attempts end: run now, it would reserve the key for
-   * another instance under our attempt and split the nodes' votes.
+   * is held until the attempts started since the release end: run now, it
+   * would reserve the key for another instance under our attempt and split
+   * the nodes' votes. Returns what `attemptEnded` is to be given.
    */
-  attemptStarted(keys: readonly string[]): void {
-    if (this.turnMs === 0 || keys.length !== 1) return;
-    const key = keys[0]!;
-    this.attempts.set(key, (this.attempts.get(key) ?? 0) + 1);
-    const pass = this.passes.get(key);
-    if (pass) pass.held = true;
+  attemptStarted(keys: readonly string[]): PendingPass | undefined {
+    if (this.turnMs === 0 || keys.length !== 1) return undefined;
+    const pass = this.passes.get(keys[0]!);
+    if (pass) pass.held++;
+    return pass;
   }
 
   /**
-   * That attempt ended, `granted` or not, at `nowMs`. A grant begins a turn
-   * unless one is going on (even one whose time is up: it ends at the next
-   * release), and makes a held pass needless (our next release decides anew). When the last attempt ends without a grant, a
-   * held pass runs: nobody of ours took the key, the others must hear.
+   * That attempt ended at `nowMs`, with `lock` if granted. A grant makes a
+   * pending pass needless (our next release decides anew). When the last
+   * attempt holding a pass ends without a grant, the pass runs: nobody of
+   * ours took the key, the others must hear. An attempt that was already
+   * out at the release (refused by the lock released, say) holds nothing:
+   * the pass then runs on the next tick, unless a newer attempt holds it.
    *
    * A refusal does not end the turn: the holder may be ours (two callers
    * of this instance taking turns), and the turn is bounded by time anyway.
    */
-  attemptEnded(keys: readonly string[], granted: boolean, nowMs: number): void {
+  attemptEnded(
+    keys: readonly string[],
+    holding: PendingPass | undefined,
+    lock: TurnLock | undefined,
+    nowMs: number,
+  ): void {
     if (this.turnMs === 0 || keys.length !== 1) return;
     const key = keys[0]!;
-    const left = (this.attempts.get(key) ?? 1) - 1;
-    if (left > 0) this.attempts.set(key, left);
-    else this.attempts.delete(key);
-    if (granted) {
+    if (lock) {
+      this.grantedAt.set(lock, nowMs);
       this.passes.delete(key);
-      // A turn goes on until a release ends it (mayKeep) or it is passed,
-      // however many grants (handoffs between our callers too) come first.
-      if (this.began.has(key)) return;
-      if (this.began.size >= turnsKeptMax) this.began.clear();
-      this.began.set(key, nowMs);
       return;
     }
-    const pass = this.passes.get(key);
-    if (left === 0 && pass?.held) this.runPass(key, pass);
+    if (!holding) return;
+    holding.held--;
+    if (holding.held === 0 && this.passes.get(key) === holding) this.runPass(key, holding);
   }
 
   /**
-   * Whether a release of `keys` at `nowMs` may keep the key free for this
-   * instance instead of reserving it for another instance's waiter: while
-   * the turn lasts. Otherwise the turn is over.
+   * When the turn in which `lock` is released at `nowMs` began, if it still
+   * lasts: the release may keep the key free for this instance instead of
+   * reserving it for another instance's waiter. Undefined: the turn is over
+   * (or turns are off, or the lock has several keys).
    */
-  mayKeep(keys: readonly string[], nowMs: number): boolean {
-    if (this.turnMs === 0 || keys.length !== 1) return false;
-    const began = this.began.get(keys[0]!);
-    if (began !== undefined && nowMs - began < this.turnMs) return true;
-    this.began.delete(keys[0]!);
-    return false;
+  turnOf(lock: TurnLock, nowMs: number): number | undefined {
+    if (this.turnMs === 0 || lock.keys.length !== 1) return undefined;
+    const key = lock.keys[0]!;
+    const began = this.began.get(key) ?? this.grantedAt.get(lock);
+    if (began !== undefined && nowMs - began < this.turnMs) return began;
+    this.began.delete(key);
+    return undefined;
   }
 
   /**
-   * After a kept release of `key`: with waiters queued on the nodes, runs
-   * `pass` on the next turn of the event loop (`timer(0)`) unless an
-   * attempt of ours on the key has started by then (then when the attempts
-   * end without a grant); with none queued, the turn is over (nobody to
-   * take turns with).
+   * After a kept release of `key` in the turn that `began`: with waiters
+   * queued on the nodes, the turn is remembered and `pass` runs on the next
+   * turn of the event loop (`timer(0)`) unless an attempt of ours on the
+   * key has started by then (then when those attempts end without a
+   * grant); with none queued, the turn is over (nobody to take turns with).
    */
-  kept(key: string, waitersQueued: boolean, timer: Timer, pass: () => void): void {
+  kept(key: string, began: number, waitersQueued: boolean, timer: Timer, pass: () => void): void {
     if (!waitersQueued) {
       this.began.delete(key);
       return;
     }
-    const pending: PendingPass = { run: pass, held: this.attempts.has(key) };
+    if (!this.began.has(key) && this.began.size >= turnsKeptMax) this.began.clear();
+    this.began.set(key, began);
+    const pending: PendingPass = { run: pass, held: 0 };
     this.passes.set(key, pending);
     timer(0, () => {
-      if (this.passes.get(key) === pending && !pending.held) this.runPass(key, pending);
+      if (this.passes.get(key) === pending && pending.held === 0) this.runPass(key, pending);
     });
   }
 
-  /** Runs every pass not run yet (the instance closes: the others must still hear). */
+  /**
+   * The instance closes: every pass no attempt holds runs now (the others
+   * must still hear); a held one runs when its attempts fail, as they will.
+   */
   passAll(): void {
-    for (const [key, pending] of [...this.passes]) this.runPass(key, pending);
+    for (const [key, pending] of [...this.passes]) {
+      if (pending.held === 0) this.runPass(key, pending);
+    }
   }
 
   private runPass(key: string, pending: PendingPass): void {

@@ -129,6 +129,30 @@ describe("WaitQueues", () => {
     waits.remove(third, true);
   });
 
+  it("a run of handoffs ends after runMin also when every handoff empties the queue; a real release starts it again", () => {
+    const { waits } = queues();
+    // Two callers handing the lock back and forth: one parked waiter at a time.
+    const nextRelease = () => {
+      const w = waiter(waits, "k");
+      void w.park(1_000, never, undefined);
+      const heir = waits.heirFor(["k"], 3);
+      w.wake();
+      waits.remove(w, false);
+      return heir === w ? "handoff" : heir;
+    };
+    const releases = Array.from({ length: 8 }, nextRelease);
+    assert.deepEqual(releases, [
+      ...["handoff", "handoff", "handoff", "yield"],
+      ...["handoff", "handoff", "handoff", "yield"],
+    ]);
+    nextRelease();
+    nextRelease();
+    waits.reallyReleased("k"); // nobody of ours waiting: forgotten
+    assert.deepEqual(Array.from({ length: 4 }, nextRelease), [
+      ...["handoff", "handoff", "handoff", "yield"],
+    ]);
+  });
+
   it("hands a lock only to the first parked waiter with exactly the same keys", async () => {
     const { waits } = queues();
     const ab = waiter(waits, "a", "b");

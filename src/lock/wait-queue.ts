@@ -50,6 +50,9 @@ export type Wake =
  */
 const limitOfEarlyNotices = 10_000;
 
+/** Keys whose run of handoffs is remembered at most; past this many all start again. */
+const handoffRunsKeptMax = 100_000;
+
 /** A key set, order-free (a handoff needs exactly the same keys). */
 function keySetOf(keys: readonly string[]): string {
   return keys.length === 1 ? keys[0]! : [...keys].sort().join("\u0000");
@@ -194,10 +197,11 @@ export class WaitQueues {
       if (at < 0) continue;
       found = true;
       queue.splice(at, 1);
-      if (queue.length === 0) {
-        this.queues.delete(key);
-        this.handoffRuns.delete(key);
-      } else if (at === 0) promoted.push(queue[0]!);
+      // The key's run of handoffs outlives an empty queue: two callers
+      // handing the lock back and forth empty it at every handoff, and
+      // their run must still end (see `reallyReleased`).
+      if (queue.length === 0) this.queues.delete(key);
+      else if (at === 0) promoted.push(queue[0]!);
     }
     if (found) this.count--;
     if (waiter.id !== undefined) this.byId.delete(waiter.id);
@@ -226,6 +230,8 @@ export class WaitQueues {
     if (head.keySet !== keySetOf(keys)) return undefined;
     let runs = this.handoffRuns.get(keys[0]!);
     if (!runs) {
+      // Runs of keys whose last lock expired unreleased are not forgotten otherwise.
+      if (this.handoffRuns.size >= handoffRunsKeptMax) this.handoffRuns.clear();
       runs = { run: 0, limit: runMin };
       this.handoffRuns.set(keys[0]!, runs);
     }
@@ -235,6 +241,18 @@ export class WaitQueues {
     }
     runs.run++;
     return head;
+  }
+
+  /**
+   * `key` was really released (the nodes' queue head, if any, had its
+   * chance): its run of handoffs starts again, and is forgotten if no
+   * waiter of ours is left.
+   */
+  reallyReleased(key: string): void {
+    const runs = this.handoffRuns.get(key);
+    if (!runs) return;
+    if (this.queues.has(key)) runs.run = 0;
+    else this.handoffRuns.delete(key);
   }
 
   /**

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
-import { type Clock, type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
+import {
+  type Clock,
+  ClosedError,
+  type Lock,
+  Redlock,
+  ResourceLockedError,
+} from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
@@ -248,6 +254,74 @@ describe("an instance's turn on a contended key", () => {
       const got = await waiter.waiting;
       await got.release();
     } finally {
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
+  it("close() while an attempt of ours holds the pass: the attempt fails and the waiter still gets the key", async () => {
+    // Long per-node bounds: the attempt waits out the pause instead of failing on its own.
+    const holder = new Redlock(cluster.urls, { turnMs: 10_000, nodeTimeoutMs: 1_000 });
+    const lock = await holder.acquire(["h"], 10_000);
+    const waiter = await queuedWaiter("h");
+    try {
+      await lock.release(); // kept: its pass is due on the next tick
+      for (let i = 0; i < cluster.urls.length; i++) cluster.cluster.pause(i);
+      // Started before that tick, it holds the pass; its round waits on the paused nodes.
+      const following = holder.acquire(["h"], 10_000, { retry: { retries: 0 } });
+      await sleep(20);
+      const closing = holder.close();
+      for (let i = 0; i < cluster.urls.length; i++) cluster.cluster.resume(i);
+      await assert.rejects(following, ClosedError);
+      await closing;
+      const got = await waiter.waiting;
+      await got.release();
+    } finally {
+      await cluster.restoreAll({ keepData: true });
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
+  it("two callers of one instance handing the lock back and forth really release it after a run of handoffs", async () => {
+    // No turn: only the run of in-process handoffs can keep the key from
+    // the waiter, and it ends after limits.handoffRunMin (16) in a row.
+    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    const first = await holder.acquire(["pp"], 10_000);
+    const waiter = await queuedWaiter("pp");
+    let stop = false;
+    let grants = 0;
+    // Held a moment, so that the other caller is parked by then: every
+    // release is a handoff to it.
+    const loop = async (held: Lock | undefined) => {
+      while (!stop) {
+        const lock = held ?? (await holder.acquire(["pp"], 10_000));
+        held = undefined;
+        grants++;
+        await sleep(1);
+        await lock.release();
+      }
+    };
+    const loops = [loop(first), loop(undefined)];
+    try {
+      for (let round = 0; round < 5; round++) {
+        const before = grants;
+        const got =
+          round === 0
+            ? await waiter.waiting
+            : await waiter.redlock.acquire(["pp"], 10_000, { signal: AbortSignal.timeout(20_000) });
+        // 16 handoffs, the grant under way when it queued, and slack for a
+        // run that doubled (to 32) while no other instance waited between rounds.
+        const meanwhile = grants - before;
+        assert.ok(
+          meanwhile <= 40,
+          `round ${round}: the instance took the key ${meanwhile} times first`,
+        );
+        await got.release();
+      }
+      stop = true;
+      await Promise.all(loops);
+    } finally {
+      stop = true;
+      await Promise.allSettled(loops);
       await Promise.all([holder.close(), waiter.redlock.close()]);
     }
   });
