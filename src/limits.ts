@@ -34,7 +34,8 @@ export const defaults = {
    * How long an instance may keep taking back a single-key lock it
    * releases before the nodes hand the key to the next waiter of another
    * instance (lock/turns.ts), in milliseconds; 0: hand it over at every
-   * release. A waiter waits about one turn per instance ahead of it.
+   * release. A waiter waits about one turn (or one run of
+   * in-process handoffs) per instance ahead of it.
    */
   turnMs: 10,
   retry: {

@@ -70,7 +70,8 @@ export interface RedlockOptions {
    * milliseconds, counted from the grant that began its turn; then the
    * nodes hand the key to the longest waiter. Retaking saves the round a
    * handoff to another process costs; the turn bounds how long the others
-   * wait (about one turn per instance ahead). 0: every release hands over
+   * wait (about one turn, or one run of in-process handoffs,
+   * per instance ahead). 0: every release hands over
    * (strict first come, first served). Default 10.
    */
   turnMs?: number;
