@@ -76,7 +76,9 @@ export const limits = {
    * before the lock is really released (and announced), so that waiters in
    * other processes are not starved: `handoffRunMin` while another instance
    * was heard listening at the last such release, doubling up to
-   * `handoffRunMax` while none was. Each real release costs about one round.
+   * `handoffRunMax` while none was, and back to `handoffRunMin` as soon as
+   * a handoff finds another instance's waiter at the head of a node's
+   * queue. Each real release costs about one round.
    */
   handoffRunMin: 16,
   handoffRunMax: 1024,

@@ -101,7 +101,11 @@ class Acquisition {
   /** Attempts made, including turns that passed while others went first. */
   private attempt = 0;
   private granted = false;
-  /** Its id in the nodes' queues: a caller that may wait for one resource (heir-queue.ts). */
+  /**
+   * Its id in the nodes' queues (heir-queue.ts), for every one-resource
+   * caller: one that may wait queues with it; one that may not is still let
+   * in where its instance's turn kept the key (turns.ts).
+   */
   private readonly waiterId: string | undefined;
   /** The ticket every node is to order it by; "0" until a node gave one. */
   private ticket = "0";

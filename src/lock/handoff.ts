@@ -8,7 +8,7 @@
  */
 
 import type { RoundResult } from "../quorum/round.js";
-import { replacedHandedOff } from "./scripts.js";
+import { othersWaitAfterHandoff, replacedHandedOff } from "./scripts.js";
 import type { HandoffOutcome, Waiter } from "./wait-queue.js";
 
 /** Hands a release of the lock with value `fromValue` to a parked heir; settles once its round did. */
@@ -27,12 +27,15 @@ export function handoffOutcome(
 ): HandoffOutcome {
   const replaced: boolean[] = new Array(nodeCount).fill(false);
   const notHeld: boolean[] = new Array(nodeCount).fill(false);
+  let othersWait = false;
   round?.outcomes.forEach((outcome, i) => {
     if (outcome === undefined || outcome.kind === "error") return;
-    if (outcome.kind === "yes" && replacedHandedOff(outcome.value)) replaced[i] = true;
-    else notHeld[i] = true;
+    if (outcome.kind === "yes" && replacedHandedOff(outcome.value)) {
+      replaced[i] = true;
+      othersWait ||= othersWaitAfterHandoff(outcome.value);
+    } else notHeld[i] = true;
   });
-  return { won, replaced, notHeld };
+  return { won, replaced, notHeld, othersWait };
 }
 
 /** A release's votes: nodes where our value was gone by our hand (yes) or before (no). */

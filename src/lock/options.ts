@@ -70,9 +70,9 @@ export interface RedlockOptions {
    * milliseconds, counted from the grant that began its turn; then the
    * nodes hand the key to the longest waiter. Retaking saves the round a
    * handoff to another process costs; the turn bounds how long the others
-   * wait (about one turn, or one run of in-process handoffs,
-   * per instance ahead). 0: every release hands over
-   * (strict first come, first served). Default 10.
+   * wait (about one turn, or about 16 in-process handoffs, per instance
+   * ahead). 0: every release that is not an in-process handoff hands over
+   * (strict first come, first served across instances). Default 10.
    */
   turnMs?: number;
   /** Called for a node setting that endangers locks (eviction). Default: `process.emitWarning`. */

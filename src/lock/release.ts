@@ -54,6 +54,9 @@ export async function releaseLock(
   const heir = expired ? undefined : context.waits.heirFor(lock.keys, limits.handoffRunMin);
   const handedOff = heir instanceof Waiter ? await handOff(heir, lock.value) : undefined;
   if (handedOff?.won) {
+    // Another instance's waiter heads a node's queue: this run of handoffs
+    // ends soon, however long runs grew while nobody else waited.
+    if (handedOff.othersWait) context.waits.othersWait(lock.keys[0]!, limits.handoffRunMin);
     // The heir holds a majority now; where it found our value, ours is gone.
     return assertHeldUntilRelease(context, lock, handedOffVotes(handedOff));
   }
@@ -172,7 +175,10 @@ export interface ReleaseRoundOptions {
    * the reply says whether anyone is queued.
    */
   readonly keep?: boolean;
-  /** The releasing instance: a reservation for it counts as none (its turn ends here). */
+  /**
+   * The releasing instance: a reservation for it counts as none (its turn
+   * ends here); with `keep`, the instance the key is reserved for.
+   */
   readonly instanceId?: string;
   /** Publish the reservation to the heir's instance. */
   readonly notify?: boolean;

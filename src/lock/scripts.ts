@@ -32,6 +32,11 @@ export const acquireReply = {
   granted: 1,
   /** Granted, and every key held the value of the lock handed to us (see handoff.ts). */
   replaced: 2,
+  /**
+   * Replaced, and a waiter of another instance heads this node's queue for
+   * the key: the instance's run of handoffs is to end soon (wait-queue.ts).
+   */
+  replacedOthersWait: 3,
 } as const;
 
 /**
@@ -47,7 +52,8 @@ export const acquireReply = {
  * ("" for none): keys holding exactly that value count as free and are
  * overwritten; replaced instead of granted (also as the first element
  * with fences) says every key held that value, the releasing lock was
- * still held here (handoff.ts). Then, for a caller that may wait, its
+ * still held here (handoff.ts); replacedOthersWait says that too, and
+ * that a waiter of another instance heads this node's queue. Then, for a caller that may wait, its
  * waiter id, ticket and registration time: refused, it joins the node's
  * queue and the reply is {refused, ticket, rank} (with a fencing counter:
  * {refused, ticket, rank, current}); granted, it leaves it if the last
@@ -127,6 +133,15 @@ end
 if mine then redis.call('del', heirKey(locks[1])) end
 if waiter and mayBeQueued then leave(locks[1], waiter) end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
+-- A handoff inside one instance: if a waiter of another instance heads
+-- this node's queue, the reply says so, so that the instance ends its run
+-- of handoffs (an expired head says so too: one short run, no harm).
+if replaced == 1 and #locks == 1 and instance then
+  local head = redis.call('zrange', (queueKeys(locks[1])), 0, 0)[1]
+  if head and string.match(head, '^[^:]*') ~= instance then
+    granted = ${acquireReply.replacedOthersWait}
+  end
+end
 if #counters == 0 then return granted end
 applyFences(node, counters, proposals, reply)
 reply[1] = granted
@@ -177,16 +192,21 @@ export function isGrantedBy(fenced: boolean): (reply: unknown) => boolean {
   return fenced ? isFencedGrant : isPlainGrant;
 }
 
-const isGrantCode = (code: unknown) =>
-  code === acquireReply.granted || code === acquireReply.replaced;
+const isReplacedCode = (code: unknown) =>
+  code === acquireReply.replaced || code === acquireReply.replacedOthersWait;
+const isGrantCode = (code: unknown) => code === acquireReply.granted || isReplacedCode(code);
+const codeOf = (reply: unknown) => (Array.isArray(reply) ? reply[0] : reply);
 const isPlainGrant = (reply: unknown) => isGrantCode(reply);
 const isFencedGrant = (reply: unknown) => Array.isArray(reply) && isGrantCode(reply[0]);
 
 /** Whether an acquire reply says the keys held the value of the lock handed to us. */
 export function replacedHandedOff(reply: unknown): boolean {
-  return (
-    reply === acquireReply.replaced || (Array.isArray(reply) && reply[0] === acquireReply.replaced)
-  );
+  return isReplacedCode(codeOf(reply));
+}
+
+/** Whether a handoff's acquire reply says a waiter of another instance heads the node's queue. */
+export function othersWaitAfterHandoff(reply: unknown): boolean {
+  return codeOf(reply) === acquireReply.replacedOthersWait;
 }
 
 export const extendReply = {

@@ -173,9 +173,9 @@ describe("WaitQueues", () => {
     assert.equal(wake.kind, "handoff");
     if (wake.kind === "handoff") {
       assert.equal(wake.handoff.fromValue, "v");
-      wake.handoff.settle({ won: true, replaced: [true], notHeld: [false] });
+      wake.handoff.settle({ won: true, replaced: [true], notHeld: [false], othersWait: false });
     }
-    assert.deepEqual(outcome, { won: true, replaced: [true], notHeld: [false] });
+    assert.deepEqual(outcome, { won: true, replaced: [true], notHeld: [false], othersWait: false });
     assert.equal(ab.handOff({ fromValue: "v", settle: () => {} }), false, "not parked any more");
   });
 

@@ -35,6 +35,8 @@ export interface HandoffOutcome {
   readonly replaced: readonly boolean[];
   /** Per node: it answered the heir, but did not hold the releasing lock's value. */
   readonly notHeld: readonly boolean[];
+  /** Some node that granted the heir said a waiter of another instance heads its queue. */
+  readonly othersWait: boolean;
 }
 
 /** Why a parked waiter resumed. */
@@ -253,6 +255,17 @@ export class WaitQueues {
     if (!runs) return;
     if (this.queues.has(key)) runs.run = 0;
     else this.handoffRuns.delete(key);
+  }
+
+  /**
+   * A handoff of `key` found a waiter of another instance at the head of a
+   * node's queue: the run's limit is `runMin` again, so that a run grown
+   * long while nobody else waited ends soon (its next yield names that
+   * waiter the heir, which keeps the limit there).
+   */
+  othersWait(key: string, runMin: number): void {
+    const runs = this.handoffRuns.get(key);
+    if (runs) runs.limit = runMin;
   }
 
   /**

@@ -326,6 +326,51 @@ describe("an instance's turn on a contended key", () => {
     }
   });
 
+  it("a run of handoffs grown long while nobody else waited ends within runMin handoffs once another instance's waiter queues", async () => {
+    // Four callers of one instance, each holding a moment: nearly every
+    // release is a handoff, and with nobody else waiting each run is twice
+    // as long as the last (up to limits.handoffRunMax, 1024): by 1,200
+    // grants the runs are 1,024 long. A waiter of another instance heads
+    // the nodes' queues after a handoff or two (the callers register anew
+    // at each refusal), and the handoff's reply says so: the run then ends
+    // after limits.handoffRunMin (16), where it used to go on for up to
+    // 1,024 handoffs.
+    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    let stop = false;
+    let grants = 0;
+    let grown: () => void = () => {};
+    const longRuns = new Promise<void>((resolve) => {
+      grown = resolve;
+    });
+    const loop = async () => {
+      while (!stop) {
+        const lock = await holder.acquire(["grown"], 10_000);
+        if (++grants === 1_200) grown();
+        await sleep(1); // the others are parked by then: the release is a handoff
+        await lock.release();
+      }
+    };
+    const loops = [loop(), loop(), loop(), loop()];
+    const other = new Redlock(cluster.urls, { turnMs: 0 });
+    try {
+      await longRuns;
+      const before = grants;
+      const got = await other.acquire(["grown"], 10_000, {
+        retry: { retries: 10_000, delayMs: 10, jitterMs: 5 },
+        signal: AbortSignal.timeout(60_000),
+      });
+      const meanwhile = grants - before;
+      await got.release();
+      // 16 handoffs, the one or two before the waiter heads the queues, and
+      // slack for the grants under way: far below a run of 1,024.
+      assert.ok(meanwhile <= 40, `the instance took the key ${meanwhile} times first`);
+    } finally {
+      stop = true;
+      await Promise.allSettled(loops);
+      await Promise.all([holder.close(), other.close()]);
+    }
+  });
+
   it("with turnMs 0 every release hands the key to the waiter", async () => {
     const holder = new Redlock(cluster.urls, { turnMs: 0 });
     const lock = await holder.acquire(["z"], 10_000);
