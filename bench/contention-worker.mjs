@@ -175,7 +175,11 @@ function ownBareRounds() {
   };
 }
 
-const clients = Array.from({ length: instances }, (_, i) => factories[library](i));
+// "redquorum, turnMs N": another turn than the default (the trade between
+// grants/s and how long a waiter waits per instance ahead of it).
+const turnMs = /^redquorum, turnMs (\d+)$/.exec(library)?.[1];
+const factory = factories[library] ?? (turnMs && (() => ours({ turnMs: Number(turnMs) })));
+const clients = Array.from({ length: instances }, (_, i) => factory(i));
 // Connect and warm up each client on a resource of its own (no contention yet).
 await Promise.all(
   clients.map(async (client, i) => {

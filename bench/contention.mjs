@@ -6,8 +6,9 @@
 // the same 5 local redis-server nodes (no persistence), interleaved
 // (A B C …, … C B A) and repeated, each cell on a fresh resource.
 //
-// Per cell: grants/s, acquire p50/p99, grants per contender (min–max) and
-// Jain's index, Redis commands per grant (INFO commandstats on every node,
+// Per cell: grants/s, acquire p50/p99 (beside issue 13's bound on it: 10 ×
+// the same library's p99 alone, from the 1-contender cell, × the
+// contenders ahead), grants per contender (min–max) and Jain's index, Redis commands per grant (INFO commandstats on every node,
 // before and after), and mutual exclusion checked across processes from
 // every hold's CLOCK_MONOTONIC interval.
 //
@@ -46,13 +47,16 @@ const known = [
   "fair floor",
 ];
 // --libraries takes names separated by ";" (a name may hold a comma).
+// Also "redquorum, turnMs N" when named: redquorum with another turn.
 const libraries = args.libraries?.split(";").map((name) => name.trim()) ?? known;
 for (const name of libraries) {
-  if (!known.includes(name)) {
+  if (!known.includes(name) && !/^redquorum, turnMs \d+$/.test(name)) {
     throw new Error(`--libraries: unknown ${JSON.stringify(name)}; known: ${known.join("; ")}`);
   }
 }
 const allWorkloads = [
+  // One contender alone: its acquire p99 is the unit of the wait bound below.
+  { key: "1x10", contenders: 1, pacing: { delayMs: 10, jitterMs: 5 } },
   { key: "2x10", contenders: 2, pacing: { delayMs: 10, jitterMs: 5 } },
   { key: "8x10", contenders: 8, pacing: { delayMs: 10, jitterMs: 5 } },
   { key: "8x200", contenders: 8, pacing: { delayMs: 200, jitterMs: 100 } },
@@ -203,9 +207,9 @@ try {
       `\n### ${contenders} independent contenders, one resource, retry ${pacing.delayMs} ± ${pacing.jitterMs} ms\n`,
     );
     console.log(
-      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | grants per contender min–max | Jain | Redis commands / script calls / PUBLISH per grant | overlapping holds | errors |",
+      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | p99 bound ms | grants per contender min–max | Jain | Redis commands / script calls / PUBLISH per grant | overlapping holds | errors |",
     );
-    console.log("|---|---|---|---|---|---|---|---|");
+    console.log("|---|---|---|---|---|---|---|---|---|");
     for (const library of libraries) {
       const cells = results.filter((r) => r.workload === workload.key && r.library === library);
       const m = (field) => median(cells.map((c) => c[field]));
@@ -226,9 +230,18 @@ try {
         overlaps: cells.reduce((n, c) => n + c.overlaps, 0),
         errors: cells.reduce((n, c) => n + c.errors, 0),
       };
+      // Issue 13's bound on waiting: 10 × the same library's p99 alone
+      // (the 1x10 cell of this run) × the contenders ahead in line.
+      const alone = summary.find((r) => r.workload === "1x10" && r.library === library);
+      row.acquireP99BoundMs =
+        alone && contenders > 1 ? 10 * alone.acquireP99Ms * (contenders - 1) : undefined;
+      const bound =
+        row.acquireP99BoundMs === undefined
+          ? "—"
+          : `${fmt(row.acquireP99BoundMs)} (${row.acquireP99Ms <= row.acquireP99BoundMs ? "within" : "over"})`;
       summary.push(row);
       console.log(
-        `| ${library} | ${fmt(row.perSecond)} (${fmt(row.min)}–${fmt(row.max)}) | ${fmt(row.acquireP50Ms, 1)} / ${fmt(row.acquireP99Ms, 1)} | ` +
+        `| ${library} | ${fmt(row.perSecond)} (${fmt(row.min)}–${fmt(row.max)}) | ${fmt(row.acquireP50Ms, 1)} / ${fmt(row.acquireP99Ms, 1)} | ${bound} | ` +
           `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} / ${fmt(row.scriptsPerGrant, 1)} / ${fmt(row.publishesPerGrant, 1)} | ${row.overlaps} | ${row.errors} |`,
       );
     }

@@ -34,10 +34,15 @@ export const defaults = {
    * How long an instance may keep taking back a single-key lock it
    * releases before the nodes hand the key to the next waiter of another
    * instance (lock/turns.ts), in milliseconds; 0: hand it over at every
-   * release. A waiter waits about one turn (or one run of
-   * in-process handoffs) per instance ahead of it.
+   * release. A waiter waits about one turn and one handover (or about 16
+   * in-process handoffs) per instance ahead of it. 2, not more: with 64
+   * processes contending here, the acquire p99 grew with the turn (about
+   * 63 × (turn + a handover of 5–7 ms)) and stayed within issue 13's
+   * bound (10 × the p99 of one contender alone × those ahead, ~550–700 ms)
+   * only up to about 5 ms; 2 ms kept most of the grants/s that turns add
+   * (bench/results/contention.md).
    */
-  turnMs: 10,
+  turnMs: 2,
   retry: {
     /** Attempts after the first one. */
     retries: 10,

@@ -72,7 +72,7 @@ export interface RedlockOptions {
    * handoff to another process costs; the turn bounds how long the others
    * wait (about one turn, or about 16 in-process handoffs, per instance
    * ahead). 0: every release that is not an in-process handoff hands over
-   * (strict first come, first served across instances). Default 10.
+   * (strict first come, first served across instances). Default 2.
    */
   turnMs?: number;
   /** Called for a node setting that endangers locks (eviction). Default: `process.emitWarning`. */
