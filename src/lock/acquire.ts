@@ -102,9 +102,9 @@ class Acquisition {
   private attempt = 0;
   private granted = false;
   /**
-   * Its id in the nodes' queues (heir-queue.ts), for every one-resource
-   * caller: one that may wait queues with it; one that may not is still let
-   * in where its instance's turn kept the key (turns.ts).
+   * Its id in the nodes' queues (heir-queue.ts), for a one-resource caller
+   * that may wait (it queues with it), or that may not but whose instance's
+   * turn may keep the key (the id lets it in there; turns.ts).
    */
   private readonly waiterId: string | undefined;
   /** The ticket every node is to order it by; "0" until a node gave one. */
@@ -121,9 +121,12 @@ class Acquisition {
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
     this.request = request;
-    // Every single-key caller has an id: one that may wait queues with it,
-    // one that may not is still let in where its instance's turn kept the key.
-    if (request.keys.length === 1) this.waiterId = context.nextWaiterId();
+    // A single-key caller that may wait queues with its id; one that may
+    // not needs it only where its instance's turn may keep the key for it.
+    const { keys, retry } = request;
+    if (keys.length === 1 && (retry.retries > 0 || context.turns.mayKeep(keys))) {
+      this.waiterId = context.nextWaiterId();
+    }
   }
 
   async run(): Promise<Lock> {

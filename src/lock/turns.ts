@@ -78,6 +78,18 @@ export class Turns {
   }
 
   /**
+   * Whether a release of ours may have kept `keys` for this instance (a
+   * turn goes on with others waiting): only then does a caller that will
+   * not wait need its waiter id, which lets it in where the nodes keep the
+   * key for its instance. Every other such caller sends none (four
+   * arguments less in each of its calls).
+   */
+  mayKeep(keys: readonly string[]): boolean {
+    if (this.turnMs === 0 || keys.length !== 1) return false;
+    return this.began.has(keys[0]!) || this.passes.has(keys[0]!);
+  }
+
+  /**
    * An attempt of this instance on `keys` starts. A pass due for the key
    * is held until the attempts started since the release end: run now, it
    * would reserve the key for another instance under our attempt and split
