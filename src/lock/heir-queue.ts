@@ -69,11 +69,12 @@ export function instanceOfWaiter(waiterId: string): string {
  * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
  * returns the head, or nil; `heirKey(key)` the key naming the
  * reservation; `reservedFor(key)` the waiter (or, within a turn, the
- * instance) the key is reserved for, or nil; `reserve(key, ms)` reserves a free key for the head and returns it,
- * or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
- * resource's fencing counter (`<waiter> <counter>`), so that its proposal
- * is fresh and its grant needs no fencing round. Whether anyone waits is
- * the existence of `queueKeyPrefix .. key` (the release reads it).
+ * instance) the key is reserved for, or nil; `reserve(key, ms)` reserves
+ * a free key for the head and returns it, or nil; `notifyHeir(key, heir)`
+ * tells the heir's instance, with the resource's fencing counter
+ * (`<waiter> <counter>`), so that its proposal is fresh and its grant
+ * needs no fencing round. Whether anyone waits is the existence of
+ * `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `

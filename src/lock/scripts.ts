@@ -53,12 +53,12 @@ export const acquireReply = {
  * overwritten; replaced instead of granted (also as the first element
  * with fences) says every key held that value, the releasing lock was
  * still held here (handoff.ts); replacedOthersWait says that too, and
- * that a waiter of another instance heads this node's queue. Then, for a caller that may wait, its
- * waiter id, ticket and registration time: refused, it joins the node's
- * queue and the reply is {refused, ticket, rank} (with a fencing counter:
- * {refused, ticket, rank, current}); granted, it leaves it if the last
- * argument ("1": an earlier attempt carried the same waiter id) says it
- * may be queued.
+ * that a waiter of another instance heads this node's queue. Then, for a
+ * caller that may wait, its waiter id, ticket and registration time:
+ * refused, it joins the node's queue and the reply is {refused, ticket,
+ * rank} (with a fencing counter: {refused, ticket, rank, current});
+ * granted, it leaves it if the last argument ("1": an earlier attempt
+ * carried the same waiter id) says it may be queued.
  */
 export const acquireScript = new LuaScript(
   "acquire",
