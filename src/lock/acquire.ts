@@ -190,8 +190,8 @@ class Acquisition {
       verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
       return verdict;
     } finally {
-      const lock = verdict && "lock" in verdict ? verdict.lock : undefined;
-      turns.attemptEnded(keys, holding, lock, options.clock.now());
+      const granted = verdict !== undefined && "lock" in verdict;
+      turns.attemptEnded(keys, holding, granted, options.clock.now());
     }
   }
 

@@ -103,7 +103,7 @@ export class Turns {
   }
 
   /**
-   * That attempt ended at `nowMs`, with `lock` if granted. A grant makes a
+   * That attempt ended at `nowMs`, `granted` or not. A grant makes a
    * pending pass needless (our next release decides anew). When the last
    * attempt holding a pass ends without a grant, the pass runs: nobody of
    * ours took the key, the others must hear. An attempt that was already
@@ -116,12 +116,12 @@ export class Turns {
   attemptEnded(
     keys: readonly string[],
     holding: PendingPass | undefined,
-    lock: TurnLock | undefined,
+    granted: boolean,
     nowMs: number,
   ): void {
     if (this.turnMs === 0 || keys.length !== 1) return;
     const key = keys[0]!;
-    if (lock) {
+    if (granted) {
       // Locks that expire unreleased leave entries: a bound on the memory.
       if (!this.grantedAt.has(key) && this.grantedAt.size >= turnsKeptMax) this.grantedAt.clear();
       this.grantedAt.set(key, nowMs);
