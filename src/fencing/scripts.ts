@@ -70,10 +70,11 @@ export function fencedScriptArgs(
 /**
  * Lua, for the fenced scripts: `fencedLayout()` splits KEYS and ARGV as
  * above into the lock keys, the counters and the proposals.
- * `readNode(counters, extraKey)` reads in one MGET what the node-wide
+ * `readNode(counters, extraKey[, got])` reads in one MGET what the node-wide
  * checks and the counters need: {marker, quarantined, floor, highest,
  * counters = {...}, extra} (false where missing; `extra`: one more key a
- * script needs, such as a reservation).
+ * script needs, such as a reservation); `got`: the reply of that same MGET
+ * when the script made it already (the acquire's fast path).
  *
  * A counter's value here is max(counter or 0, floor). A node that lost its
  * memory (marker not "1") and has no floor yet knows none of its counters:
@@ -94,8 +95,11 @@ export function fencedScriptArgs(
  * is "1": only a repair writes a floor, repairs run only on "lost:" and
  * "restarted:" nodes, and init marks "1" only a node without one, so
  * there is none to read.
+ *
+ * `fenceVote` and `raiseFence` (fenceVoteLua) are one counter's part of
+ * these, shared with the acquire's fast path (lock/scripts.ts).
  */
-const fenceCounters = `${luaDecimalLess}
+export const fenceCountersLua = `
 local function fencedLayout()
   local fenceCount = tonumber(ARGV[4])
   local counters, proposals = {}, {}
@@ -105,22 +109,25 @@ local function fencedLayout()
   end
   return KEYS, counters, proposals
 end
-local function readNode(counters, extraKey)
-  local keys = {'${markerKey}', '${quarantineKey}'}
+local function readNode(counters, extraKey, got)
   local fenced = #counters > 0
-  if fenced then
-    keys[3] = '${fenceFloorKey}'
-    keys[4] = '${fenceMaxKey}'
-    for i = 1, #counters do keys[4 + i] = counters[i] end
+  local last = fenced and 4 + #counters or 2
+  if not got then
+    local keys = {'${markerKey}', '${quarantineKey}'}
+    if fenced then
+      keys[3] = '${fenceFloorKey}'
+      keys[4] = '${fenceMaxKey}'
+      for i = 1, #counters do keys[4 + i] = counters[i] end
+    end
+    if extraKey then keys[last + 1] = extraKey end
+    got = redis.call('mget', unpack(keys))
   end
-  if extraKey then keys[#keys + 1] = extraKey end
-  local got = redis.call('mget', unpack(keys))
   local node = {marker = got[1], quarantined = got[2], counters = {}}
   if fenced then
     node.floor, node.highest = got[3], got[4]
     for i = 1, #counters do node.counters[i] = got[4 + i] end
   end
-  if extraKey then node.extra = got[#keys] end
+  if extraKey then node.extra = got[last + 1] end
   return node
 end
 local function readFences(marker, node, counters, proposals)
@@ -134,22 +141,16 @@ local function readFences(marker, node, counters, proposals)
     if not floor then return nil, {${fenceReply.unknown}, marker} end
   end
   for i = 1, #counters do
-    local current = node.counters[i] or redis.call('get', counters[i]) or '0'
-    node.counters[i] = current
-    if less(current, floor) then current = floor end
-    reply[2 * i] = current
-    reply[2 * i + 1] = less(current, proposals[i]) and ${fenceVote.accepted} or ${fenceVote.refused}
+    node.counters[i] = node.counters[i] or redis.call('get', counters[i]) or '0'
+    reply[2 * i], reply[2 * i + 1] = fenceVote(node.counters[i], floor, proposals[i])
   end
   return reply
 end
 local function applyFences(node, counters, proposals, reply)
   local highest = node.highest or redis.call('get', '${fenceMaxKey}') or '0'
   if #counters == 1 then
-    if reply[3] ~= ${fenceVote.accepted} or not less(node.counters[1], proposals[1]) then return end
-    if less(highest, proposals[1]) then
-      redis.call('mset', counters[1], proposals[1], '${fenceMaxKey}', proposals[1])
-    else
-      redis.call('set', counters[1], proposals[1])
+    if reply[3] == ${fenceVote.accepted} then
+      raiseFence(counters[1], node.counters[1], highest, proposals[1])
     end
     return
   end
@@ -168,9 +169,33 @@ local function applyFences(node, counters, proposals, reply)
   if raised then redis.call('set', '${fenceMaxKey}', highest) end
 end`;
 
+/**
+ * Lua: one counter's vote and raise. `fenceVote(raw, floor, proposal)`:
+ * the counter's value (max(raw, floor)) and whether it accepts the
+ * proposal (fenceVote.accepted / refused). `raiseFence(counterKey, raw,
+ * highest, proposal)`, for an accepted proposal: raises the counter (raw:
+ * its own value) to it, and the node's highest accepted value with it in
+ * the same MSET when that is lower. Defines `less` (decimal.ts).
+ */
+export const fenceVoteLua = `${luaDecimalLess}
+local function fenceVote(raw, floor, proposal)
+  local current = raw
+  if less(current, floor) then current = floor end
+  return current, less(current, proposal) and ${fenceVote.accepted} or ${fenceVote.refused}
+end
+local function raiseFence(counterKey, raw, highest, proposal)
+  if not less(raw, proposal) then return end
+  if less(highest, proposal) then
+    redis.call('mset', counterKey, proposal, '${fenceMaxKey}', proposal)
+  else
+    redis.call('set', counterKey, proposal)
+  end
+end`;
+
 /** The quarantine check and the counters, for a script that starts with both. */
 export const fencedScriptPrelude = `${quarantineCheck}
-${fenceCounters}`;
+${fenceVoteLua}
+${fenceCountersLua}`;
 
 /**
  * The fencing round after an acquire whose proposals were stale: raises the

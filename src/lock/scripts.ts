@@ -17,7 +17,16 @@
 
 import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
-import { fencedScriptArgs, fencedScriptPrelude, fenceReply } from "../fencing/scripts.js";
+import {
+  fenceCountersLua,
+  fencedScriptArgs,
+  fenceFloorKey,
+  fenceKeyPrefix,
+  fenceMaxKey,
+  fenceReply,
+  fenceVote,
+  fenceVoteLua,
+} from "../fencing/scripts.js";
 import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -62,11 +71,44 @@ export const acquireReply = {
  */
 export const acquireScript = new LuaScript(
   "acquire",
-  `${fencedScriptPrelude}
+  `${fenceVoteLua}
+-- The fast path, for most grants: one resource, free and not reserved, on
+-- a healthy node (marker "1", no quarantine), not a handoff, no place of
+-- ours in the queue to remove. It is the general path below narrowed to
+-- that case (the same calls in the same order, the same reply), without
+-- its tables and closures: those cost Redis more than the calls
+-- themselves (docs/benchmarks.md, "One worker"). Any other case, or a
+-- SET NX that finds the key held, goes on below with this MGET's reply.
+local fenceCount = tonumber(ARGV[4])
+local early, setTried
+if #KEYS == 1 and fenceCount <= 1 and ARGV[5 + fenceCount] == '' and ARGV[9 + fenceCount] ~= '1' then
+  local key = KEYS[1]
+  local heir = '${heirKeyPrefix}' .. key
+  local counter = fenceCount == 1 and '${fenceKeyPrefix}' .. key
+  if counter then
+    early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir)
+  else
+    early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir)
+  end
+  if early[1] == '1' and not early[2] and not early[counter and 6 or 3] then
+    setTried = true
+    if redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
+      if not counter then return ${acquireReply.granted} end
+      local raw = early[5] or redis.call('get', counter) or '0'
+      local highest = early[4] or redis.call('get', '${fenceMaxKey}') or '0'
+      local current, accepted = fenceVote(raw, early[3] or '0', ARGV[5])
+      if accepted == ${fenceVote.accepted} then raiseFence(counter, raw, highest, ARGV[5]) end
+      return {${acquireReply.granted}, current, accepted}
+    end
+  end
+end
+${quarantineCheck}
+${fenceCountersLua}
 ${heirQueueLua}
 local locks, counters, proposals = fencedLayout()
--- One MGET: the node's state, the counters and, for one resource, its reservation.
-local node = readNode(counters, #locks == 1 and heirKey(locks[1]) or nil)
+-- One MGET: the node's state, the counters and, for one resource, its
+-- reservation (made above already when the fast path was tried).
+local node = readNode(counters, #locks == 1 and heirKey(locks[1]) or nil, early)
 local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
 if refusal then return refusal end
 local from = ARGV[5 + #counters]
@@ -103,7 +145,7 @@ end
 local replaced = 0
 -- One resource, free: SET NX takes it in one call (undone below if the
 -- fencing counters turn out unknown). Otherwise check every key first.
-local placed = #locks == 1 and redis.call('set', locks[1], ARGV[1], 'NX', 'PX', ARGV[2])
+local placed = #locks == 1 and not setTried and redis.call('set', locks[1], ARGV[1], 'NX', 'PX', ARGV[2])
 if not placed then
   for _, key in ipairs(locks) do
     local held = redis.pcall('get', key)

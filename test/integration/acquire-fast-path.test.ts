@@ -1,0 +1,202 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import { LocalCluster } from "../../src/index.js";
+import { acquireScript } from "../../src/lock/scripts.js";
+import { describeSeed, testSeed } from "../helpers/seed.js";
+
+/**
+ * The acquire script's fast path (one free resource on a healthy node) is
+ * the general path narrowed to that case: for any node state and any
+ * arguments, the script with it and the script with it switched off give
+ * the same reply and leave the same keys. Both run on one real
+ * redis-server, in two databases holding the same state.
+ */
+
+const fastPathTest = "if #KEYS == 1 and fenceCount <= 1";
+const generalOnly = acquireScript.source.replace(
+  fastPathTest,
+  `if false and ${fastPathTest.slice(3)}`,
+);
+
+const key = "r";
+const counterKey = `redquorum:fence:${key}`;
+
+/** A value a key may start with: absent, a string, or a key of the wrong type. */
+type Slot = { absent: true } | { string: string } | { list: string };
+
+/** Absent, or one of `strings`; `common`: a value (or absence) drawn as often as all the others together. */
+const slot = (common: Slot, ...strings: string[]) =>
+  fc.oneof(
+    { arbitrary: fc.constant(common), weight: Math.max(1, strings.length) },
+    { arbitrary: fc.constant<Slot>({ absent: true }), weight: 1 },
+    ...strings.map((s) => ({ arbitrary: fc.constant<Slot>({ string: s }), weight: 1 })),
+  );
+const decimal = fc.bigInt({ min: 0n, max: 40n }).map(String);
+const decimalSlot = fc.oneof(
+  fc.constant<Slot>({ absent: true }),
+  decimal.map((s): Slot => ({ string: s })),
+);
+
+// Weighted towards the fast path's case (a healthy node, a free key), which
+// is otherwise a small corner of the states.
+const nodeState = fc.record({
+  marker: slot({ string: "1" }, "lost:1.2", "restarted:3.4"),
+  quarantined: fc.oneof({ arbitrary: fc.constant(false), weight: 3 }, fc.constant(true)),
+  floor: decimalSlot,
+  highest: decimalSlot,
+  counter: fc.oneof(decimalSlot, fc.constant<Slot>({ list: "x" })),
+  heir: slot({ absent: true }, "i:1", "i", "other:9", "other"),
+  lock: fc.oneof(
+    { arbitrary: fc.constant<Slot>({ absent: true }), weight: 3 },
+    slot({ string: "someone-else" }, "from-value"),
+    fc.constant<Slot>({ list: "x" }),
+  ),
+  queued: fc.subarray(["i:1", "other:9", "other:3"]),
+});
+
+const callArgs = fc.record({
+  fenced: fc.boolean(),
+  proposal: decimal,
+  from: fc.oneof({ arbitrary: fc.constant(""), weight: 3 }, fc.constant("from-value")),
+  waiter: fc.constantFrom(undefined, "i:1"),
+  waitMs: fc.constantFrom("0", "1200"),
+  mayBeQueued: fc.constantFrom("0", "1"),
+  quarantineMs: fc.constantFrom("0", "300000"),
+});
+
+async function setState(
+  client: Redis,
+  state: typeof nodeState extends fc.Arbitrary<infer T> ? T : never,
+) {
+  await client.flushdb();
+  const put = async (name: string, value: Slot) => {
+    if ("string" in value) await client.set(name, value.string);
+    if ("list" in value) await client.rpush(name, value.list);
+  };
+  await put("redquorum:marker", state.marker);
+  if (state.quarantined) await client.set("redquorum:quarantine", "1", "PX", 100_000);
+  await put("redquorum:fence-floor", state.floor);
+  await put("redquorum:fence-max", state.highest);
+  await put(counterKey, state.counter);
+  if ("string" in state.heir)
+    await client.set(`redquorum:heir:${key}`, state.heir.string, "PX", 100_000);
+  await put(key, state.lock);
+  for (const [i, waiter] of state.queued.entries()) {
+    await client.zadd(`redquorum:queue:${key}`, i + 1, waiter);
+    await client.zadd(`redquorum:queue-expiry:${key}`, Date.now() + 100_000, waiter);
+  }
+}
+
+/** Every key with its type, value (times masked) and whether it expires. */
+async function dump(client: Redis): Promise<string[]> {
+  const out: string[] = [];
+  for (const name of (await client.keys("*")).sort()) {
+    const type = await client.type(name);
+    let value: unknown;
+    if (type === "string") value = await client.get(name);
+    else if (type === "list") value = await client.lrange(name, 0, -1);
+    else if (type === "zset") {
+      const withScores = await client.zrange(name, 0, -1, "WITHSCORES");
+      // Expiry scores are node times: compare the members only.
+      value = name.includes("queue-expiry")
+        ? withScores.filter((_, i) => i % 2 === 0).sort()
+        : withScores;
+    }
+    const expires = (await client.pttl(name)) > 0;
+    out.push(`${name} ${type} ${JSON.stringify(value).replace(/\d+\.\d+/g, "T")} ${expires}`);
+  }
+  return out;
+}
+
+async function run(client: Redis, sha: string, args: string[]): Promise<string> {
+  try {
+    const reply = await client.evalsha(sha, 1, key, ...args);
+    return JSON.stringify(reply).replace(/\d+\.\d+/g, "T");
+  } catch (error) {
+    // The same error, whatever line of which script raised it.
+    return `error: ${(error as Error).message.replace(/user_script:\d+|script: \w+|@user_script:\d+/g, "")}`;
+  }
+}
+
+describe("the acquire script's fast path", () => {
+  let cluster: LocalCluster;
+  let fast: Redis;
+  let general: Redis;
+  let shas: { fast: string; general: string };
+
+  before(async () => {
+    cluster = await LocalCluster.start({ nodeCount: 1, persistence: "none" });
+    fast = new Redis(cluster.urls[0]!, { db: 0 });
+    general = new Redis(cluster.urls[0]!, { db: 1 });
+    shas = {
+      fast: (await fast.script("LOAD", acquireScript.source)) as string,
+      general: (await general.script("LOAD", generalOnly)) as string,
+    };
+  });
+  after(async () => {
+    fast.disconnect();
+    general.disconnect();
+    await cluster.stop();
+  });
+
+  it("can be switched off for the comparison", () => {
+    assert.notEqual(generalOnly, acquireScript.source, "the fast path's condition was not found");
+  });
+
+  it("gives the same reply and leaves the same keys as the general path, for any state and call", async () => {
+    const seed = testSeed();
+    let fastCases = 0;
+    await fc
+      .assert(
+        fc.asyncProperty(nodeState, callArgs, async (state, call) => {
+          const args = [
+            `v-${call.proposal}`,
+            "10000",
+            call.quarantineMs,
+            call.fenced ? "1" : "0",
+            ...(call.fenced ? [call.proposal] : []),
+            call.from,
+            ...(call.waiter ? [call.waiter, "0", call.waitMs, call.mayBeQueued] : []),
+          ];
+          await setState(fast, state);
+          await setState(general, state);
+          const replies = {
+            fast: await run(fast, shas.fast, args),
+            general: await run(general, shas.general, args),
+          };
+          assert.equal(
+            replies.fast,
+            replies.general,
+            `reply for ${JSON.stringify({ state, call })}`,
+          );
+          assert.deepEqual(
+            await dump(fast),
+            await dump(general),
+            `keys after ${JSON.stringify({ state, call })}`,
+          );
+          const grantable =
+            "string" in state.marker &&
+            state.marker.string === "1" &&
+            !state.quarantined &&
+            "absent" in state.heir &&
+            "absent" in state.lock &&
+            call.from === "" &&
+            !(call.waiter && call.mayBeQueued === "1");
+          if (grantable && !("list" in state.counter)) fastCases++;
+        }),
+        { seed, numRuns: 800, endOnFailure: true },
+      )
+      .catch((error: Error) => {
+        throw new Error(
+          `${describeSeed(seed)}: ${error.message}\n${String((error as { cause?: unknown }).cause)}`,
+        );
+      });
+    // The comparison covered grants the fast path makes, not only its fall-throughs.
+    assert.ok(
+      fastCases >= 10,
+      `only ${fastCases} of 800 cases were fast-path grants (${describeSeed(seed)})`,
+    );
+  });
+});
