@@ -144,8 +144,11 @@ for _, key in ipairs(locks) do
 end
 local replaced = 0
 -- One resource, free: SET NX takes it in one call (undone below if the
--- fencing counters turn out unknown). Otherwise check every key first.
-local placed = #locks == 1 and not setTried and redis.call('set', locks[1], ARGV[1], 'NX', 'PX', ARGV[2])
+-- fencing counters turn out unknown). Otherwise check every key first: also
+-- for a handoff, whose key is expected to hold the releasing lock's value
+-- (a SET NX would fail there), and after the fast path's SET NX failed.
+local placed = #locks == 1 and not from and not setTried and
+  redis.call('set', locks[1], ARGV[1], 'NX', 'PX', ARGV[2])
 if not placed then
   for _, key in ipairs(locks) do
     local held = redis.pcall('get', key)
