@@ -96,8 +96,9 @@ export function fencedScriptArgs(
  * "restarted:" nodes, and init marks "1" only a node without one, so
  * there is none to read.
  *
- * `fenceVote` and `raiseFence` (fenceVoteLua) are one counter's part of
- * these, shared with the acquire's fast path (lock/scripts.ts).
+ * `fenceVote` and `raiseFence` (fenceVoteLua, which a script defines
+ * before these) are one counter's part of them, shared with the acquire's
+ * fast path (lock/scripts.ts).
  */
 export const fenceCountersLua = `
 local function fencedLayout()
