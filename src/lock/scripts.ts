@@ -69,6 +69,14 @@ export const acquireReply = {
  * granted, it leaves it if the last argument ("1": an earlier attempt
  * carried the same waiter id) says it may be queued.
  */
+/**
+ * When the acquire takes its fast path: one resource, at most one counter,
+ * not a handoff (`from` empty), no place in the queue to remove. Named so
+ * that the fast-path test and bench/script-cost.ts can switch it off.
+ */
+export const acquireFastPathCondition =
+  "#KEYS == 1 and fenceCount <= 1 and ARGV[5 + fenceCount] == '' and ARGV[9 + fenceCount] ~= '1'";
+
 export const acquireScript = new LuaScript(
   "acquire",
   `${fenceVoteLua}
@@ -81,10 +89,11 @@ export const acquireScript = new LuaScript(
 -- SET NX that finds the key held, goes on below with this MGET's reply.
 local fenceCount = tonumber(ARGV[4])
 local early, setTried
-if #KEYS == 1 and fenceCount <= 1 and ARGV[5 + fenceCount] == '' and ARGV[9 + fenceCount] ~= '1' then
+if ${acquireFastPathCondition} then
   local key = KEYS[1]
   local heir = '${heirKeyPrefix}' .. key
   local counter = fenceCount == 1 and '${fenceKeyPrefix}' .. key
+  -- In readNode's order (marker, quarantine[, floor, highest, counter], reservation).
   if counter then
     early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir)
   else
