@@ -71,28 +71,31 @@ export const acquireReply = {
  */
 /**
  * When the acquire takes its fast path: one resource, at most one counter,
- * not a handoff (`from` empty), no place in the queue to remove. Named so
- * that the fast-path test and bench/script-cost.ts can switch it off.
+ * the handoff argument present ("" for none), no place in the queue to
+ * remove. Named so that the fast-path test and
+ * bench/script-cost.ts can switch it off.
  */
 export const acquireFastPathCondition =
-  "#KEYS == 1 and fenceCount <= 1 and ARGV[5 + fenceCount] == '' and ARGV[9 + fenceCount] ~= '1'";
+  "#KEYS == 1 and fenceCount <= 1 and ARGV[5 + fenceCount] and ARGV[9 + fenceCount] ~= '1'";
 
 export const acquireScript = new LuaScript(
   "acquire",
   `${fenceVoteLua}
--- The fast path, for most grants: one resource, free and not reserved, on
--- a healthy node (marker "1", no quarantine), not a handoff, no place of
--- ours in the queue to remove. It is the general path below narrowed to
--- that case (the same calls in the same order, the same reply), without
--- its tables and closures: those cost Redis more than the calls
--- themselves (docs/benchmarks.md, "One worker"). Any other case, or a
--- SET NX that finds the key held, goes on below with this MGET's reply.
+-- The fast path, for most grants: one resource, not reserved, on a healthy
+-- node (marker "1", no quarantine), no place of ours in the queue to
+-- remove; free (SET NX), or for a handoff free or holding the releasing
+-- lock's value. It is the general path below narrowed to that case (the
+-- same calls in the same order, the same reply), without its tables and
+-- closures: those cost Redis more than the calls themselves
+-- (docs/benchmarks.md, "One worker"). Any other case, or a key found held,
+-- goes on below with this MGET's reply.
 local fenceCount = tonumber(ARGV[4])
 local early, setTried
 if ${acquireFastPathCondition} then
   local key = KEYS[1]
   local heir = '${heirKeyPrefix}' .. key
   local counter = fenceCount == 1 and '${fenceKeyPrefix}' .. key
+  local from = ARGV[5 + fenceCount]
   -- In readNode's order (marker, quarantine[, floor, highest, counter], reservation).
   if counter then
     early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir)
@@ -100,14 +103,41 @@ if ${acquireFastPathCondition} then
     early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir)
   end
   if early[1] == '1' and not early[2] and not early[counter and 6 or 3] then
-    setTried = true
-    if redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
-      if not counter then return ${acquireReply.granted} end
-      local raw = early[5] or redis.call('get', counter) or '0'
+    local code, raw, current, accepted
+    if from == '' then
+      setTried = true
+      if redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2]) then code = ${acquireReply.granted} end
+    else
+      -- A handoff: the key holds the releasing lock's value (replaced), or
+      -- it expired here (granted). The vote comes before the SET, as below:
+      -- a counter that fails the script leaves the key as it was.
+      local held = redis.pcall('get', key)
+      if held == from or held == false then
+        if counter then
+          raw = early[5] or redis.call('get', counter) or '0'
+          current, accepted = fenceVote(raw, early[3] or '0', ARGV[5])
+        end
+        redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+        code = held and ${acquireReply.replaced} or ${acquireReply.granted}
+        -- As below: within one instance, say when another instance's waiter heads the queue.
+        local waiter = ARGV[6 + fenceCount]
+        if held and waiter then
+          local head = redis.call('zrange', '${queueKeyPrefix}' .. key, 0, 0)[1]
+          if head and string.match(head, '^[^:]*') ~= string.match(waiter, '^[^:]*') then
+            code = ${acquireReply.replacedOthersWait}
+          end
+        end
+      end
+    end
+    if code then
+      if not counter then return code end
+      if not raw then
+        raw = early[5] or redis.call('get', counter) or '0'
+        current, accepted = fenceVote(raw, early[3] or '0', ARGV[5])
+      end
       local highest = early[4] or redis.call('get', '${fenceMaxKey}') or '0'
-      local current, accepted = fenceVote(raw, early[3] or '0', ARGV[5])
       if accepted == ${fenceVote.accepted} then raiseFence(counter, raw, highest, ARGV[5]) end
-      return {${acquireReply.granted}, current, accepted}
+      return {code, current, accepted}
     end
   end
 end

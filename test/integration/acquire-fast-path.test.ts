@@ -3,11 +3,12 @@ import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
-import { acquireFastPathCondition, acquireScript } from "../../src/lock/scripts.js";
+import { acquireFastPathCondition, acquireReply, acquireScript } from "../../src/lock/scripts.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
 /**
- * The acquire script's fast path (one free resource on a healthy node) is
+ * The acquire script's fast path (one free resource on a healthy node, or
+ * one handed over by its holder) is
  * the general path narrowed to that case: for any node state and any
  * arguments, the script with it and the script with it switched off give
  * the same reply and leave the same keys. Both run on one real
@@ -38,9 +39,9 @@ const decimalSlot = fc.oneof(
   decimal.map((s): Slot => ({ string: s })),
 );
 
-// Weighted towards the fast path's case (a healthy node, a free key), which
-// is otherwise a small corner of the states.
-const nodeState = fc.record({
+// Any state; half of them on a healthy node (marker "1", no quarantine, no
+// reservation), the fast path's case, otherwise a small corner of them.
+const anyNodeState = fc.record({
   marker: fc.oneof(
     { arbitrary: slot({ string: "1" }, "lost:1.2", "restarted:3.4"), weight: 6 },
     fc.constant<Slot>({ list: "x" }),
@@ -53,19 +54,31 @@ const nodeState = fc.record({
     { arbitrary: slot({ absent: true }, "i:1", "i", "other:9", "other"), weight: 8 },
     fc.constant<Slot>({ list: "x" }),
   ),
+  // Free, or holding the value of the lock a handoff replaces, most often.
   lock: fc.oneof(
     { arbitrary: fc.constant<Slot>({ absent: true }), weight: 3 },
-    slot({ string: "someone-else" }, "from-value"),
+    { arbitrary: fc.constant<Slot>({ string: "from-value" }), weight: 3 },
+    fc.constant<Slot>({ string: "someone-else" }),
     fc.constant<Slot>({ list: "x" }),
   ),
-  queued: fc.subarray(["i:1", "other:9", "other:3"]),
+  // In any order: the head is the caller's instance's waiter or another's.
+  queued: fc.shuffledSubarray(["i:1", "other:9", "other:3"]),
 });
+const nodeState = fc.oneof(
+  anyNodeState,
+  anyNodeState.map((state) => ({
+    ...state,
+    marker: { string: "1" } as Slot,
+    quarantined: false,
+    heir: { absent: true } as Slot,
+  })),
+);
 
 const callArgs = fc.record({
   fenced: fc.boolean(),
   proposal: decimal,
-  from: fc.oneof({ arbitrary: fc.constant(""), weight: 3 }, fc.constant("from-value")),
-  waiter: fc.constantFrom(undefined, "i:1"),
+  from: fc.constantFrom("", "from-value"),
+  waiter: fc.oneof(fc.constant(undefined), { arbitrary: fc.constant("i:1"), weight: 3 }),
   waitMs: fc.constantFrom("0", "1200"),
   mayBeQueued: fc.constantFrom("0", "1"),
   quarantineMs: fc.constantFrom("0", "300000"),
@@ -158,6 +171,8 @@ describe("the acquire script's fast path", () => {
   it("gives the same reply and leaves the same keys as the general path, for any state and call", async () => {
     const seed = testSeed();
     let fastCases = 0;
+    let fastHandoffs = 0;
+    let othersWait = 0;
     await fc
       .assert(
         fc.asyncProperty(nodeState, callArgs, async (state, call) => {
@@ -186,17 +201,23 @@ describe("the acquire script's fast path", () => {
             await dump(general),
             `keys after ${JSON.stringify({ state, call })}`,
           );
-          const grantable =
+          const healthy =
             "string" in state.marker &&
             state.marker.string === "1" &&
             !state.quarantined &&
             "absent" in state.heir &&
-            "absent" in state.lock &&
-            call.from === "" &&
-            !(call.waiter && call.mayBeQueued === "1");
-          if (grantable && !("list" in state.counter)) fastCases++;
+            !(call.waiter && call.mayBeQueued === "1") &&
+            !("list" in state.counter);
+          if (healthy && call.from === "" && "absent" in state.lock) fastCases++;
+          const handedOver =
+            "absent" in state.lock || ("string" in state.lock && state.lock.string === call.from);
+          if (healthy && call.from !== "" && handedOver) {
+            fastHandoffs++;
+            if (replies.fast.startsWith(`[${acquireReply.replacedOthersWait},`)) othersWait++;
+            if (replies.fast === String(acquireReply.replacedOthersWait)) othersWait++;
+          }
         }),
-        { seed, numRuns: 800, endOnFailure: true },
+        { seed, numRuns: 1200, endOnFailure: true },
       )
       .catch((error: Error) => {
         throw new Error(
@@ -206,7 +227,19 @@ describe("the acquire script's fast path", () => {
     // The comparison covered grants the fast path makes, not only its fall-throughs.
     assert.ok(
       fastCases >= 5,
-      `only ${fastCases} of 800 cases were fast-path grants (${describeSeed(seed)})`,
+      `only ${fastCases} of 1,200 cases were fast-path grants (${describeSeed(seed)})`,
+    );
+    assert.ok(
+      fastHandoffs >= 5,
+      `only ${fastHandoffs} of 1,200 cases were fast-path handoffs (${describeSeed(seed)})`,
+    );
+    // …and handoffs that say another instance's waiter heads the queue.
+    assert.ok(
+      othersWait >= 1,
+      `only ${othersWait} fast-path handoffs saw another instance's waiter first (${describeSeed(seed)})`,
+    );
+    console.log(
+      `fast-path grants ${fastCases}, handoffs ${fastHandoffs} (another instance's waiter first: ${othersWait})`,
     );
   });
 });
