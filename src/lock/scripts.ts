@@ -76,7 +76,7 @@ export const acquireReply = {
  * bench/script-cost.ts can switch it off.
  */
 export const acquireFastPathCondition =
-  "#KEYS == 1 and fenceCount <= 1 and ARGV[5 + fenceCount] and ARGV[9 + fenceCount] ~= '1'";
+  "#KEYS == 1 and (fenceCount == 0 or fenceCount == 1) and ARGV[5 + fenceCount] and ARGV[9 + fenceCount] ~= '1'";
 
 export const acquireScript = new LuaScript(
   "acquire",
