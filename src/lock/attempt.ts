@@ -82,7 +82,11 @@ export async function runAttempt(
       (node, index) => context.run(node, index, acquireScript, request.keys, args),
       {
         isYes: isGrantedBy(request.counterKeys.length > 0),
-        stop: "decided",
+        // A lost round waits for every answer: a node that refused needs no
+        // undo, and the undo of one still unheard would be answered only
+        // after its acquire anyway (commands on a connection keep order),
+        // so waiting costs no time and spares those nodes a call.
+        stop: "won",
         signal: request.signal,
         timeoutMs: options.nodeTimeoutMs,
       },
@@ -105,15 +109,29 @@ export async function runAttempt(
     // that answered in time with a refusal is spared: the script checks
     // every key before it writes, so it set nothing of this attempt.
     // Never cancelled by the signal. A waiter is queued on those nodes too,
-    // with the ticket the refusing nodes agree on, so every node knows it.
+    // with the ticket the refusing nodes agree on, so every node knows it;
+    // and so is it on a refusing node that queued it under another ticket
+    // (a first registration takes each node's own tail): every node then
+    // orders it alike, and a release reserves the key for the same head
+    // everywhere instead of splitting the heir's round.
     const places = placesOf(round);
     const requeue =
       queue && queue.waitMs > 0
         ? { ...queue, ticket: agreedTicket(places) ?? queue.ticket }
         : undefined;
+    const { outcomes } = round;
+    const misplaced = (i: number) => {
+      const outcome = outcomes[i];
+      const place = outcome?.kind === "no" ? queuePlaceOf(outcome.value) : undefined;
+      return (
+        requeue !== undefined &&
+        place !== undefined &&
+        Number(place.ticket) !== Number(requeue.ticket)
+      );
+    };
     await releaseKeys(context, request.keys, value, "all", {
       requeue,
-      mayHold: (i) => mayHold(round, i),
+      mayHold: (i) => mayHold(round, i) || misplaced(i),
     });
     if (round.aborted || request.signal?.aborted) throw request.signal?.reason;
     if (group.refused) throw group.refused;
