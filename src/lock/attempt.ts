@@ -7,7 +7,7 @@
  */
 
 import type { RandomSource } from "../clock.js";
-import { LockExpiredError, ResourceLockedError } from "../errors.js";
+import { LockExpiredError, NodeTimeoutError, ResourceLockedError } from "../errors.js";
 import { limits } from "../limits.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
@@ -21,7 +21,15 @@ import type { Handoff } from "./wait-queue.js";
 
 export type AttemptContext = Pick<
   LockContext,
-  "owner" | "options" | "group" | "run" | "fences" | "quarantineArg" | "isClosed" | "assertOpen"
+  | "owner"
+  | "options"
+  | "group"
+  | "run"
+  | "fences"
+  | "quarantineArg"
+  | "isClosed"
+  | "assertOpen"
+  | "track"
 >;
 
 /** What every attempt of one acquire shares: checked arguments and keys. */
@@ -129,10 +137,22 @@ export async function runAttempt(
         Number(place.ticket) !== Number(requeue.ticket)
       );
     };
-    await releaseKeys(context, request.keys, value, "all", {
-      requeue,
-      mayHold: (i) => mayHold(round, i) || misplaced(i),
-    });
+    // A node that timed out already took nodeTimeoutMs of this attempt:
+    // its undo goes out (after the acquire on its connection, before any
+    // later command) but is not waited for, which could take as long
+    // again and ensures nothing more (close() still waits for it).
+    const timedOut = (i: number) => {
+      const outcome = outcomes[i];
+      return outcome?.kind === "error" && outcome.error instanceof NodeTimeoutError;
+    };
+    const undo = (where: (i: number) => boolean) =>
+      releaseKeys(context, request.keys, value, "all", { requeue, mayHold: where });
+    const awaited = (i: number) => !timedOut(i) && (mayHold(round, i) || misplaced(i));
+    // No round at all where no node needs the call: a round would still
+    // wait for a node being checked again (node-group.ts) before skipping it.
+    const any = (where: (i: number) => boolean) => group.nodes.some((_, i) => where(i));
+    if (any(timedOut)) void context.track(undo(timedOut)).catch(() => {});
+    if (any(awaited)) await undo(awaited);
     if (round.aborted || request.signal?.aborted) throw request.signal?.reason;
     if (group.refused) throw group.refused;
     context.assertOpen();

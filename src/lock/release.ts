@@ -184,7 +184,7 @@ export interface ReleaseRoundOptions {
   readonly notify?: boolean;
   /** Queue this waiter on the nodes after the delete (a failed attempt keeps its place). */
   readonly requeue?: QueueArgs;
-  /** Nodes known to hold none of our keys get no call (nothing to delete there). */
+  /** Which nodes get the call (the others are known to hold none of our keys, and need no requeue). */
   readonly mayHold?: (index: number) => boolean;
 }
 

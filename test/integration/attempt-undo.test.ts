@@ -3,12 +3,18 @@
  * (granted, failed, timed out) and sends nothing to a node that answered
  * with a refusal: that node's script checked every key before writing, so
  * it set nothing of the attempt (issue 13: 5 release calls per failed
- * attempt on a resource held everywhere doubled the commands of contention).
+ * attempt on a resource held everywhere doubled the commands of contention)
+ * — unless that node queued the waiter under another ticket than the one
+ * the nodes agree on: then the call requeues it there.
+ *
+ * `nodeTimeoutMs` is raised in these tests: a refusal read late (a loaded
+ * machine) counts as a timeout, and a timed-out node gets the undo.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Redlock, ResourceLockedError } from "../../src/index.js";
 import { useCluster } from "../helpers/cluster.js";
+import { until } from "../helpers/no-timers.js";
 
 /** Script calls (EVALSHA + EVAL) node `index` has run so far. */
 async function scriptCalls(client: { info(section: string): Promise<string> }): Promise<number> {
@@ -24,8 +30,8 @@ describe("a failed acquire attempt undoes only where it may have written", () =>
 
   it("held on every node: the nodes known to have refused get no undo", async () => {
     const t = cluster();
-    const holder = new Redlock(t.urls);
-    const rival = new Redlock(t.urls, { retry: { retries: 0 } });
+    const holder = new Redlock(t.urls, { nodeTimeoutMs: 1_000 });
+    const rival = new Redlock(t.urls, { retry: { retries: 0 }, nodeTimeoutMs: 1_000 });
     try {
       const lock = await holder.acquire(["undo:all"], 10_000);
       await assert.rejects(rival.acquire(["undo:all"], 10_000), ResourceLockedError);
@@ -46,7 +52,7 @@ describe("a failed acquire attempt undoes only where it may have written", () =>
 
   it("held on 3 of 5: the 2 nodes that granted are undone, the 3 that refused are left alone", async () => {
     const t = cluster();
-    const rival = new Redlock(t.urls, { retry: { retries: 0 } });
+    const rival = new Redlock(t.urls, { retry: { retries: 0 }, nodeTimeoutMs: 1_000 });
     try {
       // Another holder's value on nodes 0-2 (what a competing client would
       // leave). The lost round hears every node, so which nodes get the
@@ -67,6 +73,47 @@ describe("a failed acquire attempt undoes only where it may have written", () =>
       assert.deepEqual(values, ["theirs", "theirs", "theirs", null, null]);
     } finally {
       await rival.close();
+    }
+  });
+
+  it("a refusing node that queued the waiter under another ticket gets it requeued under the agreed one", async () => {
+    const t = cluster();
+    const key = "undo:ticket";
+    const holder = new Redlock(t.urls, { nodeTimeoutMs: 1_000 });
+    // Its next attempt is 10 s away: within this test only the failed
+    // attempt itself can bring the nodes' tickets together.
+    const waiter = new Redlock(t.urls, {
+      retry: { retries: 3, delayMs: 10_000, jitterMs: 0 },
+      nodeTimeoutMs: 1_000,
+    });
+    const abort = new AbortController();
+    try {
+      const lock = await holder.acquire([key], 30_000);
+      // Node 0 has another waiter at ticket 5: a first registration there
+      // takes ticket 6, on the other nodes ticket 1; the agreed one is 6.
+      await t.client(0).zadd(`redquorum:queue:${key}`, 5, "other:1");
+      await t.client(0).zadd(`redquorum:queue-expiry:${key}`, Date.now() + 60_000, "other:1");
+      const waiting = waiter.acquire([key], 10_000, { signal: abort.signal });
+      waiting.catch(() => {});
+      const scores = () =>
+        Promise.all(
+          t.urls.map(async (_, i) => {
+            const members = await t.client(i).zrange(`redquorum:queue:${key}`, 0, -1, "WITHSCORES");
+            const at = members.findIndex((m, j) => j % 2 === 0 && m !== "other:1");
+            return at < 0 ? undefined : members[at + 1];
+          }),
+        );
+      await until("the waiter queued on every node under one ticket", async () => {
+        const now = await scores();
+        return now.every((score) => score === "6");
+      });
+      abort.abort();
+      await assert.rejects(waiting);
+      await lock.release();
+    } finally {
+      abort.abort();
+      await holder.close();
+      await waiter.close();
     }
   });
 });
