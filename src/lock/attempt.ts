@@ -122,15 +122,16 @@ export async function runAttempt(
     // (a first registration takes each node's own tail): every node then
     // orders it alike, and a release reserves the key for the same head
     // everywhere instead of splitting the heir's round.
-    const places = placesOf(round);
+    const { outcomes } = round;
+    // Each refusing node's place in its queue, by node (parsed once).
+    const placeAt = outcomes.map((o) => (o?.kind === "no" ? queuePlaceOf(o.value) : undefined));
+    const places = placeAt.filter((place) => place !== undefined);
     const requeue =
       queue && queue.waitMs > 0
         ? { ...queue, ticket: agreedTicket(places) ?? queue.ticket }
         : undefined;
-    const { outcomes } = round;
     const misplaced = (i: number) => {
-      const outcome = outcomes[i];
-      const place = outcome?.kind === "no" ? queuePlaceOf(outcome.value) : undefined;
+      const place = placeAt[i];
       return (
         requeue !== undefined &&
         place !== undefined &&
@@ -161,16 +162,6 @@ export async function runAttempt(
   } finally {
     from?.settle(handoffOutcome(round, granted, group.nodes.length));
   }
-}
-
-/** Where the nodes that refused the attempt queued the caller. */
-function placesOf(round: RoundResult<unknown>): QueuePlace[] {
-  const places: QueuePlace[] = [];
-  for (const outcome of round.outcomes) {
-    const place = outcome?.kind === "no" ? queuePlaceOf(outcome.value) : undefined;
-    if (place) places.push(place);
-  }
-  return places;
 }
 
 /** Whether node `index` may hold keys of this attempt: it granted, failed, timed out, or was not heard. */

@@ -188,6 +188,7 @@ describe("the acquire script's fast path", () => {
 
   it("can be switched off for the comparison", () => {
     assert.notEqual(generalOnly, acquireScript.source, "the fast path's condition was not found");
+    assert.ok(generalStart > 0, "the general path's start was not found");
   });
 
   it("gives the same reply and leaves the same keys as the general path, for any state and call", async () => {
