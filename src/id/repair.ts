@@ -92,7 +92,13 @@ export class IdRepairs {
               i === index
                 ? node.evalScript(repairScript, keys, [raised.toString(), token])
                 : Promise.resolve(repairReply.notApplied),
-            { isYes: (reply) => reply === repairReply.applied, stop: "all", signal, timeoutMs },
+            {
+              isYes: (reply) => reply === repairReply.applied,
+              skips: (i) => i !== index,
+              stop: "all",
+              signal,
+              timeoutMs,
+            },
           );
           return write.outcomes[index]?.kind === "yes";
         },

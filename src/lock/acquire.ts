@@ -220,7 +220,12 @@ class Acquisition {
         where(index)
           ? node.evalScript(leaveQueueScript, this.request.keys, args)
           : Promise.resolve(0),
-      { isYes: () => true, stop: "all", timeoutMs: options.nodeTimeoutMs },
+      {
+        isYes: () => true,
+        skips: (index) => !where(index),
+        stop: "all",
+        timeoutMs: options.nodeTimeoutMs,
+      },
     );
     await this.context.track(leaving).catch(() => {});
   }

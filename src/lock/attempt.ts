@@ -149,8 +149,7 @@ export async function runAttempt(
     const undo = (where: (i: number) => boolean) =>
       releaseKeys(context, request.keys, value, "all", { requeue, mayHold: where });
     const awaited = (i: number) => !timedOut(i) && (mayHold(round, i) || misplaced(i));
-    // No round at all where no node needs the call: a round would still
-    // wait for a node being checked again (node-group.ts) before skipping it.
+    // No round at all where no node needs the call.
     const any = (where: (i: number) => boolean) => group.nodes.some((_, i) => where(i));
     if (any(timedOut)) void context.track(undo(timedOut)).catch(() => {});
     if (any(awaited)) await undo(awaited);

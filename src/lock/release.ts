@@ -216,6 +216,7 @@ export function releaseKeys(
     mayHold(index) ? node.evalScript(releaseScript, keys, args) : Promise.resolve(keys.length);
   return context.group.round(call, {
     isYes,
+    skips: (index) => !mayHold(index),
     stop,
     timeoutMs: context.options.nodeTimeoutMs,
     // A release protects no validity: a node's answer, read late because

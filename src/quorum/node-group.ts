@@ -34,6 +34,11 @@ export interface NodeGroupOptions extends AdmissionOptions {
   observer?: Observer;
 }
 
+/** A round's options, and which nodes `call` answers without touching them. */
+export interface GroupRoundOptions<T> extends RoundOptions<T> {
+  readonly skips?: (index: number) => boolean;
+}
+
 /** The group of nodes one Redlock or NextId votes on. */
 export class NodeGroup {
   readonly nodes: readonly RedisNode[];
@@ -108,16 +113,23 @@ export class NodeGroup {
     return this.refusal;
   }
 
+  /**
+   * `call` on every node, each once it may vote (checked, or being checked
+   * again on the same connection). `options.skips`: the nodes `call`
+   * answers without a command (a release that knows a node holds nothing
+   * of ours): their answer waits for no check.
+   */
   async round<T>(
     call: (node: RedisNode, index: number) => Promise<T>,
-    options: RoundOptions<T>,
+    options: GroupRoundOptions<T>,
   ): Promise<RoundResult<T>> {
     const now = performance.now();
+    const { skips } = options;
     const result = await runRound(
       this.nodes,
       this.quorum,
       (node, index) => {
-        if (this.isCurrent(index, now)) return call(node, index);
+        if (this.isCurrent(index, now) || skips?.(index)) return call(node, index);
         // Same connection, checks only old: the node keeps voting while it
         // is checked again (a configuration it has now can only have been
         // set at runtime, and the check takes it out once it has read it).
