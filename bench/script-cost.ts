@@ -2,8 +2,10 @@
 // acquire → release cycles sent straight over ioredis to 5 local nodes, one
 // cycle at a time (as one worker does: every call finds Redis's caches
 // cold), with the acquire script as it is (fast path first), with its fast
-// path switched off (the general path for every grant), and with the
-// floor's SET NX and compare-and-delete as scripts. Prints cycles/s and
+// path switched off (the general path for every grant), in parts (the
+// floor's SET NX with our release; a grant's bare calls with our release),
+// and with the floor's SET NX and compare-and-delete as scripts: where the
+// one-worker gap to the floor is. Prints cycles/s and
 // Redis µs per cycle (INFO commandstats, EVALSHA, summed over the nodes),
 // medians of interleaved repetitions. The numbers behind docs/benchmarks.md's
 // "The acquire's fast path".
@@ -11,8 +13,11 @@
 //   node --import tsx bench/script-cost.ts --seconds 1 --reps 9
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
+import { fenceFloorKey, fenceKeyPrefix, fenceMaxKey } from "../src/fencing/scripts.js";
 import { LocalCluster } from "../src/index.js";
+import { heirKeyPrefix } from "../src/lock/heir-queue.js";
 import { acquireFastPathCondition, acquireScript, releaseScript } from "../src/lock/scripts.js";
+import { markerKey, quarantineKey } from "../src/node/node-state.js";
 
 const { values } = parseArgs({
   options: { seconds: { type: "string", default: "1" }, reps: { type: "string", default: "9" } },
@@ -45,6 +50,11 @@ const fenced = (value: string, proposal: number) => [
   "",
 ];
 const kept = (value: string) => [value, "keep", "50", "instance"];
+const floorSet = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
+// A fenced grant's two writes, as the fast path makes them (ARGV[5]: the proposal).
+const grantCalls = `if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+redis.call('mset', '${fenceKeyPrefix}' .. KEYS[1], ARGV[5], '${fenceMaxKey}', ARGV[5])
+return {1, ARGV[5], 1}`;
 const variants: Record<string, Variant> = {
   "acquire script": {
     acquire: acquireScript.source,
@@ -58,8 +68,31 @@ const variants: Record<string, Variant> = {
     acquireArgs: fenced,
     releaseArgs: kept,
   },
+  // Where the acquire's Redis time goes, one part at a time: the floor's SET
+  // NX with our release (what our release adds), then the grant's calls
+  // alone (SET NX and the counter's MSET; then the MGET of the node's
+  // state before them) without the script's checks and votes.
+  "floor's SET NX, our release": {
+    acquire: floorSet,
+    release: releaseScript.source,
+    acquireArgs: fenced,
+    releaseArgs: kept,
+  },
+  "bare SET NX + MSET, our release": {
+    acquire: `${grantCalls}`,
+    release: releaseScript.source,
+    acquireArgs: fenced,
+    releaseArgs: kept,
+  },
+  "bare MGET + SET NX + MSET, our release": {
+    acquire: `redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', '${fenceKeyPrefix}' .. KEYS[1], '${heirKeyPrefix}' .. KEYS[1])
+${grantCalls}`,
+    release: releaseScript.source,
+    acquireArgs: fenced,
+    releaseArgs: kept,
+  },
   "floor's commands as scripts": {
-    acquire: "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])",
+    acquire: floorSet,
     release:
       "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
     acquireArgs: (value) => [value, "10000"],
