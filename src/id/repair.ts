@@ -87,14 +87,12 @@ export class IdRepairs {
           ),
         raise: async (raised) => {
           // Through the group, so a node not checked on its connection is checked first.
+          const skipped = Promise.resolve(repairReply.notApplied);
           const write = await group.round(
-            (node, i) =>
-              i === index
-                ? node.evalScript(repairScript, keys, [raised.toString(), token])
-                : Promise.resolve(repairReply.notApplied),
+            (node) => node.evalScript(repairScript, keys, [raised.toString(), token]),
             {
               isYes: (reply) => reply === repairReply.applied,
-              skips: (i) => i !== index,
+              skip: (i) => (i === index ? undefined : skipped),
               stop: "all",
               signal,
               timeoutMs,

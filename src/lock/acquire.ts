@@ -215,14 +215,12 @@ class Acquisition {
     const { group, options, watch } = this.context;
     if (this.context.isClosed() || !group.nodes.some((_, index) => where(index))) return;
     const args = [this.waiterId!, String(limits.heirReservationMs), watch.available ? "1" : "0"];
+    const skipped = Promise.resolve(0);
     const leaving = group.round(
-      (node, index) =>
-        where(index)
-          ? node.evalScript(leaveQueueScript, this.request.keys, args)
-          : Promise.resolve(0),
+      (node) => node.evalScript(leaveQueueScript, this.request.keys, args),
       {
         isYes: () => true,
-        skips: (index) => !where(index),
+        skip: (index) => (where(index) ? undefined : skipped),
         stop: "all",
         timeoutMs: options.nodeTimeoutMs,
       },

@@ -8,7 +8,6 @@
 
 import { LockExpiredError } from "../errors.js";
 import { limits } from "../limits.js";
-import type { RedisNode } from "../node/redis-node.js";
 import type { RoundResult, RoundStop } from "../quorum/round.js";
 import type { LockContext } from "./context.js";
 import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
@@ -212,11 +211,12 @@ export function releaseKeys(
     : [value, String(reserveMs), notify ? "1" : "0"];
   args.push(options.instanceId ?? "");
   if (requeue) args.push(...registrationArgs(requeue));
-  const call = (node: RedisNode, index: number) =>
-    mayHold(index) ? node.evalScript(releaseScript, keys, args) : Promise.resolve(keys.length);
-  return context.group.round(call, {
+  // A node skipped deleted nothing, and needs nothing deleted: its answer is
+  // never read as a vote (only an undo passes mayHold, and reads no votes).
+  const skipped = Promise.resolve(keys.length);
+  return context.group.round((node) => node.evalScript(releaseScript, keys, args), {
     isYes,
-    skips: (index) => !mayHold(index),
+    skip: (index) => (mayHold(index) ? undefined : skipped),
     stop,
     timeoutMs: context.options.nodeTimeoutMs,
     // A release protects no validity: a node's answer, read late because

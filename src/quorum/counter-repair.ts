@@ -42,13 +42,14 @@ export async function raiseFromOthers(
   repair: CounterRepair,
   round: { readonly signal: AbortSignal; readonly timeoutMs: number },
 ): Promise<bigint | undefined> {
-  const read = await group.round(
-    (node, index) =>
-      index === lostIndex
-        ? Promise.reject(new Error("being repaired"))
-        : repair.readOther(node, index),
-    { isYes: (value) => value !== undefined, stop: "all", ...round },
-  );
+  const read = await group.round((node, index) => repair.readOther(node, index), {
+    isYes: (value) => value !== undefined,
+    // Not read: it is the node being repaired (and may be waiting for its check).
+    skip: (index) =>
+      index === lostIndex ? Promise.reject(new Error("being repaired")) : undefined,
+    stop: "all",
+    ...round,
+  });
   if (read.yesCount < repairReadsOf(group.nodes.length)) return undefined;
   let value = 0n;
   for (const outcome of read.outcomes) {

@@ -34,9 +34,13 @@ export interface NodeGroupOptions extends AdmissionOptions {
   observer?: Observer;
 }
 
-/** A round's options, and which nodes `call` answers without touching them. */
 export interface GroupRoundOptions<T> extends RoundOptions<T> {
-  readonly skips?: (index: number) => boolean;
+  /**
+   * The answer of a node this round does not call (a release that knows
+   * the node holds nothing of ours, a repair of another node); undefined:
+   * the round calls it. A skipped node waits for no check.
+   */
+  readonly skip?: (index: number) => Promise<T> | undefined;
 }
 
 /** The group of nodes one Redlock or NextId votes on. */
@@ -114,22 +118,22 @@ export class NodeGroup {
   }
 
   /**
-   * `call` on every node, each once it may vote (checked, or being checked
-   * again on the same connection). `options.skips`: the nodes `call`
-   * answers without a command (a release that knows a node holds nothing
-   * of ours): their answer waits for no check.
+   * `call` on every node `options.skip` leaves, each once it may vote
+   * (checked, or being checked again on the same connection).
    */
   async round<T>(
     call: (node: RedisNode, index: number) => Promise<T>,
     options: GroupRoundOptions<T>,
   ): Promise<RoundResult<T>> {
     const now = performance.now();
-    const { skips } = options;
+    const { skip } = options;
     const result = await runRound(
       this.nodes,
       this.quorum,
       (node, index) => {
-        if (this.isCurrent(index, now) || skips?.(index)) return call(node, index);
+        const skipped = skip?.(index);
+        if (skipped) return skipped;
+        if (this.isCurrent(index, now)) return call(node, index);
         // Same connection, checks only old: the node keeps voting while it
         // is checked again (a configuration it has now can only have been
         // set at runtime, and the check takes it out once it has read it).
