@@ -125,6 +125,12 @@ export const limits = {
    * `nodeStallMs` has passed (each costs about a few KiB until answered).
    */
   outstandingCommandsMax: 5_000,
+  /**
+   * Calls of the lock's acquire or release script that one batch call to a
+   * node carries at most (node/redis-node.ts): one call less per lock up to
+   * here, and a bounded reply (a batch is answered as a whole).
+   */
+  scriptBatchMax: 64,
 } as const;
 
 // ---- NextId -------------------------------------------------------------

@@ -78,10 +78,8 @@ export const acquireReply = {
 export const acquireFastPathCondition =
   "#KEYS == 1 and (fenceCount == 0 or fenceCount == 1) and ARGV[5 + fenceCount] and ARGV[9 + fenceCount] ~= '1'";
 
-export const acquireScript = new LuaScript(
-  "acquire",
-  `${fenceVoteLua}
--- The fast path, for most grants: one resource, not reserved, on a healthy
+/** The acquire script's body (after fenceVoteLua): the fast-path test cuts it. */
+export const acquireBodyLua = `-- The fast path, for most grants: one resource, not reserved, on a healthy
 -- node (marker "1", no quarantine), no place of ours in the queue to
 -- remove; free (SET NX), or for a handoff free or holding the releasing
 -- lock's value. It is the general path below narrowed to that case (the
@@ -229,8 +227,9 @@ end
 if #counters == 0 then return granted end
 applyFences(node, counters, proposals, reply)
 reply[1] = granted
-return reply`,
-);
+return reply`;
+
+export const acquireScript = LuaScript.batchable("acquire", fenceVoteLua, acquireBodyLua);
 
 /**
  * A caller's registration in the nodes' queue (heir-queue.ts), or with
@@ -341,8 +340,9 @@ export const isExtended = (reply: unknown) => reply === extendReply.extended;
  * failed attempt keeps its place). Returns {deleted, the first key's heir
  * or ""}, with "keep" and a queue: {deleted, "", 1}.
  */
-export const releaseScript = new LuaScript(
+export const releaseScript = LuaScript.batchable(
   "release",
+  "",
   `local deleted = 0
 -- Which keys have waiters to reserve for (with a reservation time): a
 -- requeued waiter is one; else the queue's existence, read once here.

@@ -1,16 +1,76 @@
 import { createHash } from "node:crypto";
 
+/**
+ * ARGV[1] of a batch (see `LuaScript.batchable`). No call of a batchable
+ * script starts with it: their first argument is a lock's random value.
+ */
+export const batchMarker = "redquorum:batch";
+
 /** A Lua script with its SHA1 computed once, sent with EVALSHA and loaded with EVAL on NOSCRIPT. */
 export class LuaScript {
   readonly name: string;
   readonly source: string;
   readonly sha1: string;
+  /** Whether one call may carry several (see `LuaScript.batchable`). */
+  readonly batches: boolean;
 
-  constructor(name: string, source: string) {
+  constructor(name: string, source: string, batches = false) {
     this.name = name;
     this.source = source;
     this.sha1 = createHash("sha1").update(source).digest("hex");
+    this.batches = batches;
   }
+
+  /**
+   * A script that also runs as a batch: `body` (which reads KEYS and ARGV
+   * as always) becomes a function of them, called once for a plain call,
+   * or once per entry when ARGV is {batchMarker, entry count, then per
+   * entry its key count, its argument count and its arguments} and KEYS
+   * every entry's keys in order. The reply is then one reply per entry, in
+   * order: an entry that fails (a Lua error, or an error reply) is an
+   * error in its place and the others still run, as separate calls would
+   * (what an entry wrote before it failed stays, as it would). `prelude`:
+   * top-level definitions that read neither KEYS nor ARGV, made once per
+   * call. Many callers' calls to one node in one tick then cost Redis and
+   * the client one command instead of one each (redis-node.ts).
+   */
+  static batchable(name: string, prelude: string, body: string): LuaScript {
+    const source = `${prelude}
+local function run(KEYS, ARGV)
+${body}
+end
+if ARGV[1] ~= '${batchMarker}' then return run(KEYS, ARGV) end
+local replies, k, a = {}, 1, 3
+for e = 1, tonumber(ARGV[2]) do
+  local keyCount, argCount = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local keys, args = {}, {}
+  for i = 1, keyCount do keys[i] = KEYS[k + i - 1] end
+  for i = 1, argCount do args[i] = ARGV[a + 1 + i] end
+  k, a = k + keyCount, a + 2 + argCount
+  local ok, reply = pcall(run, keys, args)
+  if not ok then
+    reply = type(reply) == 'table' and reply.err and reply or redis.error_reply(tostring(reply))
+  end
+  -- A nil would end the reply array there.
+  if reply == nil then reply = false end
+  replies[e] = reply
+end
+return replies`;
+    return new LuaScript(name, source, true);
+  }
+}
+
+/** The arguments of one batch call (see `LuaScript.batchable`): all entries' keys, then the batch layout. */
+export function batchCall(
+  entries: ReadonlyArray<{ readonly keys: readonly string[]; readonly args: readonly string[] }>,
+): { keys: string[]; args: string[] } {
+  const keys: string[] = [];
+  const args = [batchMarker, String(entries.length)];
+  for (const entry of entries) {
+    keys.push(...entry.keys);
+    args.push(String(entry.keys.length), String(entry.args.length), ...entry.args);
+  }
+  return { keys, args };
 }
 
 export function isNoScriptError(error: unknown): boolean {

@@ -1,7 +1,7 @@
 import { raceAbort } from "../clock.js";
 import { NodeError, NodeTimeoutError } from "../errors.js";
 import { limits } from "../limits.js";
-import { isNoScriptError, type LuaScript } from "./lua-script.js";
+import { batchCall, isNoScriptError, type LuaScript } from "./lua-script.js";
 import type { NodeTransport } from "./transport.js";
 
 /** How long a script call may wait for a connection that is still being opened. */
@@ -13,6 +13,14 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** One call waiting in a batch: its arguments and its caller's promise. */
+interface BatchEntry {
+  readonly keys: readonly string[];
+  readonly args: readonly string[];
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 /**
  * One Redis master as the algorithms see it: commands bounded by a timeout
  * and an optional signal, with failures as `NodeError`s naming this node (an
@@ -20,12 +28,14 @@ export interface CallOptions {
  */
 export class RedisNode {
   readonly transport: NodeTransport;
+  /** Calls of one batchable script made in this tick, not sent yet (see `evalScript`). */
+  private batch: { readonly script: LuaScript; readonly entries: BatchEntry[] } | undefined;
   /**
    * Scripts sent so far: tells whether another script (which may write) was
    * sent after a given one. Reads such as INFO or SCRIPT LOAD do not count.
    */
   private scriptsSent = 0;
-  /** Commands sent and not settled yet (see `send`). */
+  /** Commands sent and not settled yet, a batch counting each call it carries (see `send`). */
   private outstandingCount = 0;
   /** When a command last settled, or the node last went from idle to busy. */
   private silentSinceMs = 0;
@@ -43,12 +53,13 @@ export class RedisNode {
     return this.transport.epoch ?? 0;
   }
 
-  /** Commands sent to this node and not answered (nor failed) yet. */
+  /** Commands sent to this node and not answered (nor failed) yet; a batch counts each call it carries. */
   get outstanding(): number {
     return this.outstandingCount;
   }
 
   command(args: readonly string[], { timeoutMs, signal }: CallOptions): Promise<unknown> {
+    this.flushBatch();
     // A reply after the timeout is dropped by raceAbort, never left unhandled.
     const reply = this.send(args, timeoutMs).catch((error: unknown) => {
       throw error instanceof NodeError ? error : new NodeError(this.endpoint, error);
@@ -65,27 +76,92 @@ export class RedisNode {
    * Runs a script by SHA1; if the node lost its script cache (restart, SCRIPT
    * FLUSH), loads it with EVAL. Not bounded here: the round that sends it
    * bounds all its calls with one timer (see `runRound`).
+   *
+   * Calls of a batchable script (the lock's acquire and release) made in
+   * the same tick while the node has calls in flight go out as one call
+   * (`LuaScript.batchable`), at the end of the tick or before any other
+   * command to this node, whichever comes first: commands still reach the
+   * node in the order they were made, and many concurrent locks cost Redis
+   * and the client about one command per node and tick instead of one per
+   * lock. A call to an idle node goes out at once, as itself.
    */
   evalScript(
     script: LuaScript,
     keys: readonly string[],
     args: readonly string[],
   ): Promise<unknown> {
+    if (this.batch && this.batch.script !== script) this.flushBatch();
+    if (!script.batches) return this.sendScript(script, keys, args);
+    if (!this.batch) {
+      // On an idle node a call goes out at once (one worker's rounds wait
+      // for nothing); with calls in flight, the tick's calls gather first.
+      if (this.outstandingCount === 0) return this.sendScript(script, keys, args);
+      this.batch = { script, entries: [] };
+      process.nextTick(() => this.flushBatch());
+    }
+    const { entries } = this.batch;
+    const reply = new Promise((resolve, reject) => entries.push({ keys, args, resolve, reject }));
+    if (entries.length >= limits.scriptBatchMax) this.flushBatch();
+    return reply;
+  }
+
+  /** Sends the calls batched so far (see `evalScript`), and gives each its own reply. */
+  private flushBatch(): void {
+    const batch = this.batch;
+    if (!batch) return;
+    this.batch = undefined;
+    const { script, entries } = batch;
+    if (entries.length === 1) {
+      const [entry] = entries as [BatchEntry];
+      this.sendScript(script, entry.keys, entry.args).then(entry.resolve, entry.reject);
+      return;
+    }
+    const call = batchCall(entries);
+    this.sendScript(script, call.keys, call.args, entries.length).then(
+      (replies) => {
+        if (!Array.isArray(replies) || replies.length !== entries.length) {
+          const error = new Error(
+            `a batch of ${entries.length} ${script.name} calls got a reply that is not one per call`,
+          );
+          for (const entry of entries) entry.reject(error);
+          return;
+        }
+        entries.forEach((entry, i) => {
+          const reply: unknown = replies[i];
+          if (reply instanceof Error) entry.reject(reply);
+          else entry.resolve(reply);
+        });
+      },
+      (error: unknown) => {
+        for (const entry of entries) entry.reject(error);
+      },
+    );
+  }
+
+  /** `calls`: how many calls it carries (a batch's entries), each counted against the node's bound. */
+  private sendScript(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly string[],
+    calls = 1,
+  ): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
     const sequence = ++this.scriptsSent;
-    return this.send(["EVALSHA", script.sha1, ...tail]).catch((error: unknown) => {
-      if (!isNoScriptError(error)) throw error;
-      // NOSCRIPT: the script did not run, so running it now is safe only if
-      // nothing was sent to this node after it: one connection keeps order,
-      // and a late EVAL must not overtake a later command (say, the release
-      // of this very lock) and leave a key behind. Otherwise the call fails
-      // (a lost vote) and the script is loaded for the calls that follow.
-      if (this.scriptsSent !== sequence) {
-        this.loadScript(script).catch(() => {});
-        throw error;
-      }
-      return this.send(["EVAL", script.source, ...tail]);
-    });
+    return this.send(["EVALSHA", script.sha1, ...tail], connectWaitMs, calls).catch(
+      (error: unknown) => {
+        if (!isNoScriptError(error)) throw error;
+        // NOSCRIPT: the script did not run, so running it now is safe only if
+        // nothing was sent to this node after it: one connection keeps order,
+        // and a late EVAL must not overtake a later command (say, the release
+        // of this very lock) and leave a key behind. Otherwise the call fails
+        // (a lost vote) and the script is loaded for the calls that follow.
+        if (this.scriptsSent !== sequence) {
+          this.loadScript(script).catch(() => {});
+          throw error;
+        }
+        return this.send(["EVAL", script.source, ...tail], connectWaitMs, calls);
+      },
+    );
   }
 
   /** SCRIPT LOAD: done on first contact so the first EVALSHA finds the script. */
@@ -94,6 +170,7 @@ export class RedisNode {
   }
 
   close(): Promise<void> {
+    this.flushBatch();
     return this.transport.close();
   }
 
@@ -106,45 +183,50 @@ export class RedisNode {
    * `nodeStallMs`, or has `outstandingCommandsMax` commands waiting, fails
    * new calls at once; once it answers again it is used again.
    */
-  private send(args: readonly string[], connectTimeoutMs = connectWaitMs): Promise<unknown> {
+  private send(
+    args: readonly string[],
+    connectTimeoutMs = connectWaitMs,
+    calls = 1,
+  ): Promise<unknown> {
     if (this.outstandingCount === 0) this.silentSinceMs = performance.now();
     else {
-      const refusal = this.refusal();
+      const refusal = this.refusal(calls);
       if (refusal) return Promise.reject(refusal);
     }
-    this.outstandingCount++;
+    this.outstandingCount += calls;
     let reply: Promise<unknown>;
     try {
       reply = this.transport.send(args, connectTimeoutMs);
     } catch (error) {
-      this.settled();
+      this.settled(calls);
       return Promise.reject(error);
     }
     // Settled also by a failure: the transport no longer waits on the node for it.
     return reply.then(
       (value) => {
-        this.settled();
+        this.settled(calls);
         return value;
       },
       (error: unknown) => {
-        this.settled();
+        this.settled(calls);
         throw error;
       },
     );
   }
 
-  private settled(): void {
-    this.outstandingCount--;
+  private settled(calls: number): void {
+    this.outstandingCount -= calls;
     this.silentSinceMs = performance.now();
   }
 
-  private refusal(): NodeError | undefined {
+  private refusal(calls: number): NodeError | undefined {
     const count = this.outstandingCount;
-    if (count >= limits.outstandingCommandsMax) {
+    if (count + calls > limits.outstandingCommandsMax) {
       return new NodeError(
         this.endpoint,
         new Error(
-          `${count} commands unanswered, at most ${limits.outstandingCommandsMax} may wait`,
+          `${count} commands unanswered, at most ${limits.outstandingCommandsMax} may wait` +
+            (calls > 1 ? ` (this one carries ${calls} batched calls)` : ""),
         ),
       );
     }

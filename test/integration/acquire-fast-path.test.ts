@@ -2,8 +2,15 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { Redis } from "ioredis";
+import { fenceVoteLua } from "../../src/fencing/scripts.js";
 import { LocalCluster } from "../../src/index.js";
-import { acquireFastPathCondition, acquireReply, acquireScript } from "../../src/lock/scripts.js";
+import {
+  acquireBodyLua,
+  acquireFastPathCondition,
+  acquireReply,
+  acquireScript,
+} from "../../src/lock/scripts.js";
+import { LuaScript } from "../../src/node/lua-script.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
 /**
@@ -25,9 +32,13 @@ const generalOnly = acquireScript.source.replace(
  * test expects the fast path to serve must get the same reply from it, so
  * that the comparison is known to have run the fast path's code.
  */
-const generalStart = acquireScript.source.indexOf("local function flushCount");
-const fastOnly = `${acquireScript.source.slice(0, generalStart)}
-return redis.error_reply('took the general path')`;
+const generalStart = acquireBodyLua.indexOf("local function flushCount");
+const fastOnly = LuaScript.batchable(
+  "acquire, fast path only",
+  fenceVoteLua,
+  `${acquireBodyLua.slice(0, generalStart)}
+return redis.error_reply('took the general path')`,
+).source;
 
 const key = "r";
 const counterKey = `redquorum:fence:${key}`;

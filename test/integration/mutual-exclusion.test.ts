@@ -4,6 +4,7 @@ import type { Redis } from "ioredis";
 import { QuorumError, Redlock } from "../../src/index.js";
 import { acquireScript, releaseScript } from "../../src/lock/scripts.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
+import { batchMarker } from "../../src/node/lua-script.js";
 import type { NodeTransport } from "../../src/node/transport.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
@@ -85,6 +86,14 @@ async function runHarness(
  * and the release script, which it answers as if it had deleted every key.
  * Three of these among five nodes are a majority that says yes to anyone.
  */
+const grantAll = (_keyCount: number, argv: readonly string[]) => {
+  const fenceCount = Number(argv[3] ?? "0");
+  if (fenceCount === 0) return 1;
+  return [1, ...Array.from({ length: fenceCount }, () => ["0", 1]).flat()];
+};
+const deletedAll = (keyCount: number, argv: readonly string[]) =>
+  argv[1] === undefined ? keyCount : [keyCount, 0];
+
 function yesMan(url: string): NodeTransport {
   const endpoint = new URL(url).host;
   const inner = IoredisTransport.fromUrl(url, endpoint);
@@ -99,15 +108,21 @@ function yesMan(url: string): NodeTransport {
     send(args, timeoutMs) {
       const keyCount = Number(args[2]);
       const argv = args.slice(3 + keyCount);
-      if (isScript(args, acquireScript)) {
-        const fenceCount = Number(argv[3] ?? "0");
-        if (fenceCount === 0) return Promise.resolve(1);
-        return Promise.resolve([1, ...Array.from({ length: fenceCount }, () => ["0", 1]).flat()]);
+      const answer = isScript(args, acquireScript)
+        ? grantAll
+        : isScript(args, releaseScript)
+          ? deletedAll
+          : undefined;
+      if (!answer) return inner.send(args, timeoutMs);
+      if (argv[0] !== batchMarker) return Promise.resolve(answer(keyCount, argv));
+      // A batch (many calls of one tick): every entry answered alike.
+      const replies: unknown[] = [];
+      for (let a = 2; a < argv.length; ) {
+        const [keys, count] = [Number(argv[a]), Number(argv[a + 1])];
+        replies.push(answer(keys, argv.slice(a + 2, a + 2 + count)));
+        a += 2 + count;
       }
-      if (isScript(args, releaseScript)) {
-        return Promise.resolve(argv[1] === undefined ? keyCount : [keyCount, 0]);
-      }
-      return inner.send(args, timeoutMs);
+      return Promise.resolve(replies);
     },
     close: () => inner.close(),
   };

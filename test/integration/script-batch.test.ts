@@ -1,0 +1,338 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import { LocalCluster, Redlock } from "../../src/index.js";
+import { limits } from "../../src/limits.js";
+import { acquireScript, releaseScript } from "../../src/lock/scripts.js";
+import { IoredisTransport } from "../../src/node/ioredis-transport.js";
+import { batchCall } from "../../src/node/lua-script.js";
+import { RedisNode } from "../../src/node/redis-node.js";
+import { describeSeed, testSeed } from "../helpers/seed.js";
+
+/**
+ * The lock's acquire and release scripts run as batches (many callers'
+ * calls to one node in one tick, as one call): a batch must give every
+ * entry the reply, and leave the keys, that the same calls made one after
+ * the other would. Both run on one real redis-server, in two databases
+ * holding the same state; then the node's batching itself (order kept,
+ * one entry's failure its own, a lost script cache).
+ */
+
+const keys = ["a", "b"];
+type Slot = { absent: true } | { string: string } | { list: string };
+const absent: Slot = { absent: true };
+const str = (s: string): Slot => ({ string: s });
+const decimalSlot = fc.oneof(
+  fc.constant(absent),
+  fc.bigInt({ min: 0n, max: 20n }).map((n) => str(String(n))),
+);
+const lockSlot = fc.oneof(
+  { arbitrary: fc.constant(absent), weight: 4 },
+  fc.constantFrom(str("v1"), str("v2"), str("other")),
+  fc.constant<Slot>({ list: "x" }),
+);
+const state = fc.record({
+  marker: fc.oneof(
+    { arbitrary: fc.constant(str("1")), weight: 6 },
+    fc.constantFrom<Slot>(absent, str("lost:1.2"), { list: "x" }),
+  ),
+  quarantined: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, fc.constant(true)),
+  floor: decimalSlot,
+  highest: decimalSlot,
+  counters: fc.tuple(decimalSlot, decimalSlot),
+  locks: fc.tuple(lockSlot, lockSlot),
+  heirs: fc.tuple(
+    fc.oneof(
+      { arbitrary: fc.constant(absent), weight: 4 },
+      fc.constantFrom(str("i:1"), str("o:1")),
+    ),
+    fc.oneof(
+      { arbitrary: fc.constant(absent), weight: 4 },
+      fc.constantFrom(str("i:2"), str("o:1")),
+    ),
+  ),
+  queues: fc.tuple(fc.shuffledSubarray(["i:1", "o:1", "o:2"]), fc.shuffledSubarray(["i:2", "o:1"])),
+});
+
+// Values from a small pool, so that entries of one batch meet each other's
+// keys (a release of what an earlier entry acquired, two acquires of one key).
+const value = fc.constantFrom("v1", "v2", "v3");
+const acquireEntry = fc
+  .record({
+    // One resource, or both (a multi-resource lock: all or none on a node).
+    keys: fc.constantFrom<string[]>(["a"], ["b"], ["a", "b"], ["b", "a"]),
+    value,
+    fenced: fc.boolean(),
+    proposals: fc.tuple(
+      fc.bigInt({ min: 0n, max: 30n }).map(String),
+      fc.bigInt({ min: 0n, max: 30n }).map(String),
+    ),
+    from: fc.constantFrom("", "", "v1", "v2"),
+    waiter: fc.constantFrom(undefined, "i:1", "i:2", "i:3"),
+    waitMs: fc.constantFrom("0", "1200"),
+    ticket: fc.constantFrom("0", "3"),
+    mayBeQueued: fc.constantFrom("0", "1"),
+    quarantineMs: fc.constantFrom("0", "300000"),
+  })
+  .map((e) => ({
+    keys: e.keys,
+    args: [
+      e.value,
+      "10000",
+      e.quarantineMs,
+      e.fenced ? String(e.keys.length) : "0",
+      ...(e.fenced ? e.proposals.slice(0, e.keys.length) : []),
+      e.from,
+      // The library queues only one-resource callers.
+      ...(e.waiter && e.keys.length === 1 ? [e.waiter, e.ticket, e.waitMs, e.mayBeQueued] : []),
+    ],
+  }));
+const releaseEntry = fc
+  .record({
+    keys: fc.constantFrom<string[]>(["a"], ["b"], ["a", "b"]),
+    value,
+    mode: fc.constantFrom(["keep", "50"], ["0", "0"], ["200", "1"], ["200", "0"]),
+    instance: fc.constantFrom("", "i", "o"),
+    requeue: fc.option(fc.constantFrom(["i:1", "3", "1200"], ["i:3", "0", "1200"])),
+  })
+  .map((e) => ({
+    keys: e.keys,
+    args: [e.value, ...e.mode, e.instance, ...(e.keys.length === 1 ? (e.requeue ?? []) : [])],
+  }));
+
+async function setState(client: Redis, s: typeof state extends fc.Arbitrary<infer T> ? T : never) {
+  await client.flushdb();
+  const put = async (name: string, slot: Slot, ttlMs?: number) => {
+    if ("string" in slot) {
+      if (ttlMs) await client.set(name, slot.string, "PX", ttlMs);
+      else await client.set(name, slot.string);
+    }
+    if ("list" in slot) await client.rpush(name, slot.list);
+  };
+  await put("redquorum:marker", s.marker);
+  if (s.quarantined) await client.set("redquorum:quarantine", "1", "PX", 100_000);
+  await put("redquorum:fence-floor", s.floor);
+  await put("redquorum:fence-max", s.highest);
+  for (const [i, key] of keys.entries()) {
+    await put(`redquorum:fence:${key}`, s.counters[i]!);
+    await put(key, s.locks[i]!, 100_000);
+    await put(`redquorum:heir:${key}`, s.heirs[i]!, 100_000);
+    for (const [place, waiter] of s.queues[i]!.entries()) {
+      await client.zadd(`redquorum:queue:${key}`, place + 1, waiter);
+      await client.zadd(`redquorum:queue-expiry:${key}`, Date.now() + 100_000, waiter);
+    }
+  }
+}
+
+/** Every key with its type, value and whether it expires (times masked: the databases run a moment apart). */
+async function dump(client: Redis): Promise<string[]> {
+  const out: string[] = [];
+  for (const name of (await client.keys("*")).sort()) {
+    const type = await client.type(name);
+    let found: unknown;
+    if (type === "string") found = await client.get(name);
+    else if (type === "list") found = await client.lrange(name, 0, -1);
+    else if (type === "zset") {
+      const withScores = await client.zrange(name, 0, -1, "WITHSCORES");
+      found = name.includes("queue-expiry")
+        ? withScores.filter((_, i) => i % 2 === 0).sort()
+        : withScores;
+    }
+    const pttl = await client.pttl(name);
+    const expires = pttl > 0 ? Math.round(pttl / 5_000) * 5 : pttl;
+    out.push(`${name} ${type} ${JSON.stringify(found).replace(/\d+\.\d+/g, "T")} ${expires}`);
+  }
+  return out;
+}
+
+/** A reply as text; an error by its message alone (without where in which script it was raised). */
+function shown(reply: unknown): string {
+  if (reply instanceof Error) {
+    const message = reply.message
+      .replace(/^ERR /, "")
+      .replace(/user_script:\d+: /g, "")
+      .replace(/ script: \w+, on @user_script:\d+\.$/, "")
+      .replace(/^Error (running|calling) script.*?: /, "");
+    return `error: ${message.replace(/^ERR /, "")}`;
+  }
+  return JSON.stringify(reply).replace(/\d+\.\d+/g, "T");
+}
+
+describe("batched acquire and release calls (one call per node and tick)", () => {
+  let cluster: LocalCluster;
+  let one: Redis;
+  let batched: Redis;
+
+  before(async () => {
+    cluster = await LocalCluster.start({ nodeCount: 1, persistence: "none" });
+    one = new Redis(cluster.urls[0]!, { db: 0 });
+    batched = new Redis(cluster.urls[0]!, { db: 1 });
+    for (const script of [acquireScript, releaseScript]) await one.script("LOAD", script.source);
+  });
+  after(async () => {
+    one.disconnect();
+    batched.disconnect();
+    await cluster.stop();
+  });
+
+  for (const [script, entry] of [
+    [acquireScript, acquireEntry],
+    [releaseScript, releaseEntry],
+  ] as const) {
+    it(`a batch of ${script.name} calls replies and writes as the calls one by one would`, async () => {
+      const seed = testSeed();
+      let failed = 0;
+      let answered = 0;
+      await fc
+        .assert(
+          fc.asyncProperty(
+            state,
+            fc.array(entry, { minLength: 1, maxLength: 8 }),
+            async (s, entries) => {
+              await setState(one, s);
+              await setState(batched, s);
+              const alone: string[] = [];
+              for (const e of entries) {
+                alone.push(
+                  shown(
+                    await one
+                      .evalsha(script.sha1, e.keys.length, ...e.keys, ...e.args)
+                      .catch((error: unknown) => error),
+                  ),
+                );
+              }
+              const call = batchCall(entries);
+              const replies = (await batched.evalsha(
+                script.sha1,
+                call.keys.length,
+                ...call.keys,
+                ...call.args,
+              )) as unknown[];
+              assert.deepEqual(replies.map(shown), alone, JSON.stringify({ s, entries }));
+              failed += alone.filter((reply) => reply.startsWith("error")).length;
+              answered += alone.length;
+              assert.deepEqual(
+                await dump(batched),
+                await dump(one),
+                JSON.stringify({ s, entries }),
+              );
+            },
+          ),
+          { seed, numRuns: 300, endOnFailure: true },
+        )
+        .catch((error: Error) => {
+          throw new Error(`${describeSeed(seed)}: ${error.message}`);
+        });
+      // Entries that failed (an error inside the batch, kept to its entry) and ones that did not.
+      assert.ok(
+        failed >= 10 && answered - failed >= 100,
+        `${failed} of ${answered} entries failed`,
+      );
+    });
+  }
+
+  it("keeps a node's commands in the order they were made, and each entry's failure its own", async () => {
+    const node = new RedisNode(IoredisTransport.fromUrl(cluster.urls[0]!, "node"));
+    try {
+      await one.flushdb();
+      await one.set("redquorum:marker", "1");
+      await one.rpush("wrong", "x");
+      const acquire = (key: string, value: string) =>
+        node.evalScript(acquireScript, [key], [value, "10000", "0", "0", ""]);
+      // In one tick: the first call goes out alone, the next three are
+      // batched behind it, and the DEL must still come after all of them.
+      const calls = [
+        acquire("k1", "v1"),
+        acquire("k2", "v2"),
+        acquire("wrong", "v3"),
+        acquire("k3", "v4"),
+      ];
+      const deleted = node.command(["DEL", "k2"], { timeoutMs: 5_000 });
+      const settled = await Promise.allSettled(calls);
+      assert.deepEqual(
+        settled.map((s) => s.status),
+        ["fulfilled", "fulfilled", "rejected", "fulfilled"],
+      );
+      assert.match(String((settled[2] as PromiseRejectedResult).reason), /WRONGTYPE/);
+      assert.equal(await deleted, 1, "the DEL overtook the batched acquire of k2");
+      assert.deepEqual(await one.mget("k1", "k2", "k3"), ["v1", null, "v4"]);
+    } finally {
+      await node.close();
+    }
+  });
+
+  it("many concurrent locks of one instance cost a node a few calls, not one each", async () => {
+    const redlock = new Redlock(cluster.urls);
+    try {
+      await redlock.init();
+      await one.config("RESETSTAT");
+      const count = 2 * limits.scriptBatchMax;
+      const locks = await Promise.all(
+        Array.from({ length: count }, (_, i) => redlock.acquire([`many:${i}`], 10_000)),
+      );
+      await Promise.all(locks.map((lock) => lock.release()));
+      const stats = await one.info("commandstats");
+      const calls = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+      // 2 × count script calls one by one; batched, the acquires and the
+      // releases each go out in a few calls (one alone, then batches of at most scriptBatchMax).
+      assert.ok(calls > 0 && calls <= 8, `${calls} script calls for ${count} locks`);
+      assert.deepEqual(await one.keys("many:*"), []);
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("counts every call a batch carries against a stalled node's bound (FAULTS.md I15)", async () => {
+    const node = new RedisNode(IoredisTransport.fromUrl(cluster.urls[0]!, "node"));
+    try {
+      await node.loadScript(acquireScript);
+      cluster.pause(0);
+      const max = limits.outstandingCommandsMax;
+      let refused = 0;
+      const calls: Array<Promise<unknown>> = [];
+      // 100 calls per tick (one alone, 99 batched), past the bound.
+      for (let tick = 0; tick < (max + 1_000) / 100; tick++) {
+        for (let i = 0; i < 100; i++) {
+          const call = node.evalScript(
+            acquireScript,
+            [`stalled:${tick}:${i}`],
+            ["v", "10000", "0", "0", ""],
+          );
+          calls.push(
+            call.catch((error: unknown) => {
+              if (/at most \d+ may wait/.test(String(error))) refused++;
+              else throw error;
+            }),
+          );
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      assert.ok(node.outstanding <= max, `${node.outstanding} calls wait, more than ${max}`);
+      assert.ok(node.outstanding > max - 100, `only ${node.outstanding} calls wait`);
+      assert.equal(refused, calls.length - node.outstanding);
+      cluster.resume(0);
+      await Promise.all(calls);
+      assert.equal(node.outstanding, 0);
+    } finally {
+      if (cluster.node(0).state === "paused") cluster.resume(0);
+      await node.close();
+    }
+  });
+
+  it("a batch after the node lost its script cache loads the script and runs", async () => {
+    const redlock = new Redlock(cluster.urls);
+    try {
+      await redlock.init();
+      await one.script("FLUSH");
+      const locks = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => redlock.acquire([`flushed:${i}`], 10_000)),
+      );
+      assert.equal(locks.length, 8);
+      await Promise.all(locks.map((lock) => lock.release()));
+      assert.deepEqual(await one.keys("flushed:*"), []);
+    } finally {
+      await redlock.close();
+    }
+  });
+});
