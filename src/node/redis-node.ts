@@ -196,7 +196,9 @@ export class RedisNode {
     this.outstandingCount += calls;
     let reply: Promise<unknown>;
     try {
-      reply = this.transport.send(args, connectTimeoutMs);
+      // Promise.resolve: a transport (a public interface) that broke its
+      // contract and returned a plain value must not leave this count raised.
+      reply = Promise.resolve(this.transport.send(args, connectTimeoutMs));
     } catch (error) {
       this.settled(calls);
       return Promise.reject(error);

@@ -291,7 +291,7 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
       const max = limits.outstandingCommandsMax;
       let refused = 0;
       const calls: Array<Promise<unknown>> = [];
-      // 100 calls per tick (one alone, 99 batched), past the bound.
+      // 100 calls per tick (batched: the paused node answers none), past the bound.
       for (let tick = 0; tick < (max + 1_000) / 100; tick++) {
         for (let i = 0; i < 100; i++) {
           const call = node.evalScript(
