@@ -131,6 +131,12 @@ export const limits = {
    * here, and a bounded reply (a batch is answered as a whole).
    */
   scriptBatchMax: 64,
+  /**
+   * Calls in flight on a node from which its lock script calls are batched
+   * (below it each goes out at once: one worker's calls, whose node has at
+   * most its last round's late reply in flight, never wait for a batch).
+   */
+  scriptBatchFromOutstanding: 4,
 } as const;
 
 // ---- NextId -------------------------------------------------------------

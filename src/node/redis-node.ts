@@ -78,12 +78,13 @@ export class RedisNode {
    * bounds all its calls with one timer (see `runRound`).
    *
    * Calls of a batchable script (the lock's acquire and release) made in
-   * the same tick while the node has calls in flight go out as one call
+   * the same tick while the node has several calls in flight
+   * (`limits.scriptBatchFromOutstanding`) go out as one call
    * (`LuaScript.batchable`), at the end of the tick or before any other
    * command to this node, whichever comes first: commands still reach the
    * node in the order they were made, and many concurrent locks cost Redis
    * and the client about one command per node and tick instead of one per
-   * lock. A call to an idle node goes out at once, as itself.
+   * lock. Otherwise a call goes out at once, as itself.
    */
   evalScript(
     script: LuaScript,
@@ -93,9 +94,13 @@ export class RedisNode {
     if (this.batch && this.batch.script !== script) this.flushBatch();
     if (!script.batches) return this.sendScript(script, keys, args);
     if (!this.batch) {
-      // On an idle node a call goes out at once (one worker's rounds wait
-      // for nothing); with calls in flight, the tick's calls gather first.
-      if (this.outstandingCount === 0) return this.sendScript(script, keys, args);
+      // With few calls in flight a call goes out at once, in the tick's
+      // one write (one worker's rounds; a late reply of its last round):
+      // a batch goes out in a write of its own after it, which costs that
+      // case more than a batch saves. With more, the tick's calls gather.
+      if (this.outstandingCount < limits.scriptBatchFromOutstanding) {
+        return this.sendScript(script, keys, args);
+      }
       this.batch = { script, entries: [] };
       process.nextTick(() => this.flushBatch());
     }
