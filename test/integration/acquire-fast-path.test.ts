@@ -11,6 +11,7 @@ import {
   acquireScript,
 } from "../../src/lock/scripts.js";
 import { LuaScript } from "../../src/node/lua-script.js";
+import { dumpKeys } from "../helpers/key-dump.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
 /**
@@ -139,29 +140,6 @@ async function setState(
   }
 }
 
-/** Every key with its type, value (times masked) and whether it expires. */
-async function dump(client: Redis): Promise<string[]> {
-  const out: string[] = [];
-  for (const name of (await client.keys("*")).sort()) {
-    const type = await client.type(name);
-    let value: unknown;
-    if (type === "string") value = await client.get(name);
-    else if (type === "list") value = await client.lrange(name, 0, -1);
-    else if (type === "zset") {
-      const withScores = await client.zrange(name, 0, -1, "WITHSCORES");
-      // Expiry scores are node times: compare the members only.
-      value = name.includes("queue-expiry")
-        ? withScores.filter((_, i) => i % 2 === 0).sort()
-        : withScores;
-    }
-    // TTLs to the nearest 5 s: the two databases run a moment apart.
-    const pttl = await client.pttl(name);
-    const expires = pttl > 0 ? Math.round(pttl / 5_000) * 5 : pttl;
-    out.push(`${name} ${type} ${JSON.stringify(value).replace(/\d+\.\d+/g, "T")} ${expires}`);
-  }
-  return out;
-}
-
 async function run(client: Redis, sha: string, args: string[]): Promise<string> {
   try {
     const reply = await client.evalsha(sha, 1, key, ...args);
@@ -231,8 +209,8 @@ describe("the acquire script's fast path", () => {
             `reply for ${JSON.stringify({ state, call })}`,
           );
           assert.deepEqual(
-            await dump(fast),
-            await dump(general),
+            await dumpKeys(fast),
+            await dumpKeys(general),
             `keys after ${JSON.stringify({ state, call })}`,
           );
           // The cases the fast path serves alone (the general path cut off

@@ -8,6 +8,7 @@ import { acquireScript, releaseScript } from "../../src/lock/scripts.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { batchCall } from "../../src/node/lua-script.js";
 import { RedisNode } from "../../src/node/redis-node.js";
+import { dumpKeys } from "../helpers/key-dump.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
 /**
@@ -125,27 +126,6 @@ async function setState(client: Redis, s: typeof state extends fc.Arbitrary<infe
   }
 }
 
-/** Every key with its type, value and whether it expires (times masked: the databases run a moment apart). */
-async function dump(client: Redis): Promise<string[]> {
-  const out: string[] = [];
-  for (const name of (await client.keys("*")).sort()) {
-    const type = await client.type(name);
-    let found: unknown;
-    if (type === "string") found = await client.get(name);
-    else if (type === "list") found = await client.lrange(name, 0, -1);
-    else if (type === "zset") {
-      const withScores = await client.zrange(name, 0, -1, "WITHSCORES");
-      found = name.includes("queue-expiry")
-        ? withScores.filter((_, i) => i % 2 === 0).sort()
-        : withScores;
-    }
-    const pttl = await client.pttl(name);
-    const expires = pttl > 0 ? Math.round(pttl / 5_000) * 5 : pttl;
-    out.push(`${name} ${type} ${JSON.stringify(found).replace(/\d+\.\d+/g, "T")} ${expires}`);
-  }
-  return out;
-}
-
 /** A reply as text; an error by its message alone (without where in which script it was raised). */
 function shown(reply: unknown): string {
   if (reply instanceof Error) {
@@ -213,8 +193,8 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
               failed += alone.filter((reply) => reply.startsWith("error")).length;
               answered += alone.length;
               assert.deepEqual(
-                await dump(batched),
-                await dump(one),
+                await dumpKeys(batched),
+                await dumpKeys(one),
                 JSON.stringify({ s, entries }),
               );
             },
