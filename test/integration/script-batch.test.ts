@@ -274,6 +274,9 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
       cluster.pause(0);
       const max = limits.outstandingCommandsMax;
       let refused = 0;
+      // Refused as stalled instead: only if this loop outlasted nodeStallMs
+      // (a machine far slower than this test needs); the bound still holds.
+      let stalled = 0;
       const calls: Array<Promise<unknown>> = [];
       // 100 calls per tick (batched: the paused node answers none), past the bound.
       for (let tick = 0; tick < (max + 1_000) / 100; tick++) {
@@ -286,6 +289,7 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
           calls.push(
             call.catch((error: unknown) => {
               if (/at most \d+ may wait/.test(String(error))) refused++;
+              else if (/stalled: \d+ commands unanswered/.test(String(error))) stalled++;
               else throw error;
             }),
           );
@@ -293,8 +297,10 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
         await new Promise((resolve) => setImmediate(resolve));
       }
       assert.ok(node.outstanding <= max, `${node.outstanding} calls wait, more than ${max}`);
-      assert.ok(node.outstanding > max - 100, `only ${node.outstanding} calls wait`);
-      assert.equal(refused, calls.length - node.outstanding);
+      // Filled up to the bound (counting calls, not batches), unless the stall refused them first.
+      if (stalled === 0)
+        assert.ok(node.outstanding > max - 100, `only ${node.outstanding} calls wait`);
+      assert.equal(refused + stalled, calls.length - node.outstanding);
       cluster.resume(0);
       await Promise.all(calls);
       assert.equal(node.outstanding, 0);
