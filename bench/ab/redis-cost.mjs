@@ -8,6 +8,7 @@
 // (each worktree built: `npx tsup`; bench/ab/run-ab.sh makes such worktrees)
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
+import { median } from "../report.mjs";
 import { lockCell, lockCells, redquorumContender } from "./cells.mjs";
 
 const { values } = parseArgs({
@@ -79,7 +80,6 @@ try {
       );
     }
   }
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   for (const name of ["before", "after"]) {
     const keys = Object.keys(rows[name][0]);
     console.log(

@@ -310,6 +310,39 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
     }
   });
 
+  it("a batch that finds the script cache empty is sent again with EVAL, as one call is", async () => {
+    const node = new RedisNode(IoredisTransport.fromUrl(cluster.urls[0]!, "node"));
+    try {
+      await one.flushdb();
+      await one.set("redquorum:marker", "1");
+      await one.script("FLUSH");
+      const acquire = (key: string) =>
+        node.evalScript(acquireScript, [key], ["v", "10000", "0", "0", ""]);
+      // The first calls go out alone; a later script (the batch) follows
+      // them, so their NOSCRIPT cannot be retried (a late EVAL could
+      // overtake it). The batch is the last one sent: it is retried.
+      const alone = Array.from({ length: limits.scriptBatchFromOutstanding }, (_, i) =>
+        acquire(`alone:${i}`),
+      );
+      const batched = [acquire("b1"), acquire("b2")];
+      assert.equal(node.outstanding, alone.length, "the last two calls were not batched");
+      const settled = await Promise.allSettled([...alone, ...batched]);
+      assert.deepEqual(
+        settled.map((s) =>
+          s.status === "fulfilled"
+            ? s.value
+            : /^NOSCRIPT/.test((s.reason as Error).message)
+              ? "NOSCRIPT"
+              : String(s.reason),
+        ),
+        [...alone.map(() => "NOSCRIPT"), 1, 1],
+      );
+      assert.deepEqual(await one.mget("b1", "b2"), ["v", "v"]);
+    } finally {
+      await node.close();
+    }
+  });
+
   it("a batch after the node lost its script cache loads the script and runs", async () => {
     const redlock = new Redlock(cluster.urls);
     try {
