@@ -204,10 +204,22 @@ let stopping = false;
 // waiters of a slow library would take longer than the cell). The process
 // exits without releasing; each cell uses a fresh resource, and the keys
 // expire by their TTL.
+// CPU time (user + system) from "go" to "stop": what the cell cost this process.
+let cpuAtGo;
 await workerProtocol(() => {
   stopping = true;
-  return { pid: process.pid, holds, acquireMs, grants, errors, errorKinds };
+  const cpu = process.cpuUsage(cpuAtGo);
+  return {
+    pid: process.pid,
+    holds,
+    acquireMs,
+    grants,
+    errors,
+    errorKinds,
+    cpuUs: cpu.user + cpu.system,
+  };
 });
+cpuAtGo = process.cpuUsage();
 
 await Promise.all(
   clients.map(async (client, i) => {

@@ -9,8 +9,9 @@
 // Per cell: grants/s, acquire p50/p99 (beside issue 13's bound on it: 10 ×
 // the same library's p99 alone, from the 1-contender cell, × the
 // contenders ahead), grants per contender (min–max) and Jain's index, Redis commands per grant (INFO commandstats on every node,
-// before and after), and mutual exclusion checked across processes from
-// every hold's CLOCK_MONOTONIC interval.
+// before and after), the CPU time a grant costs the contenders' processes
+// and the nodes, and mutual exclusion checked across processes from every
+// hold's CLOCK_MONOTONIC interval.
 //
 //   npm run bench -- contention
 //   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
@@ -81,11 +82,16 @@ const jain = (xs) => {
  * (release notices).
  */
 async function commandsRun(urls) {
-  const counts = { total: 0, scripts: 0, publishes: 0 };
+  const counts = { total: 0, scripts: 0, publishes: 0, cpuUs: 0 };
   for (const url of urls) {
     const client = new Redis(url);
     const text = await client.info("commandstats");
+    // The node's own CPU time (user + system, INFO cpu), for the CPU a grant costs.
+    const cpu = await client.info("cpu");
     client.disconnect();
+    for (const [, seconds] of cpu.matchAll(/used_cpu_(?:sys|user):([\d.]+)/g)) {
+      counts.cpuUs += Number(seconds) * 1e6;
+    }
     for (const [, name, calls] of text.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
       counts.total += Number(calls);
       if (name === "eval" || name === "evalsha") counts.scripts += Number(calls);
@@ -166,6 +172,13 @@ async function runCell(cluster, library, workload, rep) {
       total === 0 ? Number.NaN : (commandsAfter.scripts - commandsBefore.scripts) / total,
     publishesPerGrant:
       total === 0 ? Number.NaN : (commandsAfter.publishes - commandsBefore.publishes) / total,
+    // Both sides of a grant's CPU: the contenders' processes (from "go" to
+    // "stop") and the five redis-servers. On a machine whose cores they all
+    // share, grants/s is about the cores over the sum.
+    clientCpuUsPerGrant:
+      total === 0 ? Number.NaN : results.reduce((n, r) => n + r.cpuUs, 0) / total,
+    redisCpuUsPerGrant:
+      total === 0 ? Number.NaN : (commandsAfter.cpuUs - commandsBefore.cpuUs) / total,
     overlaps: overlapsOf(holds),
     holds: holds.length,
     errors: results.reduce((n, r) => n + r.errors, 0),
@@ -207,9 +220,9 @@ try {
       `\n### ${contenders} independent contenders, one resource, retry ${pacing.delayMs} ± ${pacing.jitterMs} ms\n`,
     );
     console.log(
-      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | p99 bound ms | grants per contender min–max | Jain | Redis commands / script calls / PUBLISH per grant | overlapping holds | errors |",
+      "| library | grants/s (median, min–max) | acquire p50 / p99 ms | p99 bound ms | grants per contender min–max | Jain | Redis commands / script calls / PUBLISH per grant | CPU µs per grant: clients / Redis | overlapping holds | errors |",
     );
-    console.log("|---|---|---|---|---|---|---|---|---|");
+    console.log("|---|---|---|---|---|---|---|---|---|---|");
     for (const library of libraries) {
       const cells = results.filter((r) => r.workload === workload.key && r.library === library);
       const m = (field) => median(cells.map((c) => c[field]));
@@ -227,6 +240,8 @@ try {
         commandsPerGrant: m("commandsPerGrant"),
         scriptsPerGrant: m("scriptsPerGrant"),
         publishesPerGrant: m("publishesPerGrant"),
+        clientCpuUsPerGrant: m("clientCpuUsPerGrant"),
+        redisCpuUsPerGrant: m("redisCpuUsPerGrant"),
         overlaps: cells.reduce((n, c) => n + c.overlaps, 0),
         errors: cells.reduce((n, c) => n + c.errors, 0),
       };
@@ -242,7 +257,7 @@ try {
       summary.push(row);
       console.log(
         `| ${library} | ${fmt(row.perSecond)} (${fmt(row.min)}–${fmt(row.max)}) | ${fmt(row.acquireP50Ms, 1)} / ${fmt(row.acquireP99Ms, 1)} | ${bound} | ` +
-          `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} / ${fmt(row.scriptsPerGrant, 1)} / ${fmt(row.publishesPerGrant, 1)} | ${row.overlaps} | ${row.errors} |`,
+          `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} / ${fmt(row.scriptsPerGrant, 1)} / ${fmt(row.publishesPerGrant, 1)} | ${fmt(row.clientCpuUsPerGrant)} / ${fmt(row.redisCpuUsPerGrant)} | ${row.overlaps} | ${row.errors} |`,
       );
     }
   }
