@@ -2,7 +2,9 @@
 // acquire → release cycles sent straight over ioredis to 5 local nodes, one
 // cycle at a time (as one worker does: every call finds Redis's caches
 // cold), with the acquire script as it is (fast path first), with its fast
-// path switched off (the general path for every grant), in parts (the
+// path switched off (the general path for every grant), onto a key
+// reserved for the caller's instance (a retake within its turn, fast path
+// and general path), in parts (the
 // floor's SET NX with our release; a grant's bare calls with our release),
 // and with the floor's SET NX and compare-and-delete as scripts: where the
 // one-worker gap to the floor is. Prints cycles/s and
@@ -37,6 +39,8 @@ interface Variant {
   release: string;
   acquireArgs: (value: string, proposal: number) => string[];
   releaseArgs: (value: string) => string[];
+  /** Made before each cycle's acquire (not counted: a plain command, not EVALSHA). */
+  setup?: (node: Redis, key: string) => Promise<unknown>;
 }
 // As the client sends them: fenced, quarantine on, not a handoff, a retries-0
 // caller (no waiter id); the release in the turn's "keep" mode, as an
@@ -50,6 +54,17 @@ const fenced = (value: string, proposal: number) => [
   "",
 ];
 const kept = (value: string) => [value, "keep", "50", "instance"];
+// A retake within the instance's turn (turns.ts): the key reserved for the
+// instance, the caller a waiter of it that may wait (registration 1.2 s).
+const reservedForUs = (node: Redis, key: string) =>
+  node.set(`${heirKeyPrefix}${key}`, "instance", "PX", 50);
+const fencedWaiter = (value: string, proposal: number) => [
+  ...fenced(value, proposal),
+  "instance:1",
+  "0",
+  "1200",
+  "0",
+];
 const floorSet = "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
 // A fenced grant's two writes, as the fast path makes them (ARGV[5]: the proposal).
 const grantCalls = `if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
@@ -67,6 +82,20 @@ const variants: Record<string, Variant> = {
     release: releaseScript.source,
     acquireArgs: fenced,
     releaseArgs: kept,
+  },
+  "acquire script, key reserved for our instance": {
+    acquire: acquireScript.source,
+    release: releaseScript.source,
+    acquireArgs: fencedWaiter,
+    releaseArgs: kept,
+    setup: reservedForUs,
+  },
+  "acquire script, key reserved for our instance, general path only": {
+    acquire: generalOnly,
+    release: releaseScript.source,
+    acquireArgs: fencedWaiter,
+    releaseArgs: kept,
+    setup: reservedForUs,
   },
   // Where the acquire's Redis time goes, one part at a time: the floor's SET
   // NX with our release (what our release adds), then the grant's calls
@@ -124,6 +153,7 @@ try {
       const end = performance.now() + cellMs;
       while (performance.now() < end) {
         const value = `v${++sequence}`;
+        if (variant.setup) await Promise.all(nodes.map((n) => variant.setup!(n, key)));
         await Promise.all(
           nodes.map((n) => n.evalsha(acquireSha, 1, key, ...variant.acquireArgs(value, sequence))),
         );

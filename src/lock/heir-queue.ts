@@ -47,6 +47,9 @@ import { fenceFloorKey, fenceKeyPrefix } from "../fencing/scripts.js";
 /** A lock key's wait queue (a sorted set of waiter ids) is this prefix and the lock key. */
 export const queueKeyPrefix = "redquorum:queue:";
 
+/** A lock key's queue's registration expiries (a sorted set: waiter id by expiry time) are this prefix and the lock key. */
+export const queueExpiryKeyPrefix = "redquorum:queue-expiry:";
+
 /** A lock key's reservation (the waiter or instance it is kept for) is this prefix and the lock key. */
 export const heirKeyPrefix = "redquorum:heir:";
 
@@ -79,7 +82,7 @@ export function instanceOfWaiter(waiterId: string): string {
  */
 export const heirQueueLua = `
 local function queueKeys(key)
-  return '${queueKeyPrefix}' .. key, 'redquorum:queue-expiry:' .. key
+  return '${queueKeyPrefix}' .. key, '${queueExpiryKeyPrefix}' .. key
 end
 local function nodeMs()
   local now = redis.call('time')

@@ -31,7 +31,7 @@ import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
-import { heirKeyPrefix, heirQueueLua, queueKeyPrefix } from "./heir-queue.js";
+import { heirKeyPrefix, heirQueueLua, queueExpiryKeyPrefix, queueKeyPrefix } from "./heir-queue.js";
 
 /** The acquire's code: the reply itself, or with fences its first element. */
 export const acquireReply = {
@@ -71,19 +71,19 @@ export const acquireReply = {
  */
 /**
  * When the acquire takes its fast path: one resource, at most one counter,
- * the handoff argument present ("" for none), no place in the queue to
- * remove. Named so that the fast-path test and
- * bench/script-cost.ts can switch it off.
+ * the handoff argument present ("" for none). Named so that the fast-path
+ * test and bench/script-cost.ts can switch it off.
  */
 export const acquireFastPathCondition =
-  "#KEYS == 1 and (fenceCount == 0 or fenceCount == 1) and ARGV[5 + fenceCount] and ARGV[9 + fenceCount] ~= '1'";
+  "#KEYS == 1 and (fenceCount == 0 or fenceCount == 1) and ARGV[5 + fenceCount]";
 
 /** The acquire script's body (after fenceVoteLua): the fast-path test cuts it. */
-export const acquireBodyLua = `-- The fast path, for most grants: one resource, not reserved, on a healthy
--- node (marker "1", no quarantine), no place of ours in the queue to
--- remove; free (SET NX), or for a handoff free or holding the releasing
--- lock's value. It is the general path below narrowed to that case (the
--- same calls in the same order, the same reply), without its tables and
+export const acquireBodyLua = `-- The fast path, for most grants: one resource, on a healthy node (marker
+-- "1", no quarantine), not reserved or reserved for this caller or its
+-- instance (a waiter's turn, or its instance's: heir-queue.ts, turns.ts);
+-- free (SET NX), or for a handoff free or holding the releasing lock's
+-- value. It is the general path below narrowed to that case (the same
+-- calls in the same order, the same reply), without its tables and
 -- closures: those cost Redis more than the calls themselves
 -- (docs/benchmarks.md, "One worker"). Any other case, or a key found held,
 -- goes on below with this MGET's reply.
@@ -94,13 +94,16 @@ if ${acquireFastPathCondition} then
   local heir = '${heirKeyPrefix}' .. key
   local counter = fenceCount == 1 and '${fenceKeyPrefix}' .. key
   local from = ARGV[5 + fenceCount]
+  local waiter = ARGV[6 + fenceCount]
   -- In readNode's order (marker, quarantine[, floor, highest, counter], reservation).
   if counter then
     early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir)
   else
     early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir)
   end
-  if early[1] == '1' and not early[2] and not early[counter and 6 or 3] then
+  local reserved = early[counter and 6 or 3]
+  local mine = reserved and waiter and (reserved == waiter or reserved == string.match(waiter, '^[^:]*'))
+  if early[1] == '1' and not early[2] and (mine or not reserved) then
     local code, raw, current, accepted
     if from == '' then
       setTried = true
@@ -117,22 +120,29 @@ if ${acquireFastPathCondition} then
         end
         redis.call('set', key, ARGV[1], 'PX', ARGV[2])
         code = held and ${acquireReply.replaced} or ${acquireReply.granted}
-        -- As below: within one instance, say when another instance's waiter heads the queue.
-        local waiter = ARGV[6 + fenceCount]
-        if held and waiter then
-          local head = redis.call('zrange', '${queueKeyPrefix}' .. key, 0, 0)[1]
-          if head and string.match(head, '^[^:]*') ~= string.match(waiter, '^[^:]*') then
-            code = ${acquireReply.replacedOthersWait}
-          end
-        end
       end
     end
     if code then
-      if not counter then return code end
-      if not raw then
+      if counter and not raw then
         raw = early[5] or redis.call('get', counter) or '0'
         current, accepted = fenceVote(raw, early[3] or '0', ARGV[5])
       end
+      -- As below: a reservation taken up ends, and a place in the queue
+      -- that an earlier attempt may have left here is removed.
+      if mine then redis.call('del', heir) end
+      if waiter and ARGV[9 + fenceCount] == '1' and
+        redis.call('zrem', '${queueKeyPrefix}' .. key, waiter) == 1 then
+        redis.call('zrem', '${queueExpiryKeyPrefix}' .. key, waiter)
+      end
+      -- As below: a handoff within one instance says when another
+      -- instance's waiter heads the queue.
+      if code == ${acquireReply.replaced} and waiter then
+        local head = redis.call('zrange', '${queueKeyPrefix}' .. key, 0, 0)[1]
+        if head and string.match(head, '^[^:]*') ~= string.match(waiter, '^[^:]*') then
+          code = ${acquireReply.replacedOthersWait}
+        end
+      end
+      if not counter then return code end
       local highest = early[4] or redis.call('get', '${fenceMaxKey}') or '0'
       if accepted == ${fenceVote.accepted} then raiseFence(counter, raw, highest, ARGV[5]) end
       return {code, current, accepted}

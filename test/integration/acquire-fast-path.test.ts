@@ -15,8 +15,8 @@ import { dumpKeys } from "../helpers/key-dump.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
 /**
- * The acquire script's fast path (one free resource on a healthy node, or
- * one handed over by its holder) is
+ * The acquire script's fast path (one free resource on a healthy node, not
+ * reserved or reserved for the caller, or one handed over by its holder) is
  * the general path narrowed to that case: for any node state and any
  * arguments, the script with it and the script with it switched off give
  * the same reply and leave the same keys. Both run on one real
@@ -60,8 +60,9 @@ const decimalSlot = fc.oneof(
   decimal.map((s): Slot => ({ string: s })),
 );
 
-// Any state; half of them on a healthy node (marker "1", no quarantine, no
-// reservation), the fast path's case, otherwise a small corner of them.
+// Any state; a third of them on a healthy node (marker "1", no quarantine,
+// no reservation) and a third healthy and reserved for the caller, the fast
+// path's cases; otherwise a small corner of them.
 const anyNodeState = fc.record({
   marker: fc.oneof(
     { arbitrary: slot({ string: "1" }, "lost:1.2", "restarted:3.4"), weight: 6 },
@@ -72,7 +73,10 @@ const anyNodeState = fc.record({
   highest: fc.oneof({ arbitrary: decimalSlot, weight: 4 }, fc.constant<Slot>({ list: "x" })),
   counter: fc.oneof(decimalSlot, fc.constant<Slot>({ list: "x" })),
   heir: fc.oneof(
-    { arbitrary: slot({ absent: true }, "i:1", "i", "other:9", "other"), weight: 8 },
+    {
+      arbitrary: slot({ absent: true }, "i:1", "i", "other:9", "other", "i:2", "i:10", "ix"),
+      weight: 8,
+    },
     fc.constant<Slot>({ list: "x" }),
   ),
   // Free, or holding the value of the lock a handoff replaces, most often.
@@ -87,6 +91,13 @@ const anyNodeState = fc.record({
   // its instance, or another instance's waiter.
   queued: fc.shuffledSubarray(["i:1", "i:2", "other:9", "other:3"]),
   expired: fc.subarray(["i:2", "other:9"]),
+  // Waiters in only one of the queue's two sorted sets, and either set of the wrong type.
+  onlyQueue: fc.subarray(["i:1", "ix:1", "other:3"]),
+  onlyExpiry: fc.subarray(["i:1", "i:2", "other:3"]),
+  wrongQueue: fc.oneof(
+    { arbitrary: fc.constant("none"), weight: 8 },
+    fc.constantFrom("queue", "expiry"),
+  ),
 });
 const nodeState = fc.oneof(
   anyNodeState,
@@ -96,6 +107,26 @@ const nodeState = fc.oneof(
     quarantined: false,
     heir: { absent: true } as Slot,
   })),
+  // Healthy, and reserved for a waiter id or an instance: the caller's
+  // (waiter "i:1", instance "i") or one that only looks alike ("i:2",
+  // "i:10", "ix": a sibling waiter, a longer number, a longer instance).
+  fc
+    .tuple(
+      anyNodeState,
+      fc.constantFrom<Slot>(
+        { string: "i:1" },
+        { string: "i" },
+        { string: "i:2" },
+        { string: "i:10" },
+        { string: "ix" },
+      ),
+    )
+    .map(([state, heir]) => ({
+      ...state,
+      marker: { string: "1" } as Slot,
+      quarantined: false,
+      heir,
+    })),
 );
 
 const callArgs = fc.record({
@@ -107,7 +138,12 @@ const callArgs = fc.record({
   ),
   proposal: decimal,
   from: fc.constantFrom("", "from-value"),
-  waiter: fc.oneof(fc.constant(undefined), { arbitrary: fc.constant("i:1"), weight: 3 }),
+  // Most often "i:1", the waiter the states above were made around.
+  waiter: fc.oneof(
+    fc.constant(undefined),
+    { arbitrary: fc.constant("i:1"), weight: 4 },
+    { arbitrary: fc.constantFrom("i:2", "ix:1", "i:1:x"), weight: 2 },
+  ),
   waitMs: fc.constantFrom("0", "1200"),
   mayBeQueued: fc.constantFrom("0", "1"),
   quarantineMs: fc.constantFrom("0", "300000"),
@@ -137,6 +173,19 @@ async function setState(
     await client.zadd(`redquorum:queue:${key}`, i + 1, waiter);
     const expiresAt = state.expired.includes(waiter) ? Date.now() - 5_000 : Date.now() + 100_000;
     await client.zadd(`redquorum:queue-expiry:${key}`, expiresAt, waiter);
+  }
+  for (const waiter of state.onlyQueue) {
+    if (!state.queued.includes(waiter)) await client.zadd(`redquorum:queue:${key}`, 50, waiter);
+  }
+  for (const waiter of state.onlyExpiry) {
+    if (!state.queued.includes(waiter)) {
+      await client.zadd(`redquorum:queue-expiry:${key}`, Date.now() + 100_000, waiter);
+    }
+  }
+  if (state.wrongQueue !== "none") {
+    const name = `redquorum:${state.wrongQueue === "queue" ? "queue" : "queue-expiry"}:${key}`;
+    await client.del(name);
+    await client.rpush(name, "x");
   }
 }
 
@@ -185,6 +234,8 @@ describe("the acquire script's fast path", () => {
     let fastCases = 0;
     let fastHandoffs = 0;
     let othersWait = 0;
+    let fastMine = 0;
+    let fastLeaves = 0;
     await fc
       .assert(
         fc.asyncProperty(nodeState, callArgs, async (state, call) => {
@@ -216,13 +267,17 @@ describe("the acquire script's fast path", () => {
           // The cases the fast path serves alone (the general path cut off
           // gives the same reply): grants of a free key, and handoffs onto
           // the handed-off value or an expired key.
+          // Not reserved, or reserved for the caller or its instance (the waiter id up to its first colon).
+          const mine =
+            call.waiter !== undefined &&
+            "string" in state.heir &&
+            (state.heir.string === call.waiter || state.heir.string === call.waiter.split(":")[0]);
           const healthy =
             call.fenceCount === undefined &&
             "string" in state.marker &&
             state.marker.string === "1" &&
             !state.quarantined &&
-            "absent" in state.heir &&
-            !(call.waiter && call.mayBeQueued === "1") &&
+            ("absent" in state.heir || mine) &&
             !("list" in state.counter);
           const grant = healthy && call.from === "" && "absent" in state.lock;
           const handoff =
@@ -238,9 +293,23 @@ describe("the acquire script's fast path", () => {
             );
           }
           if (grant) fastCases++;
+          if ((grant || handoff) && mine) fastMine++;
+          const code = replies.fast.replace(/^\[/, "").split(",")[0];
+          const granted = [
+            acquireReply.granted,
+            acquireReply.replaced,
+            acquireReply.replacedOthersWait,
+          ]
+            .map(String)
+            .includes(code ?? "");
+          // A grant that leaves the caller's place in the queue (an earlier attempt queued it).
+          const leaves =
+            call.waiter !== undefined &&
+            call.mayBeQueued === "1" &&
+            state.queued.includes(call.waiter);
+          if ((grant || handoff) && granted && leaves) fastLeaves++;
           if (handoff) {
             fastHandoffs++;
-            const code = replies.fast.replace(/^\[/, "").split(",")[0];
             if (code === String(acquireReply.replacedOthersWait)) othersWait++;
           }
         }),
@@ -265,8 +334,18 @@ describe("the acquire script's fast path", () => {
       othersWait >= 1,
       `only ${othersWait} fast-path handoffs saw another instance's waiter first (${describeSeed(seed)})`,
     );
+    // …and grants onto a reservation of the caller's, and grants that leave its place in the queue.
+    assert.ok(
+      fastMine >= 5,
+      `only ${fastMine} fast-path cases were reserved for the caller (${describeSeed(seed)})`,
+    );
+    assert.ok(
+      fastLeaves >= 5,
+      `only ${fastLeaves} fast-path cases left the caller's place in the queue (${describeSeed(seed)})`,
+    );
     console.log(
-      `fast-path grants ${fastCases}, handoffs ${fastHandoffs} (another instance's waiter first: ${othersWait})`,
+      `fast-path grants ${fastCases}, handoffs ${fastHandoffs} (another instance's waiter first: ${othersWait}), ` +
+        `reserved for the caller ${fastMine}, leaving its place ${fastLeaves}`,
     );
   });
 });
