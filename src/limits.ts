@@ -94,6 +94,12 @@ export const limits = {
    */
   noticeJitterMs: 3,
   /**
+   * A waiter named the heir by some nodes but not yet by a majority is woken
+   * this long after the first notice (lock/heir-watch.ts): the time a
+   * release takes to reach the other nodes, a few ms on a loaded machine.
+   */
+  heirNoticeWindowMs: 3,
+  /**
    * How long a release reserves a lock key for the head of a node's queue
    * (heir-queue.ts): the notified heir needs one round; a reservation not
    * taken up lapses into a free key after this long.

@@ -13,7 +13,7 @@ import { limits, releaseNoticeLimits } from "../limits.js";
 import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import { randomHex } from "./attempt.js";
-import { parseHeirNotice, waiterIdOf } from "./heir-queue.js";
+import { waiterIdOf } from "./heir-queue.js";
 import { HeirWatch } from "./heir-watch.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
@@ -93,18 +93,21 @@ export function createLockContext(
       if (!lifecycle.isClosed()) waits.released([key]);
     });
   };
-  const watch = new HeirWatch(
-    group.nodes,
-    randomHex(random, releaseNoticeLimits.instanceIdBytes),
-    (message) => {
-      const { waiterId, fence } = parseHeirNotice(message);
+  const watch = new HeirWatch({
+    nodes: group.nodes,
+    instanceId: randomHex(random, releaseNoticeLimits.instanceIdBytes),
+    quorum: group.quorum,
+    windowMs: limits.heirNoticeWindowMs,
+    now: () => clock.now(),
+    timer,
+    onHeir: (waiterId, fence) => {
       const waiter = waits.wakeHeir(waiterId);
       // Its proposal goes above the counter the release saw: no stale round.
       if (waiter && fence !== undefined && options.fencing) {
         fences.noteCounter(fenceKeyOf(waiter.keys[0]!), fence);
       }
     },
-  );
+  });
   // The instance's channel stays subscribed from the first wait until close().
   const waits = new WaitQueues({ onWatch: () => watch.listen() });
   let waiterCount = 0;
