@@ -67,6 +67,17 @@ export function instanceOfWaiter(waiterId: string): string {
 }
 
 /**
+ * Lua statement: removes `waiter` (a Lua expression) from the queue of
+ * `key` (one too), and from its expiries if it was queued. `leave` below
+ * is this; the acquire's fast path inlines it (no closure to make).
+ */
+export function leaveQueueLua(key: string, waiter: string): string {
+  return `if redis.call('zrem', '${queueKeyPrefix}' .. ${key}, ${waiter}) == 1 then
+  redis.call('zrem', '${queueExpiryKeyPrefix}' .. ${key}, ${waiter})
+end`;
+}
+
+/**
  * Lua: `enqueue(key, waiter, ticket, waitMs)` registers (or refreshes) a
  * waiter for `key`, ticket "0" meaning "after the last one here", and
  * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
@@ -116,8 +127,7 @@ local function enqueue(key, waiter, ticket, waitMs)
   return {score, redis.call('zrank', queue, waiter)}
 end
 local function leave(key, waiter)
-  local queue, expiry = queueKeys(key)
-  if redis.call('zrem', queue, waiter) == 1 then redis.call('zrem', expiry, waiter) end
+  ${leaveQueueLua("key", "waiter")}
 end
 local function heirKey(key)
   return '${heirKeyPrefix}' .. key

@@ -31,7 +31,7 @@ import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
-import { heirKeyPrefix, heirQueueLua, queueExpiryKeyPrefix, queueKeyPrefix } from "./heir-queue.js";
+import { heirKeyPrefix, heirQueueLua, leaveQueueLua, queueKeyPrefix } from "./heir-queue.js";
 
 /** The acquire's code: the reply itself, or with fences its first element. */
 export const acquireReply = {
@@ -130,9 +130,8 @@ if ${acquireFastPathCondition} then
       -- As below: a reservation taken up ends, and a place in the queue
       -- that an earlier attempt may have left here is removed.
       if mine then redis.call('del', heir) end
-      if waiter and ARGV[9 + fenceCount] == '1' and
-        redis.call('zrem', '${queueKeyPrefix}' .. key, waiter) == 1 then
-        redis.call('zrem', '${queueExpiryKeyPrefix}' .. key, waiter)
+      if waiter and ARGV[9 + fenceCount] == '1' then
+        ${leaveQueueLua("key", "waiter")}
       end
       -- As below: a handoff within one instance says when another
       -- instance's waiter heads the queue.

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { fenceVoteLua } from "../../src/fencing/scripts.js";
 import { LocalCluster } from "../../src/index.js";
+import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import {
   acquireBodyLua,
   acquireFastPathCondition,
@@ -271,7 +272,8 @@ describe("the acquire script's fast path", () => {
           const mine =
             call.waiter !== undefined &&
             "string" in state.heir &&
-            (state.heir.string === call.waiter || state.heir.string === call.waiter.split(":")[0]);
+            (state.heir.string === call.waiter ||
+              state.heir.string === instanceOfWaiter(call.waiter));
           const healthy =
             call.fenceCount === undefined &&
             "string" in state.marker &&
