@@ -12,6 +12,7 @@
 import { luaDecimalLess, maxOf, parseCounter } from "../decimal.js";
 import { LuaScript } from "../node/lua-script.js";
 import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
+import type { Witness } from "../quorum/counter-repair.js";
 
 /**
  * Fencing state of the node as a whole: the floor below which no counter
@@ -230,16 +231,20 @@ const fenceMaxReply = {
 
 /**
  * What a repair of another node reads here: KEYS[1] marker, KEYS[2] fence
- * floor, KEYS[3] highest accepted value.
+ * floor, KEYS[3] highest accepted value. {known, highest, floor, mayLag}:
+ * mayLag 1 for a node that restarted and is not repaired yet (it kept its
+ * counters but may have come back older: counter-repair.ts).
  */
 export const fenceMaxReadScript = new LuaScript(
   "fence-max-read",
   `local floor = redis.call('get', KEYS[2])
 local marker = redis.call('get', KEYS[1])
-if not floor and marker ~= '1' and not (marker and marker:sub(1, 10) == 'restarted:') then
+local restarted = marker and marker:sub(1, 10) == 'restarted:'
+if not floor and marker ~= '1' and not restarted then
   return {${fenceMaxReply.unknown}}
 end
-return {${fenceMaxReply.known}, redis.call('get', KEYS[3]) or '0', floor or '0'}`,
+local mayLag = (restarted and not floor) and 1 or 0
+return {${fenceMaxReply.known}, redis.call('get', KEYS[3]) or '0', floor or '0', mayLag}`,
 );
 
 /** The keys fenceMaxReadScript and fenceRepairScript take. */
@@ -247,12 +252,13 @@ export const fenceRepairKeys: readonly string[] = [markerKey, fenceFloorKey, fen
 
 /**
  * What a fenceMaxReadScript reply says: the highest value the node's
- * counters accepted (its highest accepted value or its floor), or undefined
- * when its own counters are unknown. A value that is not a counter throws.
+ * counters accepted (its highest accepted value or its floor) and whether
+ * it may lag, or undefined when its own counters are unknown. A value that
+ * is not a counter throws.
  */
-export function fenceMaxOf(reply: unknown): bigint | undefined {
+export function fenceMaxOf(reply: unknown): Witness | undefined {
   if (!Array.isArray(reply) || reply[0] !== fenceMaxReply.known) return undefined;
-  return maxOf(parseCounter(reply[1]), parseCounter(reply[2]));
+  return { value: maxOf(parseCounter(reply[1]), parseCounter(reply[2])), mayLag: reply[3] === 1 };
 }
 
 /**

@@ -81,13 +81,19 @@ end
 return {${refused}, current}`,
 );
 
-/** Reads the counter: {accepted, value}, or {amnesia} / {missing} (no token: a read leaves none). */
+/**
+ * Reads the counter: {accepted, value, mayLag}, or {amnesia} / {missing}
+ * (no token: a read leaves none). mayLag 1: the node restarted and is not
+ * repaired yet (marker "suspect"): it kept its counter but may have come
+ * back older (quorum/counter-repair.ts).
+ */
 export const readScript = new LuaScript(
   "id-read",
-  `if redis.call('exists', KEYS[2]) == 0 then return {${amnesia}} end
+  `local marker = redis.call('get', KEYS[2])
+if not marker then return {${amnesia}} end
 local current = redis.call('get', KEYS[1])
 if not current then return {${missing}} end
-return {${accepted}, current}`,
+return {${accepted}, current, marker == 'suspect' and 1 or 0}`,
 );
 
 /**
@@ -159,7 +165,8 @@ export const counterScripts: readonly LuaScript[] = [
 // ---- a node's answer ------------------------------------------------------
 
 /** A node's answer to a counter script: [status, value or loss token]. */
-export type CounterReply = readonly [CounterStatus, string?];
+/** {status, value or loss token?, mayLag? (reads of a suspect node: 1)}. */
+export type CounterReply = readonly [CounterStatus, string?, number?];
 
 /** A counter that a node no longer holds (or may hold older): the status, and the loss token. */
 export interface CounterLoss {
@@ -212,6 +219,11 @@ export const holdsCounter = (status: number) => !needsRepair(status) || status =
 /** The counter value an accepted or refused reply carries (a checked reply). */
 export function counterValueOf(reply: unknown): bigint {
   return parseCounter((reply as CounterReply)[1]);
+}
+
+/** Whether a read's node restarted and is not repaired yet: it may have come back older. */
+export function readMayLag(reply: unknown): boolean {
+  return (reply as CounterReply)[2] === 1;
 }
 
 /** The loss a reply reports, when it carries a token: only proposals leave one, reads answer without. */

@@ -15,6 +15,7 @@ import {
   counterValueOf,
   evalCounter,
   isAccepted,
+  readMayLag,
   readScript,
   repairReply,
   repairScript,
@@ -83,7 +84,9 @@ export class IdRepairs {
         // its own is never read from.
         readOther: (node) =>
           evalCounter(node, readScript, keys, []).then((reply) =>
-            isAccepted(reply) ? counterValueOf(reply) : undefined,
+            isAccepted(reply)
+              ? { value: counterValueOf(reply), mayLag: readMayLag(reply) }
+              : undefined,
           ),
         raise: async (raised) => {
           // Through the group, so a node not checked on its connection is checked first.

@@ -4,9 +4,22 @@
  * have come back older) is excluded — its answers do not count — until
  * repaired: after a delay, when no round that might still count its old
  * vote is running, it is raised to the highest value read from
- * `repairReadsOf(N)` = N - Q + 1 other nodes that kept theirs. Those meet
- * every winning majority in a node other than the lost one, so the
- * repaired value is at least every value handed out.
+ * `repairReadsOf(N)` = N - Q + 1 other nodes that kept theirs and did not
+ * restart since their last repair. Those meet every winning majority in a
+ * node other than the lost one, so the repaired value is at least every
+ * value handed out.
+ *
+ * A node that restarted (a new run_id) kept its counter but may have come
+ * back older (a restored snapshot, a replica promoted with lag): it is no
+ * such witness until repaired itself. With a second loss among a winning
+ * majority's nodes (five nodes: one restored from an older snapshot, one
+ * flushed), reading it in place of a node that kept the value would raise
+ * the lost node too little, and a later token or ID would repeat one
+ * handed out. Its value still counts when every other node answered: a
+ * winning majority has Q - 1 nodes besides the lost one, and with at most
+ * N - Q faulty nodes (the lost one among them) at least 2Q - N >= 1 of
+ * those did not lag. So a cluster whose every node restarted at once
+ * (each one suspect) still repairs itself once all its nodes are back.
  *
  * `CounterRepair` says what to read and how to raise (the counter's own
  * scripts), `raiseFromOthers` does the reading and raising, and
@@ -19,22 +32,30 @@ import type { RedisNode } from "../node/redis-node.js";
 import type { NodeGroup } from "./node-group.js";
 import { repairReadsOf } from "./round.js";
 
+/** What one of the other nodes holds, for a repair. */
+export interface Witness {
+  readonly value: bigint;
+  /** It restarted and is not repaired yet: it kept its counter, but may have come back older. */
+  readonly mayLag: boolean;
+}
+
 /** How one kind of counter is read and raised, for the repair of one lost node. */
 export interface CounterRepair {
   /**
    * What `node` (one of the others) holds; undefined when it holds no value
    * either (it is not read from), a rejection when it fails.
    */
-  readOther(node: RedisNode, index: number): Promise<bigint | undefined>;
+  readOther(node: RedisNode, index: number): Promise<Witness | undefined>;
   /** Raises the lost node to `value` if the loss it was scheduled for is still current there; whether it was. */
   raise(value: bigint): Promise<boolean>;
 }
 
 /**
  * Reads every node but `lostIndex`; with answers from N - Q + 1 that hold a
- * value, raises the lost node to their highest. The value it raised the
- * node to, or undefined: too few answers, or the loss was no longer current
- * (someone else repaired it first, or the node lost its data again since).
+ * value and may not lag, or from every other node, raises the lost node to
+ * their highest. The value it raised the node to, or undefined: too few
+ * answers, or the loss was no longer current (someone else repaired it
+ * first, or the node lost its data again since).
  */
 export async function raiseFromOthers(
   group: NodeGroup,
@@ -50,11 +71,17 @@ export async function raiseFromOthers(
     stop: "all",
     ...round,
   });
-  if (read.yesCount < repairReadsOf(group.nodes.length)) return undefined;
+  const needed = repairReadsOf(group.nodes.length);
+  const others = group.nodes.length - 1;
   let value = 0n;
+  let trusted = 0;
   for (const outcome of read.outcomes) {
-    if (outcome?.kind === "yes") value = maxOf(value, outcome.value!);
+    if (outcome?.kind !== "yes") continue;
+    value = maxOf(value, outcome.value!.value);
+    if (!outcome.value!.mayLag) trusted++;
   }
+  const everyOther = others >= needed && read.yesCount === others;
+  if (trusted < needed && !everyOther) return undefined;
   return (await repair.raise(value)) ? value : undefined;
 }
 
