@@ -22,7 +22,7 @@ import type { Witness } from "../quorum/counter-repair.js";
  */
 export const fenceFloorKey = "redquorum:fence-floor";
 export const fenceMaxKey = "redquorum:fence-max";
-/** The run_id of the server the fencing state was last certified on (see fenceCertifyScript). */
+/** The run_id of the server a lock node was last certified on (lock/scripts.ts, certifyScript). */
 export const fenceRunKey = "redquorum:run";
 
 /** The counter of a lock key's fencing tokens is this prefix and the lock key (the scripts derive it too). */
@@ -260,38 +260,6 @@ export function fenceMaxOf(reply: unknown): Witness | undefined {
   if (!Array.isArray(reply) || reply[0] !== fenceMaxReply.known) return undefined;
   return { value: maxOf(parseCounter(reply[1]), parseCounter(reply[2])), mayLag: reply[3] === 1 };
 }
-
-/**
- * Run whenever a client (re)checks a node: KEYS[1] marker, KEYS[2] fence
- * floor, KEYS[3] the run_id the fencing state was certified on; ARGV[1]
- * the node's run_id now. A node restarted with its data (another run_id)
- * may have come back older than what it acknowledged (a restored backup,
- * a replica promoted with lag): its marker becomes "restarted:<time>" and
- * its floor goes, so it does not vote on fences until repaired (raising is
- * always safe). Its values still count when repairing others: it did not
- * forget, it may only lag. A node that lost its memory and is not repaired
- * yet stays "lost:". 1 when it was taken out of fencing, else 0.
- */
-export const fenceCertifyScript = new LuaScript(
-  "fence-certify",
-  `local run = redis.call('get', KEYS[3])
-if run == ARGV[1] then return 0 end
-redis.call('set', KEYS[3], ARGV[1])
-if not run then return 0 end
-local marker = redis.call('get', KEYS[1])
-if not marker then return 0 end
-local repaired = redis.call('exists', KEYS[2]) == 1
-if marker == '1' or repaired then
-  local now = redis.call('time')
-  redis.call('set', KEYS[1], 'restarted:' .. now[1] .. '.' .. now[2])
-  redis.call('del', KEYS[2])
-  return 1
-end
-return 0`,
-);
-
-/** The keys fenceCertifyScript takes. */
-export const fenceCertifyKeys: readonly string[] = [markerKey, fenceFloorKey, fenceRunKey];
 
 /** fenceRepairScript's reply when it raised the floor (else 0). */
 export const fenceRepairApplied = 1;

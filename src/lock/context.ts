@@ -29,7 +29,7 @@ export interface LockContext {
   /** Runs the lock and fencing scripts (guardedRunner). */
   readonly run: ScriptRunner;
   readonly fences: FenceIssuer;
-  /** ARGV[3] of the acquire, extend and fence scripts: the quarantine in ms, "0" for off. */
+  /** ARGV[3] of the acquire, extend and fence scripts: the quarantine in ms, negative when this client has it off. */
   readonly quarantineArg: string;
   /** Callers of this instance waiting for a lock, first come first served per key. */
   readonly waits: WaitQueues;
@@ -74,7 +74,7 @@ export function createLockContext(
     maxTtlMs: options.maxTtlMs,
     onMemoryLoss: (index, marker) => fences.scheduleRepair(index, marker),
   });
-  const quarantineArg = options.quarantine ? String(options.maxTtlMs) : "0";
+  const quarantineArg = quarantineArgOf(options);
   const fences = new FenceIssuer({
     group,
     clock,
@@ -127,4 +127,13 @@ export function createLockContext(
     wakeLater,
     ...lifecycle,
   };
+}
+
+/**
+ * The lock scripts' quarantine argument: the quarantine in ms, negative
+ * with the quarantine off (this client waits none out, but still starts
+ * one for the others: node-state.ts, checkQuarantine).
+ */
+export function quarantineArgOf(options: { quarantine: boolean; maxTtlMs: number }): string {
+  return String(options.quarantine ? options.maxTtlMs : -options.maxTtlMs);
 }

@@ -8,7 +8,8 @@
  */
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
-import { fenceCertifyKeys, fenceCertifyScript, fenceScript } from "../fencing/scripts.js";
+import { fenceScript } from "../fencing/scripts.js";
+import { keepsEveryWrite } from "../node/durability.js";
 import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
@@ -17,7 +18,7 @@ import { NodeGroup } from "../quorum/node-group.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
 import { requireInteger } from "../validate.js";
 import { acquireLock } from "./acquire.js";
-import { createLockContext, type LockContext } from "./context.js";
+import { createLockContext, type LockContext, quarantineArgOf } from "./context.js";
 import { extendLock } from "./extend.js";
 import { type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
@@ -31,7 +32,13 @@ import {
   type UsingOptions,
 } from "./options.js";
 import { releaseLock } from "./release.js";
-import { acquireScript, extendScript, releaseScript } from "./scripts.js";
+import {
+  acquireScript,
+  certifyKeys,
+  certifyScript,
+  extendScript,
+  releaseScript,
+} from "./scripts.js";
 
 /**
  * Redlock (seed 1) over N independent Redis masters: a lock is granted when
@@ -55,9 +62,16 @@ export class Redlock implements LockOwner {
     this.group = new NodeGroup(
       createNodes(nodes),
       nodeGroupOptionsOf(this.options, this.observer, {
-        certify: this.options.fencing
-          ? { script: fenceCertifyScript, keys: fenceCertifyKeys }
-          : undefined,
+        // Every (re)check: a restart from data that may be older is put in
+        // the quarantine, and its fencing state out until repaired.
+        certify: {
+          script: certifyScript,
+          keys: certifyKeys,
+          args: async (node, timeoutMs) => [
+            quarantineArgOf(this.options),
+            (await keepsEveryWrite(node, timeoutMs)) ? "1" : "0",
+          ],
+        },
         scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
       }),
     );

@@ -12,7 +12,8 @@
  * queue key is derived from its lock key inside the scripts. Acquire and
  * extend start with the restart quarantine (see node/node-state.ts),
  * acquire also with the fencing counters (see fencing/scripts.ts); ARGV[3]
- * is the quarantine in ms ("0": off for this client).
+ * is the quarantine in ms (negative: off for this client, which still
+ * starts one for the others).
  */
 
 import { luaDecimalLess, parseCounter } from "../decimal.js";
@@ -24,6 +25,7 @@ import {
   fenceKeyPrefix,
   fenceMaxKey,
   fenceReply,
+  fenceRunKey,
   fenceVote,
   fenceVoteLua,
 } from "../fencing/scripts.js";
@@ -434,6 +436,66 @@ if heir and ARGV[3] == '1' then notifyHeir(KEYS[1], heir) end
 return 1`,
 );
 
+/**
+ * Run whenever a client (re)checks a lock node, before its votes count
+ * (node/admission.ts): KEYS as certifyKeys; ARGV[1] the node's run_id now,
+ * ARGV[2] the client's quarantine argument (the lock scripts' ARGV[3]),
+ * ARGV[3] "1" when the node keeps every acknowledged write (appendonly
+ * yes, appendfsync always, no-appendfsync-on-rewrite no:
+ * node/durability.ts).
+ *
+ * A node restarted with its data (another run_id) may have come back
+ * older than what it acknowledged: without the last second of writes
+ * (appendfsync everysec), from an RDB snapshot (Redis's default save
+ * points), a restored backup, a replica promoted with lag. Its marker
+ * survived, so the lock scripts' quarantine (node-state.ts) cannot see
+ * the loss, yet lock keys it granted may be gone. Unless it keeps every
+ * write, it is put in the restart quarantine here, for what is left of the
+ * quarantine since the server started (a lock it granted before the
+ * restart has expired by then), also by a client that has the quarantine
+ * off (which does not wait it out). And its fencing state: its marker
+ * becomes "restarted:<time>" and its floor goes, so it does not vote on
+ * fences until repaired (raising is always safe; until then it is a
+ * repair witness only when every other node answers:
+ * quorum/counter-repair.ts). A node that lost its memory and is not
+ * repaired yet stays "lost:". The first run_id a node is certified on is
+ * taken as it is. 1 when it was taken out of fencing, else 0.
+ */
+export const certifyScript = new LuaScript(
+  "lock-certify",
+  `local run = redis.call('get', KEYS[3])
+if run == ARGV[1] then return 0 end
+redis.call('set', KEYS[3], ARGV[1])
+if not run then return 0 end
+local quarantineMs = math.abs(tonumber(ARGV[2]))
+if ARGV[3] ~= '1' and quarantineMs > 0 then
+  -- Whole seconds, rounded down: what is left is never underestimated.
+  local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
+  local left = quarantineMs - uptime * 1000
+  if left > 0 and redis.call('pttl', KEYS[4]) < left then
+    redis.call('set', KEYS[4], '1', 'PX', left)
+  end
+end
+local marker = redis.call('get', KEYS[1])
+if not marker then return 0 end
+local repaired = redis.call('exists', KEYS[2]) == 1
+if marker == '1' or repaired then
+  local now = redis.call('time')
+  redis.call('set', KEYS[1], 'restarted:' .. now[1] .. '.' .. now[2])
+  redis.call('del', KEYS[2])
+  return 1
+end
+return 0`,
+);
+
+/** The keys certifyScript takes: marker, fence floor, the run_id certified on, quarantine. */
+export const certifyKeys: readonly string[] = [
+  markerKey,
+  fenceFloorKey,
+  fenceRunKey,
+  quarantineKey,
+];
+
 /** Runs a lock or fencing script on node `index` and reads its reply. */
 export type ScriptRunner = (
   node: RedisNode,
@@ -487,8 +549,9 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
     throw new NodeError(
       node.endpoint,
       new Error(
-        "quarantined: it has no redquorum marker, so it may have restarted without its data " +
-          `(or been flushed), and stays out of service for up to maxTtlMs (${guard.maxTtlMs} ms); ` +
+        "quarantined: it may have lost lock keys (no redquorum marker: restarted without its data, " +
+          "or flushed; or restarted from data that may be older, without appendfsync always), " +
+          `and stays out of service for up to maxTtlMs (${guard.maxTtlMs} ms); ` +
           "if these are new nodes redquorum never used, call redlock.init() once",
       ),
     );

@@ -33,7 +33,12 @@ export interface AdmissionOptions {
    * restart can take back in time (counters), the script records the run_id
    * on the node and treats a different one as a possible loss.
    */
-  certify?: { readonly script: LuaScript; readonly keys: readonly string[] };
+  certify?: {
+    readonly script: LuaScript;
+    readonly keys: readonly string[];
+    /** Its further arguments, after the run_id, read at each check (Redlock's: node/durability.ts). */
+    readonly args?: (node: RedisNode, timeoutMs: number) => Promise<readonly string[]>;
+  };
   /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
   scripts?: readonly LuaScript[];
 }
@@ -74,8 +79,9 @@ export class Admission {
     }
     await extraCheck?.(node, checkTimeoutMs);
     if (certify) {
+      const args = (await certify.args?.(node, checkTimeoutMs)) ?? [];
       await raceAbort(
-        node.evalScript(certify.script, certify.keys, [info.runId]),
+        node.evalScript(certify.script, certify.keys, [info.runId, ...args]),
         undefined,
         checkTimeoutMs,
         () => new NodeTimeoutError(node.endpoint, checkTimeoutMs),

@@ -58,6 +58,23 @@ export async function checkDurability(node: RedisNode, timeoutMs: number): Promi
 }
 
 /**
+ * Whether the node keeps every acknowledged write across a restart: the
+ * settings above all hold. False where CONFIG is refused (its persistence
+ * cannot be known). A lock node that does not is put in the restart
+ * quarantine when it restarts (lock/scripts.ts, certifyScript).
+ */
+export async function keepsEveryWrite(node: RedisNode, timeoutMs: number): Promise<boolean> {
+  let reply: unknown;
+  try {
+    reply = await readAppendSettings(node, timeoutMs);
+  } catch (error) {
+    if (error instanceof DurabilityError) return false;
+    throw error;
+  }
+  return rules.every(({ setting, required }) => configValue(reply, setting) === required);
+}
+
+/**
  * One round trip for the three settings (a pattern, so Redis 6.2 takes it
  * too): this runs again after every reconnect and recheck interval. A node
  * that refuses CONFIG cannot be checked, which is a `DurabilityError` too.

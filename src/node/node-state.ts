@@ -43,35 +43,43 @@ local function flushCount()
 end`;
 
 /**
- * Lua: `checkQuarantine(marker, quarantined, quarantineMs)`, given the
+ * Lua: `checkQuarantine(marker, quarantined, quarantineArg)`, given the
  * marker and quarantine keys' values (read by the caller's MGET with what
  * else it needs), returns the node's marker and, while the node is in
  * quarantine, the reply to give instead of a vote ({quarantined, marker};
- * else nil). quarantineMs "0" turns the quarantine off for this client
- * (the marker is still kept, and a quarantine another client started is
- * still honoured).
+ * else nil). quarantineArg is the quarantine in ms (the client's
+ * maxTtlMs); negative for a client with the quarantine off, which never
+ * waits one out but still starts one for the clients that do: otherwise
+ * its marker rewrite (below) would hide the loss from them, and a second
+ * client could take a lock the node forgot.
  *
  * A marker found missing is rewritten as "lost:<server time>": the node
  * keeps in mind that it lost its memory (so its fencing counters are
  * unknown until a repair writes the floor), and the value names this loss
  * for repairs. init writes "1". A node without a marker that has been up
- * for at least quarantineMs and was never flushed has outlived every lock
- * it could have forgotten: it needs no quarantine (its fencing counters
- * are still unknown: "lost:" sends them to repair, or to init() on a
- * cluster redquorum never used).
+ * for at least the quarantine and was never flushed has outlived every
+ * lock it could have forgotten: it needs no quarantine (its fencing
+ * counters are still unknown: "lost:" sends them to repair, or to init()
+ * on a cluster redquorum never used).
  */
 export const quarantineCheck = `${flushCount}
-local function checkQuarantine(marker, quarantined, quarantineMs)
-  if quarantined then return marker, {${quarantineReply.quarantined}, marker or ''} end
+local function checkQuarantine(marker, quarantined, quarantineArg)
+  local quarantineMs = tonumber(quarantineArg)
+  local waits = quarantineMs > 0
+  if not waits then quarantineMs = -quarantineMs end
+  if quarantined then
+    if waits then return marker, {${quarantineReply.quarantined}, marker or ''} end
+    return marker, nil
+  end
   if not marker then
     local now = redis.call('time')
     marker = 'lost:' .. now[1] .. '.' .. now[2]
     redis.call('set', '${markerKey}', marker)
-    if quarantineMs ~= '0' then
+    if quarantineMs > 0 then
       local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
-      if flushCount() > 0 or uptime * 1000 < tonumber(quarantineMs) then
+      if flushCount() > 0 or uptime * 1000 < quarantineMs then
         redis.call('set', '${quarantineKey}', '1', 'PX', quarantineMs)
-        return marker, {${quarantineReply.quarantined}, marker}
+        if waits then return marker, {${quarantineReply.quarantined}, marker} end
       end
     end
   end

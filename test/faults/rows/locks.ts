@@ -195,12 +195,46 @@ export const lockRows: Row[] = [
   {
     id: "L7",
     title:
-      "power loss (AOF everysec tail lost) on node 2 while A holds {0,1,2}, quarantine on: B takes {2,3,4} (negative control)",
+      "power loss (AOF everysec tail lost) on node 2 while A holds {0,1,2}, quarantine on: the restart is quarantined, B waits for A's lock to expire",
+    expected: "safe",
+    setup: { persistence: "aof-everysec", extraArgs: noAofRewriteArgs, store: true },
+    checks: { MX: "clean", RS: "clean" },
+    async run(ctx) {
+      // FAULTS.md has this row documented-unsafe: the marker survives, so
+      // only a missing marker would quarantine the node. Since 2026-12-02 a
+      // node restarted without appendfsync always (a new run_id at the
+      // client's check) is quarantined too (lock/scripts.ts,
+      // certifyScript); L7-no-quarantine is the negative control.
+      const maxTtlMs = 1_500;
+      const spec = { library: { maxTtlMs }, fencing: false };
+      const [a, b] = await all(ctx.spawn("lock-set", "A", spec), ctx.spawn("lock-set", "B", spec));
+      await warm(a, b);
+      const sampled = ctx.aofSize(2);
+      await holdOn(ctx, a, "r", [3, 4], maxTtlMs);
+      await ctx.powerLoss(2, sampled);
+      await a.call("increment");
+      // Granted once A's lock expired (nodes 0, 1, 3, 4), not over node 2 before.
+      const got = await b.attempt("acquire", {
+        resource: "r",
+        acquireOptions: retryFor(maxTtlMs * 3),
+      });
+      ctx.expect(got.ok, `B could not acquire r after A's lock: ${got.ok ? "" : got.message}`);
+      if (got.ok) {
+        await b.call("increment");
+        await b.call("release");
+      }
+      await a.attempt("release");
+    },
+  },
+  {
+    id: "L7-no-quarantine",
+    title:
+      "power loss as L7 with the quarantine off: B takes {2,3,4} while A holds {0,1,2} (negative control)",
     expected: "documented-unsafe",
     setup: { persistence: "aof-everysec", extraArgs: noAofRewriteArgs, store: true },
     checks: { MX: "flagged", RS: "flagged" },
     async run(ctx) {
-      const spec = { fencing: false };
+      const spec = { library: noQuarantine, fencing: false };
       const [a, b] = await all(ctx.spawn("lock-set", "A", spec), ctx.spawn("lock-set", "B", spec));
       await warm(a, b);
       const sampled = ctx.aofSize(2);

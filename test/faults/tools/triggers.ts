@@ -7,7 +7,6 @@
 import { createHash } from "node:crypto";
 import { fencedSetScript } from "../../../src/fencing/fenced-store.js";
 import {
-  fenceCertifyScript,
   fenceMaxReadScript,
   fenceRepairScript,
   fenceScript,
@@ -19,7 +18,12 @@ import {
   readScript,
   repairScript,
 } from "../../../src/id/counter.js";
-import { acquireScript, extendScript, releaseScript } from "../../../src/lock/scripts.js";
+import {
+  acquireScript,
+  extendScript,
+  certifyScript as lockCertifyScript,
+  releaseScript,
+} from "../../../src/lock/scripts.js";
 import { initNodeScript } from "../../../src/node/node-state.js";
 
 /** Every script redquorum sends, by SHA1: the names a trigger can match. */
@@ -36,7 +40,7 @@ const scriptsBySha1 = new Map(
     certifyScript,
     fenceScript,
     fenceMaxReadScript,
-    fenceCertifyScript,
+    lockCertifyScript,
     fenceRepairScript,
     fencedSetScript,
   ].map((script) => [script.sha1, script.name]),

@@ -1,0 +1,157 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { type Lock, type Persistence, Redlock } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
+
+/**
+ * The restart quarantine beyond a missing marker (lock/scripts.ts,
+ * certifyScript; node/node-state.ts, checkQuarantine). A node that
+ * restarts from data that may be older than what it acknowledged (an RDB
+ * snapshot, AOF with appendfsync everysec) kept its marker, yet may have
+ * lost lock keys: it is quarantined at the first check after the restart,
+ * unless it keeps every write (appendfsync always). And a client with the
+ * quarantine off does not turn it off for the others.
+ */
+
+/** ioredis's reconnect backoff cap for redquorum's connections (node/ioredis-transport.ts). */
+const reconnectBackoffCapMs = 1_000;
+const quarantineKey = "redquorum:quarantine";
+/** Longer than every test here: a quarantine of this length outlasts it. */
+const maxTtlMs = 60_000;
+const resource = "r";
+
+/** The quarantine left on node `index`, in ms (PTTL: negative for none). */
+const quarantineLeft = (cluster: TestCluster, index: number) =>
+  cluster.client(index).pttl(quarantineKey);
+
+/**
+ * A holds `resource` on nodes 0, 1 and 2 only (3 and 4 hold a foreign
+ * value meanwhile, which is then removed): a second holder needs node 2.
+ */
+async function holdOnFirstThree(cluster: TestCluster, redlock: Redlock): Promise<Lock> {
+  for (const i of [3, 4]) await cluster.client(i).set(resource, "foreign", "PX", 60_000);
+  const lock = await redlock.acquire([resource], 30_000);
+  for (const i of [3, 4]) await cluster.client(i).del(resource);
+  assert.equal(await cluster.client(2).get(resource), lock.value);
+  return lock;
+}
+
+/**
+ * B tries for `resource` until node 2 is quarantined and then once more
+ * (each try must fail); the quarantine left on node 2 afterwards. Bounded
+ * by the reconnect backoff: B's next round after its reconnect checks node 2.
+ */
+async function rivalFailsUntilQuarantined(cluster: TestCluster, rival: Redlock): Promise<number> {
+  const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+  let quarantined = false;
+  for (;;) {
+    const lock = await rival.acquire([resource], 1_000).catch(() => undefined);
+    if (lock) {
+      await lock.release();
+      assert.fail("B took the lock while A held it: node 2 was not quarantined");
+    }
+    if (quarantined) break;
+    quarantined = (await quarantineLeft(cluster, 2).catch(() => -2)) > 0;
+    if (!quarantined && performance.now() > deadline) {
+      assert.fail("node 2 was not quarantined after its restart");
+    }
+    await sleep(50);
+  }
+  return quarantineLeft(cluster, 2);
+}
+
+const options = { maxTtlMs, fencing: false, retry: { retries: 0 } } as const;
+
+/** Connects `clients` and has each check every node (the run_ids are certified). */
+async function warm(...clients: Redlock[]): Promise<void> {
+  for (const client of clients) await (await client.acquire(["warm"], 1_000)).release();
+}
+
+describe("the restart quarantine covers restarts from data that may be older", () => {
+  it("RDB snapshot: node 2 comes back from a snapshot without A's key; B cannot take A's lock", async () => {
+    // Redis's default persistence: RDB save points, no AOF.
+    const cluster = await startCluster({
+      nodeCount: 5,
+      persistence: "none",
+      extraArgs: ["--save", "3600 1"],
+    });
+    const a = new Redlock(cluster.urls, options);
+    const b = new Redlock(cluster.urls, options);
+    try {
+      await warm(a, b);
+      await cluster.client(2).save(); // the snapshot a save point would take
+      const lock = await holdOnFirstThree(cluster, a);
+      await cluster.cluster.kill(2);
+      await cluster.cluster.restart(2);
+      assert.equal(await cluster.client(2).get("redquorum:marker"), "1", "marker kept");
+      assert.equal(await cluster.client(2).get(resource), null, "A's key lost");
+      const left = await rivalFailsUntilQuarantined(cluster, b);
+      assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a client with the quarantine off still starts it for the others (FLUSHALL on node 2)", async () => {
+    const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+    const a = new Redlock(cluster.urls, options);
+    const b = new Redlock(cluster.urls, options);
+    const off = new Redlock(cluster.urls, { ...options, quarantine: false });
+    try {
+      await warm(a, b, off);
+      const lock = await holdOnFirstThree(cluster, a);
+      await cluster.client(2).flushall();
+      // The client with the quarantine off meets node 2 first.
+      await (await off.acquire(["elsewhere"], 1_000)).release();
+      assert.match(String(await cluster.client(2).get("redquorum:marker")), /^lost:/);
+      const left = await rivalFailsUntilQuarantined(cluster, b);
+      assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await b.close();
+      await off.close();
+      await cluster.stop();
+    }
+  });
+
+  for (const [persistence, quarantined] of [
+    ["aof-everysec", true],
+    ["aof-always", false],
+  ] as Array<[Persistence, boolean]>) {
+    it(`AOF ${persistence.slice(4)}: a restart ${quarantined ? "puts the node in" : "keeps the node out of"} the quarantine`, async () => {
+      const cluster = await startCluster({ nodeCount: 3, persistence });
+      const client = new Redlock(cluster.urls, options);
+      try {
+        await warm(client);
+        await cluster.cluster.kill(0);
+        await cluster.cluster.restart(0);
+        // Until the client has checked node 0 on a new connection (its
+        // first round there after the reconnect), and once more after.
+        const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+        let onNode0 = 0;
+        while (onNode0 < 2) {
+          const lock = await client.acquire([`after-${onNode0}`], 1_000);
+          await sleep(20); // node 0's answer may land after the majority's
+          if ((await cluster.client(0).get(lock.keys[0]!)) === lock.value) {
+            onNode0++;
+          } else if ((await quarantineLeft(cluster, 0).catch(() => -2)) > 0) {
+            onNode0++;
+          }
+          await lock.release();
+          assert.ok(performance.now() < deadline, "node 0 not met again after its restart");
+        }
+        const left = await quarantineLeft(cluster, 0);
+        if (quarantined) assert.ok(left > 0, `no quarantine after the restart (${left})`);
+        else assert.ok(left < 0, `quarantined (${left} ms left) though it keeps every write`);
+      } finally {
+        await client.close();
+        await cluster.stop();
+      }
+    });
+  }
+});
