@@ -158,19 +158,34 @@ export async function interleave(workloads, contenders, reps, runCell) {
   return results;
 }
 
+const benchUsage =
+  "options: --seconds N (per cell, default 2), --reps N (interleaved repetitions, default 3), " +
+  "--workload TEXT (only the workloads whose name contains TEXT), --json FILE (write the results)";
+
 /**
  * The options every benchmark takes: --seconds per cell, --reps, --json
  * FILE, and --workload TEXT (only the workloads whose name contains TEXT).
  */
 export function benchArgs() {
-  const { values } = parseArgs({
-    options: {
-      seconds: { type: "string", default: "2" },
-      reps: { type: "string", default: "3" },
-      json: { type: "string" },
-      workload: { type: "string" },
-    },
-  });
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        seconds: { type: "string", default: "2" },
+        reps: { type: "string", default: "3" },
+        json: { type: "string" },
+        workload: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    }));
+  } catch (error) {
+    console.error(`${error.message}\n${benchUsage}`);
+    process.exit(2);
+  }
+  if (values.help) {
+    console.log(benchUsage);
+    process.exit(0);
+  }
   return {
     cellMs: Number(values.seconds) * 1_000,
     reps: Number(values.reps),

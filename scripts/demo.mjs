@@ -177,7 +177,7 @@ async function main() {
       turnsDone++;
       if (!faultDone && turnsDone >= (workers * rounds) / 2) {
         faultDone = true;
-        say(`*** SHUTDOWN NOSAVE on node 5 (${nodes[4]}): 4 of 5 left, the lock carries on`);
+        say(`*** SHUTDOWN NOSAVE on node 4 (${nodes[4]}): 4 of 5 left, the lock carries on`);
         await shutdownNode(nodes[4]);
       }
     }

@@ -86,8 +86,19 @@ export async function main(args: readonly string[]): Promise<number> {
     // A stack only for what is not one of the typed errors (a bug).
     const typed = error instanceof RedquorumError || code !== exitCodes.unexpected;
     diagnose(typed || !(error instanceof Error) ? message : (error.stack ?? message));
+    const hint = cliHints[(error as { code?: unknown }).code as string];
+    if (hint) diagnose(hint);
     return code;
   }
 }
+
+/** What a library error's advice (an option, a method) is on the command line. */
+const cliHints: Record<string, string> = {
+  ERR_NOT_INITIALIZED:
+    "on the command line: `redquorum id init` initialises the counter (only on a new cluster)",
+  ERR_NODE_DURABILITY:
+    "on the command line there is no option to accept it: IDs need every node with " +
+    "appendonly yes, appendfsync always and no-appendfsync-on-rewrite no",
+};
 
 process.exitCode = await main(process.argv.slice(2));

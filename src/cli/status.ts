@@ -37,7 +37,7 @@ function row(node: NodeStatus): string[] {
     (node.runId ?? "?").slice(0, 12),
     persistenceOf(node),
     node.maxmemoryPolicy ?? "?",
-    node.marker ? "yes" : "no",
+    node.marker ? "yes" : (node.markerValue?.split(":")[0] ?? "no"),
     quarantine > 0 ? `${Math.ceil(quarantine / 1000)} s` : "no",
   ];
 }

@@ -8,7 +8,7 @@
  */
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
-import { fenceScript } from "../fencing/scripts.js";
+import { fenceFloorKey, fenceScript } from "../fencing/scripts.js";
 import { keepsEveryWrite } from "../node/durability.js";
 import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -164,6 +164,9 @@ export class Redlock implements LockOwner {
         this.group.nodes.map((node) =>
           readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
             marker: markerKey,
+            // As init() sees it: "1", or a loss the fencing repair dealt with.
+            markerOk: (value) => value === "1",
+            repaired: fenceFloorKey,
             quarantine: quarantineKey,
           }),
         ),

@@ -6,7 +6,7 @@ import type { RedisNode } from "./redis-node.js";
 export interface NodeStatus {
   readonly endpoint: string;
   readonly reachable: boolean;
-  /** Round-trip time of a PING, in milliseconds. */
+  /** Round-trip time of a PING on an open connection, in milliseconds. */
   readonly latencyMs?: number;
   readonly role?: string;
   readonly runId?: string;
@@ -16,8 +16,14 @@ export interface NodeStatus {
   readonly appendfsync?: string;
   readonly maxmemoryBytes?: number;
   readonly maxmemoryPolicy?: string;
-  /** Whether the node marker of the restart quarantine is present. */
+  /**
+   * Whether the node's marker says it is in service: for locks "1", or a
+   * loss its fencing repair has dealt with; for IDs the counter's marker
+   * "1". False when missing, and after a loss until repaired.
+   */
   readonly marker?: boolean;
+  /** The marker's value as read: for locks "1", "lost:<time>" or "restarted:<time>"; for IDs "1" or "suspect". */
+  readonly markerValue?: string;
   /** Milliseconds of quarantine left; 0 when the node is in service. */
   readonly quarantineRemainingMs?: number;
   /** Why the node is unreachable or could not be read. */
@@ -32,20 +38,26 @@ export async function readNodeStatus(
     marker: string;
     /** Whether the marker's value means "in service" (default: it exists). */
     markerOk?: (value: string) => boolean;
+    /** A key whose presence also means "in service" (the floor a fencing repair wrote). */
+    repaired?: string;
     /** The restart quarantine's key; IDs have none. */
     quarantine?: string;
   },
 ): Promise<NodeStatus> {
   try {
+    // The first PING may open the connection: the second one is the round trip.
+    await node.command(["PING"], { timeoutMs });
     const start = clock.now();
     await node.command(["PING"], { timeoutMs });
     const latencyMs = clock.now() - start;
-    const [infoText, marker, quarantine, fsync] = await Promise.all([
+    const [infoText, marker, quarantine, fsync, repaired] = await Promise.all([
       node.command(["INFO"], { timeoutMs }),
       node.command(["GET", keys.marker], { timeoutMs }),
       keys.quarantine === undefined ? -2 : node.command(["PTTL", keys.quarantine], { timeoutMs }),
       node.command(["CONFIG", "GET", "appendfsync"], { timeoutMs }).catch(() => undefined),
+      keys.repaired === undefined ? 0 : node.command(["EXISTS", keys.repaired], { timeoutMs }),
     ]);
+    const markerValue = marker == null ? undefined : String(marker);
     const info = nodeInfoFrom(node.endpoint, String(infoText));
     return {
       endpoint: node.endpoint,
@@ -58,7 +70,9 @@ export async function readNodeStatus(
       appendfsync: fsync === undefined ? undefined : configValue(fsync, "appendfsync") || undefined,
       maxmemoryBytes: info.maxmemoryBytes,
       maxmemoryPolicy: info.maxmemoryPolicy,
-      marker: marker != null && (keys.markerOk?.(String(marker)) ?? true),
+      marker:
+        markerValue !== undefined && ((keys.markerOk?.(markerValue) ?? true) || repaired === 1),
+      markerValue,
       quarantineRemainingMs: typeof quarantine === "number" && quarantine > 0 ? quarantine : 0,
     };
   } catch (error) {

@@ -25,7 +25,12 @@ function lockProblem(node: NodeStatus): string | undefined {
   if ((node.quarantineRemainingMs ?? 0) > 0) {
     return `quarantined for ${Math.ceil(node.quarantineRemainingMs! / 1000)} s more`;
   }
-  if (!node.marker) return "no marker: run `redquorum init` on a new cluster";
+  if (!node.marker) {
+    return node.markerValue === undefined
+      ? "no marker: run `redquorum init` on a new cluster"
+      : `marker ${JSON.stringify(node.markerValue)}: it lost or may have lost data, and is out ` +
+          "of service until repaired from the other nodes (a client's next call schedules it)";
+  }
   return undefined;
 }
 

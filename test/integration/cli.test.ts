@@ -87,6 +87,11 @@ describe("redquorum command line", () => {
   });
 
   it("id next --count 3 prints 3 increasing IDs, one per line", async () => {
+    // Before init: the library's error, and what to run instead of init().
+    const before = await cli(["id", "next", "--key", "redquorum:id:cli-never"], env);
+    assert.equal(before.code, 3, before.stderr);
+    assert.match(before.stderr, /ERR_NOT_INITIALIZED|missing on \d+ of \d+ nodes/);
+    assert.match(before.stderr, /`redquorum id init`/);
     const init = await cli(["id", "init"], env);
     assert.equal(init.code, 0, init.stderr);
     const run = await cli(["id", "next", "--count", "3"], env);

@@ -10,6 +10,7 @@ import {
   RedquorumError,
   ResourceLockedError,
 } from "../../src/index.js";
+import { verdictOf } from "../../src/node/verdict.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { inspectionTimeoutMs, startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
@@ -161,9 +162,23 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
         assert.equal(node.reachable, true);
         assert.equal(node.role, "master");
         assert.ok((node.latencyMs ?? -1) >= 0);
-        assert.equal(node.marker, true);
         assert.equal(node.appendonly, "no");
       }
+      // Node 1's marker was rewritten as "lost:…": not in service until its
+      // fencing repair; the others are marked "1".
+      assert.equal(status[1]!.marker, false);
+      assert.match(status[1]!.markerValue ?? "", /^lost:/);
+      for (const i of [0, 2, 3, 4]) {
+        assert.equal(status[i]!.marker, true);
+        assert.equal(status[i]!.markerValue, "1");
+      }
+      assert.match(verdictOf(status).locks.reasons.join("\n"), /quarantined for \d+ s more/);
+      // Once its quarantine is over, the verdict names the loss.
+      const afterQuarantine = status.map((n) => ({ ...n, quarantineRemainingMs: 0 }));
+      assert.match(
+        verdictOf(afterQuarantine).locks.reasons.join("\n"),
+        /marker "lost:[^"]*": it lost or may have lost data/,
+      );
       assert.ok(
         status[1]!.quarantineRemainingMs! > 0 && status[1]!.quarantineRemainingMs! <= 5_000,
       );
