@@ -99,7 +99,14 @@ end`;
 
 /** What init found on a node (first element of the init script's reply). */
 export const initState = {
-  /** Marker "1", or a repaired floor: in service for locks and fences. */
+  /**
+   * Marker "1", or a repaired floor: in service for locks and fences. Or
+   * "restarted:": it served before a restart (lock/scripts.ts,
+   * certifyScript), so the cluster is in use, and init leaves its
+   * quarantine and fencing repair alone (marking a whole cluster that
+   * restarted from snapshots "1" would lift a quarantine that keeps a
+   * second client out of a lock still held).
+   */
   healthy: 2,
   /** No marker, or one that says it lost its memory and is not repaired. */
   unmarked: 1,
@@ -120,7 +127,8 @@ export const initNodeScript = new LuaScript(
   "init-node",
   `${serverState}
 local marker = redis.call('get', KEYS[1])
-if marker == '1' or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
+local restarted = marker and marker:sub(1, 10) == 'restarted:'
+if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
 if ARGV[1] == 'check' then return {${initState.unmarked}, marker or '', serverState()} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end
 redis.call('set', KEYS[1], '1')

@@ -96,6 +96,37 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("after a whole cluster restarted from snapshots, init() leaves the quarantine in place", async () => {
+    const cluster = await startCluster({
+      nodeCount: 3,
+      persistence: "none",
+      extraArgs: ["--save", "3600 1"],
+    });
+    const a = new Redlock(cluster.urls, options);
+    try {
+      await warm(a);
+      for (let i = 0; i < 3; i++) await cluster.client(i).save();
+      const lock = await a.acquire([resource], 30_000);
+      for (let i = 0; i < 3; i++) await cluster.cluster.kill(i);
+      for (let i = 0; i < 3; i++) await cluster.cluster.restart(i);
+      // A service booting now: it calls init(), as the quarantine error suggests on new nodes.
+      const booting = new Redlock(cluster.urls, options);
+      try {
+        await assert.rejects(booting.acquire([resource], 1_000));
+        const report = await booting.init();
+        for (const node of report) assert.equal(node.action, "none", JSON.stringify(report));
+        await assert.rejects(booting.acquire([resource], 1_000), "took the lock A holds");
+        for (let i = 0; i < 3; i++) assert.ok((await quarantineLeft(cluster, i)) > 0);
+        assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+      } finally {
+        await booting.close();
+      }
+    } finally {
+      await a.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off still starts it for the others (FLUSHALL on node 2)", async () => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
     const a = new Redlock(cluster.urls, options);
