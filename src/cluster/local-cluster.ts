@@ -7,7 +7,7 @@ import { InvalidArgumentError, RedquorumError } from "../errors.js";
 export type { Persistence } from "./persistence.js";
 
 import { limits } from "../limits.js";
-import { markerKey } from "../node/node-state.js";
+import { markerKey, markNodeLua, runKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
 import { freePort, ping, portHolder, send } from "./local-sockets.js";
 import {
@@ -112,7 +112,11 @@ export class LocalCluster implements AsyncDisposable {
       }
       await Promise.all(cluster.slots.map((slot) => cluster.startOnFreePort(slot)));
       if (input.init ?? true) {
-        await Promise.all(cluster.slots.map((slot) => send(slot.port, ["SET", markerKey, "1"])));
+        await Promise.all(
+          cluster.slots.map((slot) =>
+            send(slot.port, ["EVAL", markNodeLua("KEYS[1]", "KEYS[2]"), "2", markerKey, runKey]),
+          ),
+        );
       }
       return cluster;
     } catch (error) {

@@ -22,8 +22,6 @@ import type { Witness } from "../quorum/counter-repair.js";
  */
 export const fenceFloorKey = "redquorum:fence-floor";
 export const fenceMaxKey = "redquorum:fence-max";
-/** The run_id of the server a lock node was last certified on (lock/scripts.ts, certifyScript). */
-export const fenceRunKey = "redquorum:run";
 
 /** The counter of a lock key's fencing tokens is this prefix and the lock key (the scripts derive it too). */
 export const fenceKeyPrefix = "redquorum:fence:";

@@ -6,7 +6,7 @@
  */
 
 import { fenceFloorKey } from "../fencing/scripts.js";
-import { initNodeScript, initState, markerKey, quarantineKey } from "../node/node-state.js";
+import { initNodeScript, initState, markerKey, quarantineKey, runKey } from "../node/node-state.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { Outcome } from "../quorum/round.js";
 
@@ -22,7 +22,7 @@ export interface InitReport {
 /** The init script's reply to "check": {state, marker, server state}. */
 type CheckReply = [number, string, string?];
 
-const initKeys = [markerKey, quarantineKey, fenceFloorKey];
+const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
 
 /**
  * Checks every node; on a cluster none of whose nodes is in service, marks

@@ -25,12 +25,17 @@ import {
   fenceKeyPrefix,
   fenceMaxKey,
   fenceReply,
-  fenceRunKey,
   fenceVote,
   fenceVoteLua,
 } from "../fencing/scripts.js";
 import { LuaScript } from "../node/lua-script.js";
-import { markerKey, quarantineCheck, quarantineKey, quarantineReply } from "../node/node-state.js";
+import {
+  markerKey,
+  quarantineCheck,
+  quarantineKey,
+  quarantineReply,
+  runKey,
+} from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
 import { heirKeyPrefix, heirQueueLua, leaveQueueLua, queueKeyPrefix } from "./heir-queue.js";
@@ -458,15 +463,22 @@ return 1`,
  * fences until repaired (raising is always safe; until then it is a
  * repair witness only when every other node answers:
  * quorum/counter-repair.ts). A node that lost its memory and is not
- * repaired yet stays "lost:". The first run_id a node is certified on is
- * taken as it is. 1 when it was taken out of fencing, else 0.
+ * repaired yet stays "lost:". A marked node without a recorded run_id
+ * counts as restarted for the quarantine (see the script). 1 when it was
+ * taken out of fencing, else 0.
  */
 export const certifyScript = new LuaScript(
   "lock-certify",
   `local run = redis.call('get', KEYS[3])
 if run == ARGV[1] then return 0 end
 redis.call('set', KEYS[3], ARGV[1])
-if not run then return 0 end
+local marker = redis.call('get', KEYS[1])
+-- No run_id recorded yet on a marked node: init and LocalCluster record it
+-- when they mark, and every client's check since, so this is a node marked
+-- by an older version, or back from data older than its first check. It
+-- may have restarted as well. Unmarked nodes: the lock scripts' own
+-- quarantine (node-state.ts) decides.
+if not run and not marker then return 0 end
 local quarantineMs = math.abs(tonumber(ARGV[2]))
 if ARGV[3] ~= '1' and quarantineMs > 0 then
   -- Whole seconds, rounded down: what is left is never underestimated.
@@ -476,8 +488,7 @@ if ARGV[3] ~= '1' and quarantineMs > 0 then
     redis.call('set', KEYS[4], '1', 'PX', left)
   end
 end
-local marker = redis.call('get', KEYS[1])
-if not marker then return 0 end
+if not run or not marker then return 0 end
 local repaired = redis.call('exists', KEYS[2]) == 1
 if marker == '1' or repaired then
   local now = redis.call('time')
@@ -489,12 +500,7 @@ return 0`,
 );
 
 /** The keys certifyScript takes: marker, fence floor, the run_id certified on, quarantine. */
-export const certifyKeys: readonly string[] = [
-  markerKey,
-  fenceFloorKey,
-  fenceRunKey,
-  quarantineKey,
-];
+export const certifyKeys: readonly string[] = [markerKey, fenceFloorKey, runKey, quarantineKey];
 
 /** Runs a lock or fencing script on node `index` and reads its reply. */
 export type ScriptRunner = (

@@ -59,17 +59,17 @@ export async function checkDurability(node: RedisNode, timeoutMs: number): Promi
 
 /**
  * Whether the node keeps every acknowledged write across a restart: the
- * settings above all hold. False where CONFIG is refused (its persistence
- * cannot be known). A lock node that does not is put in the restart
- * quarantine when it restarts (lock/scripts.ts, certifyScript).
+ * settings above all hold. False where they cannot be read (CONFIG
+ * refused, renamed, or the call failed): a lock node that does not is put
+ * in the restart quarantine when it restarts (lock/scripts.ts,
+ * certifyScript), the safe side, and a check must not fail for it.
  */
 export async function keepsEveryWrite(node: RedisNode, timeoutMs: number): Promise<boolean> {
   let reply: unknown;
   try {
     reply = await readAppendSettings(node, timeoutMs);
-  } catch (error) {
-    if (error instanceof DurabilityError) return false;
-    throw error;
+  } catch {
+    return false;
   }
   return rules.every(({ setting, required }) => configValue(reply, setting) === required);
 }

@@ -19,6 +19,8 @@ import { LuaScript } from "./lua-script.js";
 
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
+/** The run_id of the server a lock node was last certified on (lock/scripts.ts, certifyScript). */
+export const runKey = "redquorum:run";
 /** Every key redquorum keeps for itself starts with this; no lock or ID key may. */
 export const internalKeyPrefix = "redquorum:";
 
@@ -97,6 +99,18 @@ local function serverState()
   return runId .. '/' .. flushCount()
 end`;
 
+/**
+ * Lua that marks a node in service: the marker (Lua expression `marker`)
+ * "1", and the run key (`run`) the server's run_id, as certified now
+ * (lock/scripts.ts, certifyScript: a node marked without it could not tell
+ * a later restart from its first check). What init, LocalCluster and the
+ * tests' setup write.
+ */
+export function markNodeLua(marker: string, run: string): string {
+  return `redis.call('set', ${marker}, '1')
+redis.call('set', ${run}, string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '')`;
+}
+
 /** What init found on a node (first element of the init script's reply). */
 export const initState = {
   /**
@@ -116,7 +130,7 @@ export const initState = {
 
 /**
  * init on one node: KEYS[1] marker, KEYS[2] quarantine, KEYS[3] fence
- * floor. ARGV[1] "check": answers {state, marker, server state}. ARGV[1]
+ * floor, KEYS[4] the certified run_id (runKey). ARGV[1] "check": answers {state, marker, server state}. ARGV[1]
  * "write", ARGV[2] the server state the check saw: a node that is not
  * healthy is marked "1" (its quarantine lifted) — what init does only on a
  * cluster none of whose nodes is healthy, i.e. that redquorum never used
@@ -131,7 +145,7 @@ local restarted = marker and marker:sub(1, 10) == 'restarted:'
 if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
 if ARGV[1] == 'check' then return {${initState.unmarked}, marker or '', serverState()} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end
-redis.call('set', KEYS[1], '1')
+${markNodeLua("KEYS[1]", "KEYS[4]")}
 redis.call('del', KEYS[2])
 return {${initState.healthy}, '1'}`,
 );

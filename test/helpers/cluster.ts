@@ -1,6 +1,7 @@
 import { after, before } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, type LocalClusterOptions } from "../../src/index.js";
+import { markNodeLua } from "../../src/node/node-state.js";
 
 /**
  * Starts a cluster of real redis-server processes for one test suite. The
@@ -34,6 +35,12 @@ export function useCluster(options: LocalClusterOptions = {}): () => TestCluster
 
 /** The node marker of the restart quarantine (what `Redlock.init()` writes). */
 export const markerKey = "redquorum:marker";
+const runKey = "redquorum:run";
+
+/** Marks one node in service as `Redlock.init()` does: the marker and the run_id it is certified on. */
+export function markNode(client: Redis): Promise<unknown> {
+  return client.eval(markNodeLua("KEYS[1]", "KEYS[2]"), 2, markerKey, runKey);
+}
 
 /** Bound on each call of an inspection client (`TestCluster.client`). */
 export const inspectionTimeoutMs = 2_000;
@@ -132,7 +139,7 @@ export class TestCluster {
     await Promise.all(
       this.cluster.nodes
         .filter((node) => node.state === "running")
-        .map((node) => this.client(node.index).set(markerKey, "1")),
+        .map((node) => markNode(this.client(node.index))),
     );
   }
 

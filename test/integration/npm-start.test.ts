@@ -42,38 +42,51 @@ describe("npm start", () => {
       child.once("close", (code, signal) => resolve({ code, signal })),
     );
     await up;
+    // Ctrl-C once, SIGKILL if it does not stop in time; also when an
+    // assertion below fails, so no dev cluster outlives the test.
+    let stopping: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        process.kill(-child.pid!, "SIGINT");
+        const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), stopTimeoutMs);
+        const exit = await exited;
+        clearTimeout(timer);
+        return exit;
+      })();
+      return stopping;
+    };
+    try {
+      // What the demo showed: the lock turns without overlap, IDs, the status verdict.
+      assert.match(output, /12 turns: 0 overlapping holds seen, each fence above the one before/);
+      assert.match(output, /SHUTDOWN NOSAVE on node 4/);
+      // (IDs may skip values after a lost round; they never repeat or go back.)
+      const ids = /ids: ((?:\d+ ?){5})\n/.exec(output)![1]!.trim().split(" ").map(BigInt);
+      const served = /POST \/v1\/ids \{"count": 3\} → (\S+)/.exec(output)![1]!;
+      const more = (JSON.parse(served) as { ids: string[] }).ids.map(BigInt);
+      const all = [...ids, ...more];
+      assert.equal(all.length, 8);
+      for (let i = 1; i < all.length; i++) assert.ok(all[i]! > all[i - 1]!, all.join(" "));
+      assert.match(output, /locks: safe \(4 of 5 nodes usable, 3 needed\)/);
+      const nodes = /export REDQUORUM_NODES=(\S+)/.exec(output)![1]!.split(",");
+      const server = /redquorum serve listening on (\S+)/.exec(output)![1]!;
+      const health = await fetch(`${server}/healthz`);
+      assert.equal(health.status, 200, await health.text());
 
-    // What the demo showed: the lock turns without overlap, IDs, the status verdict.
-    assert.match(output, /12 turns: 0 overlapping holds seen, each fence above the one before/);
-    assert.match(output, /SHUTDOWN NOSAVE on node 5/);
-    // (IDs may skip values after a lost round; they never repeat or go back.)
-    const ids = /ids: ((?:\d+ ?){5})\n/.exec(output)![1]!.trim().split(" ").map(BigInt);
-    const served = /POST \/v1\/ids \{"count": 3\} → (\S+)/.exec(output)![1]!;
-    const more = (JSON.parse(served) as { ids: string[] }).ids.map(BigInt);
-    const all = [...ids, ...more];
-    assert.equal(all.length, 8);
-    for (let i = 1; i < all.length; i++) assert.ok(all[i]! > all[i - 1]!, all.join(" "));
-    assert.match(output, /locks: safe \(4 of 5 nodes usable, 3 needed\)/);
-    const nodes = /export REDQUORUM_NODES=(\S+)/.exec(output)![1]!.split(",");
-    const server = /redquorum serve listening on (\S+)/.exec(output)![1]!;
-    const health = await fetch(`${server}/healthz`);
-    assert.equal(health.status, 200, await health.text());
-
-    process.kill(-child.pid!, "SIGINT");
-    const timer = setTimeout(() => process.kill(-child.pid!, "SIGKILL"), stopTimeoutMs);
-    const exit = await exited;
-    clearTimeout(timer);
-    // npm ends itself by the signal it got (as shells expect); the demo exits 0.
-    assert.ok(exit.code === 0 || exit.signal === "SIGINT", `${JSON.stringify(exit)}\n${output}`);
-    assert.match(output, /stopped; the cluster's data directory is removed/);
-    assert.doesNotMatch(output, /demo: /, "the demo reported an error");
-    for (const url of nodes) {
-      assert.equal(await connectResult(Number(new URL(url).port)), "ECONNREFUSED", url);
+      const exit = await stop();
+      // npm ends itself by the signal it got (as shells expect); the demo exits 0.
+      assert.ok(exit.code === 0 || exit.signal === "SIGINT", `${JSON.stringify(exit)}\n${output}`);
+      assert.match(output, /stopped; the cluster's data directory is removed/);
+      assert.doesNotMatch(output, /demo: /, "the demo reported an error");
+      for (const url of nodes) {
+        assert.equal(await connectResult(Number(new URL(url).port)), "ECONNREFUSED", url);
+      }
+      assert.equal(await connectResult(Number(new URL(server).port)), "ECONNREFUSED", server);
+      const left = existsSync(".redquorum")
+        ? readdirSync(".redquorum").filter((name) => name.startsWith("redquorum-cluster-"))
+        : [];
+      assert.deepEqual(left, [], "the dev cluster's data directory is removed");
+    } finally {
+      await stop();
     }
-    assert.equal(await connectResult(Number(new URL(server).port)), "ECONNREFUSED", server);
-    const left = existsSync(".redquorum")
-      ? readdirSync(".redquorum").filter((name) => name.startsWith("redquorum-cluster-"))
-      : [];
-    assert.deepEqual(left, [], "the dev cluster's data directory is removed");
   });
 });

@@ -63,6 +63,11 @@ async function rivalFailsUntilQuarantined(cluster: TestCluster, rival: Redlock):
 
 const options = { maxTtlMs, fencing: false, retry: { retries: 0 } } as const;
 
+/** The server's run_id now. */
+async function runIdOf(cluster: TestCluster, index: number): Promise<string | undefined> {
+  return /run_id:(\w+)/.exec(await cluster.client(index).info("server"))?.[1];
+}
+
 /** Connects `clients` and has each check every node (the run_ids are certified). */
 async function warm(...clients: Redlock[]): Promise<void> {
   for (const client of clients) await (await client.acquire(["warm"], 1_000)).release();
@@ -92,6 +97,63 @@ describe("the restart quarantine covers restarts from data that may be older", (
     } finally {
       await a.close();
       await b.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a node marked without a recorded run_id (an older version's mark) is quarantined at its restart", async () => {
+    const cluster = await startCluster({
+      nodeCount: 5,
+      persistence: "none",
+      extraArgs: ["--save", "3600 1"],
+    });
+    const a = new Redlock(cluster.urls, options);
+    const b = new Redlock(cluster.urls, options);
+    try {
+      await warm(a, b);
+      // The snapshot holds node 2's marker but no run_id (as if taken before
+      // any check recorded one); the running server keeps its own.
+      const run = await cluster.client(2).get("redquorum:run");
+      await cluster.client(2).del("redquorum:run");
+      await cluster.client(2).save();
+      await cluster.client(2).set("redquorum:run", run!);
+      const lock = await holdOnFirstThree(cluster, a);
+      await cluster.cluster.kill(2);
+      await cluster.cluster.restart(2);
+      assert.equal(await cluster.client(2).get("redquorum:run"), null);
+      const left = await rivalFailsUntilQuarantined(cluster, b);
+      assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a restarted node first checked after maxTtlMs of uptime needs no quarantine", async () => {
+    const shortTtlMs = 2_000;
+    const cluster = await startCluster({ nodeCount: 3, persistence: "aof-everysec" });
+    const client = new Redlock(cluster.urls, { ...options, maxTtlMs: shortTtlMs });
+    try {
+      await warm(client);
+      await cluster.cluster.kill(0);
+      await cluster.cluster.restart(0);
+      // Every lock node 0 granted before its restart has expired by now.
+      await sleep(shortTtlMs + 500);
+      const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+      for (;;) {
+        const lock = await client.acquire([resource], 1_000);
+        await sleep(20); // node 0's answer may land after the majority's
+        const held = (await cluster.client(0).get(resource)) === lock.value;
+        await lock.release();
+        if (held) break;
+        assert.ok(performance.now() < deadline, "node 0 not met again after its restart");
+      }
+      assert.ok((await quarantineLeft(cluster, 0)) < 0, "quarantined after maxTtlMs of uptime");
+      assert.equal(await cluster.client(0).get("redquorum:run"), await runIdOf(cluster, 0));
+    } finally {
+      await client.close();
       await cluster.stop();
     }
   });

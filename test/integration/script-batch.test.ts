@@ -8,6 +8,7 @@ import { acquireScript, releaseScript } from "../../src/lock/scripts.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { batchCall } from "../../src/node/lua-script.js";
 import { RedisNode } from "../../src/node/redis-node.js";
+import { markNode } from "../helpers/cluster.js";
 import { dumpKeys } from "../helpers/key-dump.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
@@ -216,7 +217,7 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
     const node = new RedisNode(IoredisTransport.fromUrl(cluster.urls[0]!, "node"));
     try {
       await one.flushdb();
-      await one.set("redquorum:marker", "1");
+      await markNode(one);
       await one.rpush("wrong", "x");
       const acquire = (key: string, value: string) =>
         node.evalScript(acquireScript, [key], [value, "10000", "0", "0", ""]);
@@ -314,7 +315,7 @@ describe("batched acquire and release calls (one call per node and tick)", () =>
     const node = new RedisNode(IoredisTransport.fromUrl(cluster.urls[0]!, "node"));
     try {
       await one.flushdb();
-      await one.set("redquorum:marker", "1");
+      await markNode(one);
       await one.script("FLUSH");
       const acquire = (key: string) =>
         node.evalScript(acquireScript, [key], ["v", "10000", "0", "0", ""]);
