@@ -485,7 +485,8 @@ if ARGV[3] ~= '1' and quarantineMs > 0 then
   local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
   local left = quarantineMs - uptime * 1000
   if left > 0 and redis.call('pttl', KEYS[4]) < left then
-    redis.call('set', KEYS[4], '1', 'PX', left)
+    -- "restart": init() must not lift it (node-state.ts, initNodeScript).
+    redis.call('set', KEYS[4], 'restart', 'PX', left)
   end
 end
 if not run or not marker then return 0 end

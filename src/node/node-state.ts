@@ -115,11 +115,12 @@ redis.call('set', ${run}, string.match(redis.call('info', 'server'), 'run_id:(%w
 export const initState = {
   /**
    * Marker "1", or a repaired floor: in service for locks and fences. Or
-   * "restarted:": it served before a restart (lock/scripts.ts,
-   * certifyScript), so the cluster is in use, and init leaves its
-   * quarantine and fencing repair alone (marking a whole cluster that
-   * restarted from snapshots "1" would lift a quarantine that keeps a
-   * second client out of a lock still held).
+   * it served before a restart (marker "restarted:", or the quarantine a
+   * restart started, "restart": lock/scripts.ts, certifyScript), so the
+   * cluster is in use, and init leaves its quarantine and fencing repair
+   * alone (marking a whole cluster that restarted from snapshots "1" would
+   * lift a quarantine that keeps a second client out of a lock still
+   * held).
    */
   healthy: 2,
   /** No marker, or one that says it lost its memory and is not repaired. */
@@ -141,7 +142,7 @@ export const initNodeScript = new LuaScript(
   "init-node",
   `${serverState}
 local marker = redis.call('get', KEYS[1])
-local restarted = marker and marker:sub(1, 10) == 'restarted:'
+local restarted = (marker and marker:sub(1, 10) == 'restarted:') or redis.call('get', KEYS[2]) == 'restart'
 if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
 if ARGV[1] == 'check' then return {${initState.unmarked}, marker or '', serverState()} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { type Lock, type Persistence, Redlock } from "../../src/index.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { LocalCluster, type Lock, type Persistence, Redlock } from "../../src/index.js";
+import { startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 /**
@@ -180,6 +180,47 @@ describe("the restart quarantine covers restarts from data that may be older", (
         await assert.rejects(booting.acquire([resource], 1_000), "took the lock A holds");
         for (let i = 0; i < 3; i++) assert.ok((await quarantineLeft(cluster, i)) > 0);
         assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+      } finally {
+        await booting.close();
+      }
+    } finally {
+      await a.close();
+      await cluster.stop();
+    }
+  });
+
+  it("init() leaves a restart's quarantine on a cluster used without init() (lost: markers)", async () => {
+    const shortTtlMs = 4_000;
+    // Not startCluster: it marks every node.
+    const cluster = new TestCluster(
+      await LocalCluster.start({
+        nodeCount: 3,
+        persistence: "none",
+        extraArgs: ["--save", "3600 1"],
+        init: false,
+      }),
+    );
+    const used = { ...options, maxTtlMs: shortTtlMs };
+    const a = new Redlock(cluster.urls, used);
+    try {
+      // Up for maxTtlMs: a node without a marker needs no quarantine, so
+      // the cluster serves without init() (its markers become "lost:").
+      await sleep(shortTtlMs + 1_000);
+      await warm(a);
+      assert.match(String(await cluster.client(0).get("redquorum:marker")), /^lost:/);
+      await cluster.client(0).save();
+      const lock = await a.acquire([resource], shortTtlMs);
+      await cluster.cluster.kill(0);
+      await cluster.cluster.restart(0);
+      const booting = new Redlock(cluster.urls, used);
+      try {
+        await booting.acquire(["elsewhere"], 1_000).then((l) => l.release()); // checks node 0
+        assert.equal(await cluster.client(0).get(quarantineKey), "restart");
+        const report = await booting.init();
+        for (const node of report) assert.notEqual(node.action, "marked", JSON.stringify(report));
+        assert.ok((await quarantineLeft(cluster, 0)) > 0, "init() lifted the quarantine");
+        const rival = await booting.acquire([resource], 1_000).catch(() => undefined);
+        assert.ok(rival === undefined || lock.remainingMs() <= 0, "took the lock A holds");
       } finally {
         await booting.close();
       }

@@ -516,6 +516,10 @@ export class RowContext {
         `HY: ${workload.name} exited with ${outcome.code ?? outcome.signal}: ${workload.stderr.trim().split("\n").slice(-3).join(" | ")}`,
       );
     }
+    // What the HY checker counts, with its reason (the workload prints each).
+    for (const line of workload.stderr.split("\n")) {
+      if (line.includes("unhandled rejection:")) this.failures.push(`HY: ${line.slice(0, 1_500)}`);
+    }
   }
 
   /** SIGKILL a client process (a crash). */

@@ -175,7 +175,11 @@ export async function runWorkload(
 ): Promise<void> {
   process.on("unhandledRejection", (reason) => {
     recorder.unhandled++;
-    process.stderr.write(`${options.name}: unhandled rejection: ${String(reason)}\n`);
+    // One line with the stack: the runner reports it with the HY failure.
+    const text = reason instanceof Error ? (reason.stack ?? String(reason)) : String(reason);
+    process.stderr.write(
+      `${options.name}: unhandled rejection: ${text.replace(/\n\s*/g, " ← ")}\n`,
+    );
   });
   let stopping = false;
   let wake: () => void = () => {};
