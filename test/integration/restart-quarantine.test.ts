@@ -63,6 +63,11 @@ async function rivalFailsUntilQuarantined(cluster: TestCluster, rival: Redlock):
 
 const options = { maxTtlMs, fencing: false, retry: { retries: 0 } } as const;
 
+/** Redis's default persistence: RDB save points (one that never fires on its own here), no AOF. */
+const rdbSavePoints = ["--save", "3600 1"];
+const rdbCluster = (nodeCount: number) =>
+  startCluster({ nodeCount, persistence: "none", extraArgs: rdbSavePoints });
+
 /** The server's run_id now. */
 async function runIdOf(cluster: TestCluster, index: number): Promise<string | undefined> {
   return /run_id:(\w+)/.exec(await cluster.client(index).info("server"))?.[1];
@@ -74,62 +79,61 @@ async function warm(...clients: Redlock[]): Promise<void> {
 }
 
 describe("the restart quarantine covers restarts from data that may be older", () => {
-  it("RDB snapshot: node 2 comes back from a snapshot without A's key; B cannot take A's lock", async () => {
-    // Redis's default persistence: RDB save points, no AOF.
-    const cluster = await startCluster({
-      nodeCount: 5,
-      persistence: "none",
-      extraArgs: ["--save", "3600 1"],
-    });
-    const a = new Redlock(cluster.urls, options);
-    const b = new Redlock(cluster.urls, options);
-    try {
-      await warm(a, b);
-      await cluster.client(2).save(); // the snapshot a save point would take
-      const lock = await holdOnFirstThree(cluster, a);
-      await cluster.cluster.kill(2);
-      await cluster.cluster.restart(2);
-      assert.equal(await cluster.client(2).get("redquorum:marker"), "1", "marker kept");
-      assert.equal(await cluster.client(2).get(resource), null, "A's key lost");
-      const left = await rivalFailsUntilQuarantined(cluster, b);
-      assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
-      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
-    } finally {
-      await a.close();
-      await b.close();
-      await cluster.stop();
-    }
-  });
-
-  it("a node marked without a recorded run_id (an older version's mark) is quarantined at its restart", async () => {
-    const cluster = await startCluster({
-      nodeCount: 5,
-      persistence: "none",
-      extraArgs: ["--save", "3600 1"],
-    });
-    const a = new Redlock(cluster.urls, options);
-    const b = new Redlock(cluster.urls, options);
-    try {
-      await warm(a, b);
+  /** Node 2's snapshot, taken while A and B know the cluster, and what the restart from it shows. */
+  const snapshots: Array<{
+    title: string;
+    snapshot: (cluster: TestCluster) => Promise<void>;
+    restarted: (cluster: TestCluster) => Promise<void>;
+  }> = [
+    {
+      title:
+        "RDB snapshot: node 2 comes back from a snapshot without A's key; B cannot take A's lock",
+      snapshot: async (cluster) => {
+        await cluster.client(2).save(); // the snapshot a save point would take
+      },
+      restarted: async (cluster) => {
+        assert.equal(await cluster.client(2).get("redquorum:marker"), "1", "marker kept");
+      },
+    },
+    {
+      title:
+        "a node marked without a recorded run_id (an older version's mark) is quarantined at its restart",
       // The snapshot holds node 2's marker but no run_id (as if taken before
       // any check recorded one); the running server keeps its own.
-      const run = await cluster.client(2).get("redquorum:run");
-      await cluster.client(2).del("redquorum:run");
-      await cluster.client(2).save();
-      await cluster.client(2).set("redquorum:run", run!);
-      const lock = await holdOnFirstThree(cluster, a);
-      await cluster.cluster.kill(2);
-      await cluster.cluster.restart(2);
-      assert.equal(await cluster.client(2).get("redquorum:run"), null);
-      const left = await rivalFailsUntilQuarantined(cluster, b);
-      assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
-      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
-    } finally {
-      await a.close();
-      await b.close();
-      await cluster.stop();
-    }
-  });
+      snapshot: async (cluster) => {
+        const run = await cluster.client(2).get("redquorum:run");
+        await cluster.client(2).del("redquorum:run");
+        await cluster.client(2).save();
+        await cluster.client(2).set("redquorum:run", run!);
+      },
+      restarted: async (cluster) => {
+        assert.equal(await cluster.client(2).get("redquorum:run"), null);
+      },
+    },
+  ];
+  for (const { title, snapshot, restarted } of snapshots) {
+    it(title, async () => {
+      const cluster = await rdbCluster(5);
+      const a = new Redlock(cluster.urls, options);
+      const b = new Redlock(cluster.urls, options);
+      try {
+        await warm(a, b);
+        await snapshot(cluster);
+        const lock = await holdOnFirstThree(cluster, a);
+        await cluster.cluster.kill(2);
+        await cluster.cluster.restart(2);
+        await restarted(cluster);
+        assert.equal(await cluster.client(2).get(resource), null, "A's key lost");
+        const left = await rivalFailsUntilQuarantined(cluster, b);
+        assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+        assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+      } finally {
+        await a.close();
+        await b.close();
+        await cluster.stop();
+      }
+    });
+  }
 
   it("a restarted node first checked after maxTtlMs of uptime needs no quarantine", async () => {
     const shortTtlMs = 2_000;
@@ -159,11 +163,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
   });
 
   it("after a whole cluster restarted from snapshots, init() leaves the quarantine in place", async () => {
-    const cluster = await startCluster({
-      nodeCount: 3,
-      persistence: "none",
-      extraArgs: ["--save", "3600 1"],
-    });
+    const cluster = await rdbCluster(3);
     const a = new Redlock(cluster.urls, options);
     try {
       await warm(a);
@@ -196,7 +196,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
       await LocalCluster.start({
         nodeCount: 3,
         persistence: "none",
-        extraArgs: ["--save", "3600 1"],
+        extraArgs: rdbSavePoints,
         init: false,
       }),
     );
