@@ -116,20 +116,33 @@ describe("the restart quarantine covers restarts from data that may be older", (
       const cluster = await rdbCluster(5);
       const a = new Redlock(cluster.urls, options);
       const b = new Redlock(cluster.urls, options);
+      const off = new Redlock(cluster.urls, { ...options, quarantine: false });
       try {
-        await warm(a, b);
+        await warm(a, b, off);
         await snapshot(cluster);
         const lock = await holdOnFirstThree(cluster, a);
         await cluster.cluster.kill(2);
         await cluster.cluster.restart(2);
         await restarted(cluster);
         assert.equal(await cluster.client(2).get(resource), null, "A's key lost");
+        // The first client to check node 2 again has the quarantine off: it
+        // does not wait it out, but starts it for the others.
+        const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+        while ((await quarantineLeft(cluster, 2).catch(() => -2)) <= 0) {
+          await (await off.acquire(["elsewhere"], 1_000)).release();
+          assert.ok(
+            performance.now() < deadline,
+            "the client with the quarantine off started none",
+          );
+          await sleep(50);
+        }
         const left = await rivalFailsUntilQuarantined(cluster, b);
         assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
         assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
       } finally {
         await a.close();
         await b.close();
+        await off.close();
         await cluster.stop();
       }
     });
