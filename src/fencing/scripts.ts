@@ -11,7 +11,7 @@
 
 import { luaDecimalLess, maxOf, parseCounter } from "../decimal.js";
 import { LuaScript } from "../node/lua-script.js";
-import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
+import { isRestartedLua, markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
 import type { Witness } from "../quorum/counter-repair.js";
 
 /**
@@ -237,7 +237,7 @@ export const fenceMaxReadScript = new LuaScript(
   "fence-max-read",
   `local floor = redis.call('get', KEYS[2])
 local marker = redis.call('get', KEYS[1])
-local restarted = marker and marker:sub(1, 10) == 'restarted:'
+local restarted = ${isRestartedLua("marker")}
 if not floor and marker ~= '1' and not restarted then
   return {${fenceMaxReply.unknown}}
 end

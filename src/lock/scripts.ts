@@ -34,7 +34,9 @@ import {
   quarantineCheck,
   quarantineKey,
   quarantineReply,
+  restartedMarkerPrefix,
   runKey,
+  uptimeSecondsLua,
 } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
@@ -482,8 +484,7 @@ if not run and not marker then return 0 end
 local quarantineMs = math.abs(tonumber(ARGV[2]))
 if ARGV[3] ~= '1' and quarantineMs > 0 then
   -- Whole seconds, rounded down: what is left is never underestimated.
-  local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
-  local left = quarantineMs - uptime * 1000
+  local left = quarantineMs - ${uptimeSecondsLua} * 1000
   if left > 0 and redis.call('pttl', KEYS[4]) < left then
     -- "restart": init() must not lift it (node-state.ts, initNodeScript).
     redis.call('set', KEYS[4], 'restart', 'PX', left)
@@ -493,7 +494,7 @@ if not run or not marker then return 0 end
 local repaired = redis.call('exists', KEYS[2]) == 1
 if marker == '1' or repaired then
   local now = redis.call('time')
-  redis.call('set', KEYS[1], 'restarted:' .. now[1] .. '.' .. now[2])
+  redis.call('set', KEYS[1], '${restartedMarkerPrefix}' .. now[1] .. '.' .. now[2])
   redis.call('del', KEYS[2])
   return 1
 end

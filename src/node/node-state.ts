@@ -21,6 +21,22 @@ export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
 /** The run_id of the server a lock node was last certified on (lock/scripts.ts, certifyScript). */
 export const runKey = "redquorum:run";
+/**
+ * A lock node's marker after a restart with its data (lock/scripts.ts,
+ * certifyScript): "restarted:<server time>".
+ */
+export const restartedMarkerPrefix = "restarted:";
+
+/** Lua: whether the Lua expression `marker` (a marker's value, or false) says the node restarted. */
+export function isRestartedLua(marker: string): string {
+  return `(${marker} and ${marker}:sub(1, ${restartedMarkerPrefix.length}) == '${restartedMarkerPrefix}')`;
+}
+
+/** Lua expressions over the server's INFO: its run_id, and its uptime in whole seconds (rounded down). */
+export const runIdLua = "(string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '')";
+export const uptimeSecondsLua =
+  "(tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0)";
+
 /** Every key redquorum keeps for itself starts with this; no lock or ID key may. */
 export const internalKeyPrefix = "redquorum:";
 
@@ -78,8 +94,7 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     marker = 'lost:' .. now[1] .. '.' .. now[2]
     redis.call('set', '${markerKey}', marker)
     if quarantineMs > 0 then
-      local uptime = tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0
-      if flushCount() > 0 or uptime * 1000 < quarantineMs then
+      if flushCount() > 0 or ${uptimeSecondsLua} * 1000 < quarantineMs then
         redis.call('set', '${quarantineKey}', '1', 'PX', quarantineMs)
         if waits then return marker, {${quarantineReply.quarantined}, marker} end
       end
@@ -95,8 +110,7 @@ end`;
  */
 const serverState = `${flushCount}
 local function serverState()
-  local runId = string.match(redis.call('info', 'server'), 'run_id:(%w+)') or ''
-  return runId .. '/' .. flushCount()
+  return ${runIdLua} .. '/' .. flushCount()
 end`;
 
 /**
@@ -108,7 +122,7 @@ end`;
  */
 export function markNodeLua(marker: string, run: string): string {
   return `redis.call('set', ${marker}, '1')
-redis.call('set', ${run}, string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '')`;
+redis.call('set', ${run}, ${runIdLua})`;
 }
 
 /** What init found on a node (first element of the init script's reply). */
@@ -142,7 +156,7 @@ export const initNodeScript = new LuaScript(
   "init-node",
   `${serverState}
 local marker = redis.call('get', KEYS[1])
-local restarted = (marker and marker:sub(1, 10) == 'restarted:') or redis.call('get', KEYS[2]) == 'restart'
+local restarted = ${isRestartedLua("marker")} or redis.call('get', KEYS[2]) == 'restart'
 if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
 if ARGV[1] == 'check' then return {${initState.unmarked}, marker or '', serverState()} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end

@@ -36,8 +36,8 @@ export async function readNodeStatus(
   timeoutMs: number,
   keys: {
     marker: string;
-    /** Whether the marker's value means "in service" (default: it exists). */
-    markerOk?: (value: string) => boolean;
+    /** Whether the marker's value means "in service". */
+    markerOk: (value: string) => boolean;
     /** A key whose presence also means "in service" (the floor a fencing repair wrote). */
     repaired?: string;
     /** The restart quarantine's key; IDs have none. */
@@ -70,8 +70,7 @@ export async function readNodeStatus(
       appendfsync: fsync === undefined ? undefined : configValue(fsync, "appendfsync") || undefined,
       maxmemoryBytes: info.maxmemoryBytes,
       maxmemoryPolicy: info.maxmemoryPolicy,
-      marker:
-        markerValue !== undefined && ((keys.markerOk?.(markerValue) ?? true) || repaired === 1),
+      marker: markerValue !== undefined && (keys.markerOk(markerValue) || repaired === 1),
       markerValue,
       quarantineRemainingMs: typeof quarantine === "number" && quarantine > 0 ? quarantine : 0,
     };
