@@ -178,26 +178,24 @@ describe("the restart quarantine covers restarts from data that may be older", (
   it("after a whole cluster restarted from snapshots, init() leaves the quarantine in place", async () => {
     const cluster = await rdbCluster(3);
     const a = new Redlock(cluster.urls, options);
+    // A service booting after the restart (it connects on first use): it
+    // calls init(), as the quarantine error suggests on new nodes.
+    const booting = new Redlock(cluster.urls, options);
     try {
       await warm(a);
       for (let i = 0; i < 3; i++) await cluster.client(i).save();
       const lock = await a.acquire([resource], 30_000);
       for (let i = 0; i < 3; i++) await cluster.cluster.kill(i);
       for (let i = 0; i < 3; i++) await cluster.cluster.restart(i);
-      // A service booting now: it calls init(), as the quarantine error suggests on new nodes.
-      const booting = new Redlock(cluster.urls, options);
-      try {
-        await assert.rejects(booting.acquire([resource], 1_000));
-        const report = await booting.init();
-        for (const node of report) assert.equal(node.action, "none", JSON.stringify(report));
-        await assert.rejects(booting.acquire([resource], 1_000), "took the lock A holds");
-        for (let i = 0; i < 3; i++) assert.ok((await quarantineLeft(cluster, i)) > 0);
-        assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
-      } finally {
-        await booting.close();
-      }
+      await assert.rejects(booting.acquire([resource], 1_000));
+      const report = await booting.init();
+      for (const node of report) assert.equal(node.action, "none", JSON.stringify(report));
+      await assert.rejects(booting.acquire([resource], 1_000), "took the lock A holds");
+      for (let i = 0; i < 3; i++) assert.ok((await quarantineLeft(cluster, i)) > 0);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
     } finally {
       await a.close();
+      await booting.close();
       await cluster.stop();
     }
   });
@@ -215,6 +213,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
     );
     const used = { ...options, maxTtlMs: shortTtlMs };
     const a = new Redlock(cluster.urls, used);
+    const booting = new Redlock(cluster.urls, used); // first used after the restart
     try {
       // Up for maxTtlMs: a node without a marker needs no quarantine, so
       // the cluster serves without init() (its markers become "lost:").
@@ -225,20 +224,16 @@ describe("the restart quarantine covers restarts from data that may be older", (
       const lock = await a.acquire([resource], shortTtlMs);
       await cluster.cluster.kill(0);
       await cluster.cluster.restart(0);
-      const booting = new Redlock(cluster.urls, used);
-      try {
-        await booting.acquire(["elsewhere"], 1_000).then((l) => l.release()); // checks node 0
-        assert.equal(await cluster.client(0).get(quarantineKey), "restart");
-        const report = await booting.init();
-        for (const node of report) assert.notEqual(node.action, "marked", JSON.stringify(report));
-        assert.ok((await quarantineLeft(cluster, 0)) > 0, "init() lifted the quarantine");
-        const rival = await booting.acquire([resource], 1_000).catch(() => undefined);
-        assert.ok(rival === undefined || lock.remainingMs() <= 0, "took the lock A holds");
-      } finally {
-        await booting.close();
-      }
+      await booting.acquire(["elsewhere"], 1_000).then((l) => l.release()); // checks node 0
+      assert.equal(await cluster.client(0).get(quarantineKey), "restart");
+      const report = await booting.init();
+      for (const node of report) assert.notEqual(node.action, "marked", JSON.stringify(report));
+      assert.ok((await quarantineLeft(cluster, 0)) > 0, "init() lifted the quarantine");
+      const rival = await booting.acquire([resource], 1_000).catch(() => undefined);
+      assert.ok(rival === undefined || lock.remainingMs() <= 0, "took the lock A holds");
     } finally {
       await a.close();
+      await booting.close();
       await cluster.stop();
     }
   });
