@@ -1,7 +1,8 @@
 /** What every command shares: the nodes, output on stdout, diagnostics on stderr. */
 import { Option } from "commander";
-import { idDefaults } from "../limits.js";
+import { defaults, idDefaults, limits } from "../limits.js";
 import type { NodeWarning } from "../quorum/node-group.js";
+import { durationOption, formatDuration } from "./duration.js";
 import { UsageError } from "./errors.js";
 
 export const nodesEnv = "REDQUORUM_NODES";
@@ -14,6 +15,25 @@ export const nodesOption = (): Option =>
   new Option("--nodes <urls>", "comma-separated redis:// URLs of the Redis masters").env(nodesEnv);
 
 export const jsonOption = (): Option => new Option("--json", "print the result as JSON");
+
+export const maxTtlEnv = "REDQUORUM_MAX_TTL";
+
+export interface MaxTtlOptions {
+  maxTtl: number;
+}
+
+/**
+ * Redlock's maxTtlMs (lock, init): give the one your services use. The
+ * restart quarantine lasts the longest maxTtlMs of the cluster's recent
+ * clients (lock/horizon.ts), so a longer one here lengthens theirs.
+ */
+export const maxTtlOption = (): Option =>
+  durationOption(
+    "--max-ttl <duration>",
+    "the longest lock TTL of this cluster's clients, as their maxTtlMs: the restart quarantine's length",
+    formatDuration(defaults.maxTtlMs),
+    { minMs: 1, maxMs: limits.ttlMsMax },
+  ).env(maxTtlEnv);
 
 /** NextId's `proposals` (id next, serve). */
 export const proposalsOption = (): Option =>

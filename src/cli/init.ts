@@ -4,6 +4,8 @@ import { Redlock } from "../lock/redlock.js";
 import {
   formatTable,
   jsonOption,
+  type MaxTtlOptions,
+  maxTtlOption,
   type NodesOptions,
   nodesFrom,
   nodesOption,
@@ -12,7 +14,7 @@ import {
   printJson,
 } from "./common.js";
 
-interface InitOptions extends NodesOptions {
+interface InitOptions extends NodesOptions, MaxTtlOptions {
   json?: boolean;
 }
 
@@ -23,9 +25,10 @@ export function initCommand(): Command {
         "on a cluster in use it changes nothing and reports each node)",
     )
     .addOption(nodesOption())
+    .addOption(maxTtlOption())
     .addOption(jsonOption())
     .action(async (options: InitOptions) => {
-      const redlock = new Redlock(nodesFrom(options), { onWarning });
+      const redlock = new Redlock(nodesFrom(options), { onWarning, maxTtlMs: options.maxTtl });
       try {
         const reports = await redlock.init();
         if (options.json) {

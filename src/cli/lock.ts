@@ -7,15 +7,23 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { Command } from "commander";
 import { LockExpiredError, ResourceLockedError } from "../errors.js";
-import { defaults, limits } from "../limits.js";
+import { limits } from "../limits.js";
 import type { Lock } from "../lock/lock.js";
 import { Redlock } from "../lock/redlock.js";
-import { diagnose, type NodesOptions, nodesFrom, nodesOption, onWarning } from "./common.js";
+import {
+  diagnose,
+  type MaxTtlOptions,
+  maxTtlOption,
+  type NodesOptions,
+  nodesFrom,
+  nodesOption,
+  onWarning,
+} from "./common.js";
 import { durationOption, formatDuration } from "./duration.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 import { exitCodes, signalExitCode } from "./exit-codes.js";
 
-interface LockOptions extends NodesOptions {
+interface LockOptions extends NodesOptions, MaxTtlOptions {
   ttl: number;
   wait: number;
   killAfter: number;
@@ -148,6 +156,7 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
     .addOption(
       durationOption("--ttl <duration>", "lock TTL, renewed while the command runs", "30s"),
     )
+    .addOption(maxTtlOption())
     .addOption(durationOption("--wait <duration>", "how long to wait for the lock", "10s"))
     .addOption(
       durationOption("--kill-after <duration>", "grace period between SIGTERM and SIGKILL", "5s"),
@@ -160,11 +169,11 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
           "give the command to run after --, e.g. `lock jobs -- ./job.sh`",
         );
       }
-      if (options.ttl < ttlMinMs || options.ttl > defaults.maxTtlMs) {
+      if (options.ttl < ttlMinMs || options.ttl > options.maxTtl) {
         throw new UsageError(
           "--ttl",
-          `${formatDuration(options.ttl)}: expected ${formatDuration(ttlMinMs)} to ${formatDuration(defaults.maxTtlMs)} ` +
-            "(the lock is renewed while the command runs)",
+          `${formatDuration(options.ttl)}: expected ${formatDuration(ttlMinMs)} to ${formatDuration(options.maxTtl)} ` +
+            "(--max-ttl; the lock is renewed while the command runs)",
         );
       }
       process.exitCode = await runLocked(resources, argv, options);
@@ -176,7 +185,7 @@ async function runLocked(
   argv: readonly string[],
   options: LockOptions,
 ): Promise<number> {
-  const redlock = new Redlock(nodesFrom(options), { onWarning });
+  const redlock = new Redlock(nodesFrom(options), { onWarning, maxTtlMs: options.maxTtl });
   const run = new ChildRun(argv, options.killAfter);
   const interrupted = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {

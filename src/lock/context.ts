@@ -15,6 +15,7 @@ import type { NodeGroup } from "../quorum/node-group.js";
 import { randomHex } from "./attempt.js";
 import { waiterIdOf } from "./heir-queue.js";
 import { HeirWatch } from "./heir-watch.js";
+import type { QuarantineHorizon } from "./horizon.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
 import { guardedRunner, type ScriptRunner } from "./scripts.js";
@@ -29,7 +30,10 @@ export interface LockContext {
   /** Runs the lock and fencing scripts (guardedRunner). */
   readonly run: ScriptRunner;
   readonly fences: FenceIssuer;
-  /** ARGV[3] of the acquire, extend and fence scripts: the quarantine in ms, negative when this client has it off. */
+  /**
+   * ARGV[3] of the acquire, extend and fence scripts: the quarantine in ms
+   * (the cluster's, lock/horizon.ts), negative when this client has it off.
+   */
   readonly quarantineArg: string;
   /** Callers of this instance waiting for a lock, first come first served per key. */
   readonly waits: WaitQueues;
@@ -64,6 +68,7 @@ export function createLockContext(
   owner: LockOwner,
   options: ResolvedRedlockOptions,
   group: NodeGroup,
+  horizon: QuarantineHorizon,
   observer: Observer,
   lifecycle: Lifecycle,
 ): LockContext {
@@ -71,17 +76,20 @@ export function createLockContext(
   const timer = timerOf(clock);
   const run = guardedRunner({
     observer,
-    maxTtlMs: options.maxTtlMs,
+    get quarantineMs() {
+      return horizon.ms;
+    },
     onMemoryLoss: (index, marker) => fences.scheduleRepair(index, marker),
   });
-  const quarantineArg = quarantineArgOf(options);
   const fences = new FenceIssuer({
     group,
     clock,
     observer,
     nodeTimeoutMs: options.nodeTimeoutMs,
     enabled: options.fencing,
-    quarantineArg,
+    get quarantineArg() {
+      return horizon.arg;
+    },
     run,
   });
   // Redis delivers a message to subscribers in the order they subscribed:
@@ -118,7 +126,9 @@ export function createLockContext(
     group,
     run,
     fences,
-    quarantineArg,
+    get quarantineArg() {
+      return horizon.arg;
+    },
     waits,
     watch,
     turns: new Turns(options.turnMs),
@@ -127,13 +137,4 @@ export function createLockContext(
     wakeLater,
     ...lifecycle,
   };
-}
-
-/**
- * The lock scripts' quarantine argument: the quarantine in ms, negative
- * with the quarantine off (this client waits none out, but still starts
- * one for the others: node-state.ts, checkQuarantine).
- */
-export function quarantineArgOf(options: { quarantine: boolean; maxTtlMs: number }): string {
-  return String(options.quarantine ? options.maxTtlMs : -options.maxTtlMs);
 }

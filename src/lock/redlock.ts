@@ -18,8 +18,9 @@ import { NodeGroup } from "../quorum/node-group.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
 import { requireInteger } from "../validate.js";
 import { acquireLock } from "./acquire.js";
-import { createLockContext, type LockContext, quarantineArgOf } from "./context.js";
+import { createLockContext, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
+import { QuarantineHorizon } from "./horizon.js";
 import { type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
 import { Lock, type LockOwner } from "./lock.js";
@@ -59,6 +60,7 @@ export class Redlock implements LockOwner {
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
     this.observer = new Observer(this.options.observe);
+    const horizon = new QuarantineHorizon(this.options, this.options.onWarning);
     this.group = new NodeGroup(
       createNodes(nodes),
       nodeGroupOptionsOf(this.options, this.observer, {
@@ -68,14 +70,18 @@ export class Redlock implements LockOwner {
           script: certifyScript,
           keys: certifyKeys,
           args: async (node, timeoutMs) => [
-            quarantineArgOf(this.options),
+            horizon.arg,
             (await keepsEveryWrite(node, timeoutMs)) ? "1" : "0",
+            ...horizon.recordArgs,
           ],
+          // The longest maxTtlMs recorded on the node: the quarantine's length.
+          onReply: (node, reply) =>
+            horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined),
         },
         scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
       }),
     );
-    this.context = createLockContext(this, this.options, this.group, this.observer, {
+    this.context = createLockContext(this, this.options, this.group, horizon, this.observer, {
       isClosed: () => this.closed,
       assertOpen: () => this.assertOpen(),
       track: (operation) => this.track(operation),

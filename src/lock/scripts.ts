@@ -30,6 +30,8 @@ import {
 } from "../fencing/scripts.js";
 import { LuaScript } from "../node/lua-script.js";
 import {
+  horizonKey,
+  judgedKey,
   markerKey,
   quarantineCheck,
   quarantineKey,
@@ -449,7 +451,8 @@ return 1`,
  * ARGV[2] the client's quarantine argument (the lock scripts' ARGV[3]),
  * ARGV[3] "1" when the node keeps every acknowledged write (appendonly
  * yes, appendfsync always, no-appendfsync-on-rewrite no:
- * node/durability.ts).
+ * node/durability.ts), ARGV[4] the client's own maxTtlMs and ARGV[5] how
+ * long the node keeps that record after this check (lock/horizon.ts).
  *
  * A node restarted with its data (another run_id) may have come back
  * older than what it acknowledged: without the last second of writes
@@ -466,13 +469,27 @@ return 1`,
  * repair witness only when every other node answers:
  * quorum/counter-repair.ts). A node that lost its memory and is not
  * repaired yet stays "lost:". A marked node without a recorded run_id
- * counts as restarted for the quarantine (see the script). 1 when it was
- * taken out of fencing, else 0.
+ * counts as restarted for the quarantine (see the script). Replies {1
+ * when it was taken out of fencing, else 0; the longest maxTtlMs the node
+ * records now (horizonKey), this client's included}.
  */
 export const certifyScript = new LuaScript(
   "lock-certify",
-  `local run = redis.call('get', KEYS[3])
-if run == ARGV[1] then return 0 end
+  `local quarantineMs = math.abs(tonumber(ARGV[2]))
+-- The cluster's horizon (lock/horizon.ts): each client's maxTtlMs (member)
+-- until its record lapses (score, server time in ms); the longest live one.
+local now = redis.call('time')
+local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
+redis.call('zremrangebyscore', KEYS[5], '-inf', nowMs)
+local expires = nowMs + tonumber(ARGV[5])
+local recorded = tonumber(redis.call('zscore', KEYS[5], ARGV[4]))
+if not recorded or recorded < expires then redis.call('zadd', KEYS[5], expires, ARGV[4]) end
+local horizon = 0
+for _, member in ipairs(redis.call('zrange', KEYS[5], 0, -1)) do
+  horizon = math.max(horizon, tonumber(member) or 0)
+end
+local run = redis.call('get', KEYS[3])
+if run == ARGV[1] then return {0, horizon} end
 redis.call('set', KEYS[3], ARGV[1])
 local marker = redis.call('get', KEYS[1])
 -- No run_id recorded yet on a marked node: init and LocalCluster record it
@@ -480,9 +497,10 @@ local marker = redis.call('get', KEYS[1])
 -- by an older version, or back from data older than its first check. It
 -- may have restarted as well. Unmarked nodes: the lock scripts' own
 -- quarantine (node-state.ts) decides.
-if not run and not marker then return 0 end
-local quarantineMs = math.abs(tonumber(ARGV[2]))
+if not run and not marker then return {0, horizon} end
 if ARGV[3] ~= '1' and quarantineMs > 0 then
+  -- Judged with this quarantine: a longer one judges it again (node-state.ts).
+  redis.call('set', KEYS[6], quarantineMs)
   -- Whole seconds, rounded down: what is left is never underestimated.
   local left = quarantineMs - ${uptimeSecondsLua} * 1000
   if left > 0 and redis.call('pttl', KEYS[4]) < left then
@@ -490,19 +508,30 @@ if ARGV[3] ~= '1' and quarantineMs > 0 then
     redis.call('set', KEYS[4], 'restart', 'PX', left)
   end
 end
-if not run or not marker then return 0 end
+if not run or not marker then return {0, horizon} end
 local repaired = redis.call('exists', KEYS[2]) == 1
 if marker == '1' or repaired then
   local now = redis.call('time')
   redis.call('set', KEYS[1], '${restartedMarkerPrefix}' .. now[1] .. '.' .. now[2])
   redis.call('del', KEYS[2])
-  return 1
+  return {1, horizon}
 end
-return 0`,
+return {0, horizon}`,
 );
 
-/** The keys certifyScript takes: marker, fence floor, the run_id certified on, quarantine. */
-export const certifyKeys: readonly string[] = [markerKey, fenceFloorKey, runKey, quarantineKey];
+/**
+ * The keys certifyScript takes: marker, fence floor, the run_id certified
+ * on, quarantine, the cluster's horizon, the quarantine the last loss was
+ * judged with.
+ */
+export const certifyKeys: readonly string[] = [
+  markerKey,
+  fenceFloorKey,
+  runKey,
+  quarantineKey,
+  horizonKey,
+  judgedKey,
+];
 
 /** Runs a lock or fencing script on node `index` and reads its reply. */
 export type ScriptRunner = (
@@ -515,7 +544,8 @@ export type ScriptRunner = (
 
 export interface ScriptGuard {
   readonly observer: Observer;
-  readonly maxTtlMs: number;
+  /** The quarantine in ms (lock/horizon.ts), for the error's text. */
+  readonly quarantineMs: number;
   /** Told of a node that may have lost its memory (`marker` names the loss): fencing repairs it. */
   onMemoryLoss(index: number, marker: string): void;
 }
@@ -559,7 +589,7 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
       new Error(
         "quarantined: it may have lost lock keys (no redquorum marker: restarted without its data, " +
           "or flushed; or restarted from data that may be older, without appendfsync always), " +
-          `and stays out of service for up to maxTtlMs (${guard.maxTtlMs} ms); ` +
+          `and stays out of service for up to the cluster's longest maxTtlMs (${guard.quarantineMs} ms); ` +
           "if these are new nodes redquorum never used, call redlock.init() once",
       ),
     );

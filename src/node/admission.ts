@@ -13,7 +13,12 @@ import type { LuaScript } from "./lua-script.js";
 import type { RedisNode } from "./redis-node.js";
 
 export interface NodeWarning {
-  readonly code: "REDQUORUM_EVICTION";
+  /**
+   * REDQUORUM_EVICTION: the node may evict keys with a TTL.
+   * REDQUORUM_MAX_TTL: a node records a longer maxTtlMs from another client
+   * of the cluster (lock/horizon.ts).
+   */
+  readonly code: "REDQUORUM_EVICTION" | "REDQUORUM_MAX_TTL";
   readonly endpoint: string;
   readonly message: string;
 }
@@ -38,6 +43,8 @@ export interface AdmissionOptions {
     readonly keys: readonly string[];
     /** Its further arguments, after the run_id, read at each check (Redlock's: node/durability.ts). */
     readonly args?: (node: RedisNode, timeoutMs: number) => Promise<readonly string[]>;
+    /** Told of the script's reply before the node may vote. */
+    readonly onReply?: (node: RedisNode, reply: unknown) => void;
   };
   /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
   scripts?: readonly LuaScript[];
@@ -80,12 +87,13 @@ export class Admission {
     await extraCheck?.(node, checkTimeoutMs);
     if (certify) {
       const args = (await certify.args?.(node, checkTimeoutMs)) ?? [];
-      await raceAbort(
+      const reply = await raceAbort(
         node.evalScript(certify.script, certify.keys, [info.runId, ...args]),
         undefined,
         checkTimeoutMs,
         () => new NodeTimeoutError(node.endpoint, checkTimeoutMs),
       );
+      certify.onReply?.(node, reply);
     }
     this.infos[index] = info;
   }

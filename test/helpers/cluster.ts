@@ -53,6 +53,8 @@ export function outlivesLocks(key: string): boolean {
     key === "redquorum:fence-max" ||
     key === "redquorum:fence-floor" ||
     key === "redquorum:run" ||
+    key === "redquorum:horizon" ||
+    key === "redquorum:judged" ||
     key === "redquorum:id" ||
     key.startsWith("redquorum:id:")
   );

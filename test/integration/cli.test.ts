@@ -140,6 +140,22 @@ describe("redquorum command line", () => {
     assert.equal(await holders("cli:job"), 0);
   });
 
+  it("lock --max-ttl: the quarantine's length recorded on every node (also from $REDQUORUM_MAX_TTL); a --ttl above it is a usage error", async () => {
+    const records = () => Promise.all(clients.map((c) => c.zrange("redquorum:horizon", 0, -1)));
+    const flag = await cli(["lock", "--max-ttl", "7m", "cli:max", "--", "true"], env);
+    assert.equal(flag.code, 0, flag.stderr);
+    for (const members of await records()) assert.ok(members.includes("420000"), String(members));
+    const fromEnv = await cli(["lock", "cli:max", "--", "true"], {
+      ...env,
+      REDQUORUM_MAX_TTL: "8m",
+    });
+    assert.equal(fromEnv.code, 0, fromEnv.stderr);
+    for (const members of await records()) assert.ok(members.includes("480000"), String(members));
+    const over = await cli(["lock", "--max-ttl", "10s", "--ttl", "20s", "r", "--", "true"], env);
+    assert.equal(over.code, 2);
+    assert.match(over.stderr, /--ttl.*20s.*10s/);
+  });
+
   it("a second lock gives up after --wait with exit 4 without running; SIGTERM reaches the command", async () => {
     const ready = join(dir, "ready");
     const trapped = join(dir, "trapped");

@@ -297,3 +297,121 @@ describe("the restart quarantine covers restarts from data that may be older", (
     });
   }
 });
+
+/**
+ * The quarantine lasts the cluster's longest maxTtlMs, not the client's
+ * that met the loss (lock/horizon.ts): a lock the node forgot may have
+ * been granted with the longer TTL. Clients record their maxTtlMs on the
+ * nodes they check; a loss judged with a shorter quarantine is judged
+ * again by a client with a longer one.
+ */
+describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
+  const shortTtlMs = 1_000;
+  const short = { ...options, maxTtlMs: shortTtlMs };
+
+  it("a client with a shorter maxTtlMs starts the longer quarantine, and warns; a third cannot take the held lock", async () => {
+    const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+    const a = new Redlock(cluster.urls, options);
+    const warnings: Array<{ code: string; message: string }> = [];
+    const b = new Redlock(cluster.urls, { ...short, onWarning: (w) => warnings.push(w) });
+    const c = new Redlock(cluster.urls, short);
+    try {
+      await warm(a);
+      const lock = await holdOnFirstThree(cluster, a);
+      await cluster.cluster.restart(2, { keepData: false });
+      // B meets node 2 first: its first contact checked every node.
+      await (await b.acquire(["elsewhere"], 1_000)).release();
+      // Past B's own maxTtlMs: C, with the same, still finds node 2 out.
+      await sleep(shortTtlMs + 200);
+      const rival = await c.acquire([resource], 1_000).catch(() => undefined);
+      await rival?.release();
+      assert.equal(rival, undefined, "C took the lock A holds");
+      const left = await quarantineLeft(cluster, 2);
+      assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      assert.ok(
+        warnings.some(
+          (w) => w.code === "REDQUORUM_MAX_TTL" && w.message.includes(`${maxTtlMs} ms`),
+        ),
+        JSON.stringify(warnings),
+      );
+      for (const i of [0, 1, 3, 4]) {
+        const records = await cluster.client(i).zrange("redquorum:horizon", 0, -1);
+        assert.deepEqual(records.sort(), [String(shortTtlMs), String(maxTtlMs)].sort());
+      }
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await b.close();
+      await c.close();
+      await cluster.stop();
+    }
+  });
+
+  for (const loss of ["restart", "FLUSHALL"] as const) {
+    it(`a loss (${loss}) judged with a shorter maxTtlMs is quarantined again by a client with a longer one`, async () => {
+      const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+      const b = new Redlock(cluster.urls, short);
+      const a = new Redlock(cluster.urls, options); // first used after B's quarantine ended
+      try {
+        await warm(b);
+        if (loss === "FLUSHALL") await cluster.client(2).flushall();
+        else await cluster.cluster.restart(2, { keepData: false });
+        const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+        const marker = () =>
+          cluster
+            .client(2)
+            .get("redquorum:marker")
+            .catch(() => null);
+        while (!String(await marker()).startsWith("lost:")) {
+          await (await b.acquire(["elsewhere"], 1_000)).release();
+          assert.ok(performance.now() < deadline, "B did not meet node 2's loss");
+          await sleep(50);
+        }
+        await sleep(shortTtlMs + 200);
+        assert.ok((await quarantineLeft(cluster, 2)) < 0, "B's quarantine is over");
+        await (await a.acquire(["elsewhere"], 1_000)).release();
+        await sleep(20); // node 2's answer may land after the majority's
+        const left = await quarantineLeft(cluster, 2);
+        assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+        assert.equal(await cluster.client(2).get("redquorum:judged"), String(maxTtlMs));
+      } finally {
+        await a.close();
+        await b.close();
+        await cluster.stop();
+      }
+    });
+  }
+
+  it("a client's record lapses after its maxTtlMs and two recheck intervals and check timeouts: a stopped client lengthens no later quarantine", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    const checks = { recheckIntervalMs: 300, checkTimeoutMs: 500 };
+    const longTtlMs = 2_000;
+    const lifetimeMs = longTtlMs + 2 * (checks.recheckIntervalMs + checks.checkTimeoutMs);
+    const a = new Redlock(cluster.urls, { ...options, ...checks, maxTtlMs: longTtlMs });
+    const warnings: string[] = [];
+    const b = new Redlock(cluster.urls, { ...short, onWarning: (w) => warnings.push(w.code) });
+    try {
+      await warm(a);
+      const [score] = await cluster.client(2).zmscore("redquorum:horizon", String(longTtlMs));
+      const [nowS, nowUs] = await cluster.client(2).time();
+      const leftMs = Number(score) - (Number(nowS) * 1_000 + Math.floor(Number(nowUs) / 1_000));
+      assert.ok(leftMs > lifetimeMs - 1_000 && leftMs <= lifetimeMs, `record lives ${leftMs} ms`);
+      await a.close();
+      await sleep(lifetimeMs + 200);
+      await cluster.cluster.restart(2, { keepData: false });
+      const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+      while ((await quarantineLeft(cluster, 2).catch(() => -2)) <= 0) {
+        await (await b.acquire(["elsewhere"], 1_000)).release();
+        assert.ok(performance.now() < deadline, "B did not meet node 2's loss");
+        await sleep(50);
+      }
+      const left = await quarantineLeft(cluster, 2);
+      assert.ok(left <= shortTtlMs, `quarantine left ${left} ms: A's lapsed record still counted`);
+      assert.deepEqual(warnings, []);
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster.stop();
+    }
+  });
+});
