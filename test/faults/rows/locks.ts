@@ -161,6 +161,40 @@ export const lockRows: Row[] = [
     },
   },
   {
+    id: "L5-mixed-max-ttl",
+    title:
+      "as L5 with clients on a shorter maxTtlMs: B (0.5 s) meets the restart first, C (0.5 s) still cannot take A's lock (3 s) after 0.5 s",
+    expected: "safe",
+    setup: { store: true },
+    checks: { MX: "clean", RS: "clean" },
+    async run(ctx) {
+      // The quarantine lasts the cluster's longest maxTtlMs (lock/horizon.ts),
+      // not that of the client that met the loss: before 2026-12-02, C
+      // took r over node 2 once B's 0.5 s were up.
+      const longMs = 3_000;
+      const shortMs = 500;
+      const long = { library: { maxTtlMs: longMs }, fencing: false };
+      const short = { library: { maxTtlMs: shortMs }, fencing: false, ttlMs: shortMs };
+      const [a, b] = await all(ctx.spawn("lock-set", "A", long), ctx.spawn("lock-set", "B", short));
+      await warm(a);
+      await holdOn(ctx, a, "r", [3, 4], longMs);
+      await ctx.restart(2, false);
+      await warm(b); // B's first contact: it meets node 2's loss
+      await new Promise((resolve) => setTimeout(resolve, shortMs + 200));
+      const c = await ctx.spawn("lock-set", "C", short);
+      const refused = await c.attempt("acquire", {
+        resource: "r",
+        acquireOptions: { retry: { retries: 0 } },
+      });
+      ctx.expect(!refused.ok, "C acquired r while A held it: node 2's quarantine ended early");
+      await a.call("read");
+      await a.call("use");
+      await a.call("write", { value: 1 });
+      await a.attempt("release");
+      if (refused.ok) await c.attempt("release");
+    },
+  },
+  {
     id: "L6",
     title: "crash + immediate restart with AOF appendfsync always: key restored, TTL kept elapsing",
     expected: "safe",
