@@ -120,3 +120,57 @@ describe("a restarted node is no repair witness while others are missing", () =>
     }
   });
 });
+
+/**
+ * The other side of the rule: a restarted node's value counts when every
+ * other node answered, so a cluster whose every node restarted at once
+ * (each one suspect until repaired) repairs itself once all are back.
+ * appendfsync always: nothing was lost, so every token after is above the
+ * ones before.
+ */
+describe("a cluster whose every node restarted at once repairs its counters once all are back", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 3, persistence: "aof-always" });
+  });
+  after(async () => {
+    await cluster.stop();
+  });
+
+  it("fencing: every node restarted, tokens go on above every earlier one", async () => {
+    const resource = "whole-restart";
+    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      let highest = 0n;
+      for (let i = 0; i < 5; i++) {
+        const lock = await redlock.acquire([resource], 1_000);
+        await lock.release();
+        highest = lock.fence!;
+      }
+      for (let i = 0; i < 3; i++) await cluster.cluster.kill(i);
+      for (let i = 0; i < 3; i++) await cluster.cluster.restart(i);
+      // Each node restarted: out of fencing until repaired (repairDelayMs
+      // after it is met), then raised from the other two, both suspect too.
+      const deadline = performance.now() + 3 * limits.repairDelayMs + 5_000;
+      let after: bigint | undefined;
+      while (after === undefined) {
+        try {
+          const lock = await redlock.acquire([resource], 1_000);
+          await lock.release();
+          after = lock.fence!;
+        } catch (error) {
+          assert.ok(error instanceof QuorumError, String(error));
+          assert.ok(performance.now() < deadline, `no token after the restart: ${error}`);
+          await sleep(50);
+        }
+      }
+      assert.ok(after > highest, `token ${after} after ${highest}`);
+      for (let i = 0; i < 3; i++) {
+        assert.match(String(await cluster.client(i).get("redquorum:marker")), /^restarted:/);
+      }
+    } finally {
+      await redlock.close();
+    }
+  });
+});

@@ -238,6 +238,26 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("a client with the quarantine off uses a quarantined node at once (its documented risk)", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    const on = new Redlock(cluster.urls, options);
+    const off = new Redlock(cluster.urls, { ...options, quarantine: false });
+    try {
+      await warm(on, off);
+      await cluster.client(2).flushall();
+      await (await on.acquire(["elsewhere"], 1_000)).release(); // starts the quarantine
+      assert.ok((await quarantineLeft(cluster, 2)) > 0, "node 2 not quarantined");
+      const lock = await off.acquire([resource], 5_000);
+      await sleep(20); // node 2's answer may land after the majority's
+      assert.equal(await cluster.client(2).get(resource), lock.value, "node 2 did not vote");
+      await lock.release();
+    } finally {
+      await on.close();
+      await off.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off still starts it for the others (FLUSHALL on node 2)", async () => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
     const a = new Redlock(cluster.urls, options);
