@@ -1,20 +1,30 @@
 /**
  * How long a node that lost its memory stays in the restart quarantine:
- * the longest `maxTtlMs` of the clients of the cluster, not only this
- * client's. A node that forgot a lock must sit out that lock's TTL, and
- * the lock may be another client's, granted with a longer `maxTtlMs`: a
- * quarantine started with a shorter one (a CLI run with its default, a
- * service configured apart) would end while that lock is still held, and
- * a second client could take it.
+ * the longest `maxTtlMs` this client knows of among the cluster's clients,
+ * not only its own. A node that forgot a lock must sit out that lock's
+ * TTL, and the lock may be another client's, granted with a longer
+ * `maxTtlMs`: a quarantine started with a shorter one (a CLI run with its
+ * default, a service configured apart) ends while that lock is still held,
+ * and a second client can take it.
  *
  * So every client records its `maxTtlMs` on each node it checks (the
  * certify script, `redquorum:horizon`) and learns the longest recorded
- * there; its quarantine is the longest of its own and every node's. A node
- * that restarted empty has lost its own records, but the others still
- * carry them, and first contact checks every node before the first vote
- * (NodeGroup.ready). A loss judged with a shorter quarantine is judged
- * again by a client with a longer one (node/node-state.ts,
- * checkQuarantine).
+ * there; its quarantine is the longest of its own and every node's it
+ * heard, and a restart found by the certify script is quarantined for at
+ * least the longest recorded on that node. A node that restarted empty has
+ * lost its own records, but the others still carry them, and first
+ * contact checks every node before the first vote (NodeGroup.ready).
+ *
+ * This narrows the gap between clients configured apart; it does not
+ * close it, and every client of a cluster should still use one
+ * `maxTtlMs`. A client that meets a loss before it has heard the longer
+ * record starts the shorter quarantine: one already running when the
+ * longer client first checked the other nodes (it learns of it at its
+ * next recheck of them), or one whose first contact went on after a
+ * majority without the slower nodes that carry it (NodeGroup.ready's
+ * grace). Closing it needs the lost node's quarantine judged from the
+ * records of N - Q + 1 other nodes read after the loss, as the fencing
+ * repair does for counters.
  *
  * A record lapses `recordLifetimeMs` after the client's last check of the
  * node, so a client that stopped (a one-off CLI run) does not lengthen the

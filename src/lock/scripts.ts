@@ -31,7 +31,6 @@ import {
 import { LuaScript } from "../node/lua-script.js";
 import {
   horizonKey,
-  judgedKey,
   markerKey,
   quarantineCheck,
   quarantineKey,
@@ -498,9 +497,9 @@ local marker = redis.call('get', KEYS[1])
 -- may have restarted as well. Unmarked nodes: the lock scripts' own
 -- quarantine (node-state.ts) decides.
 if not run and not marker then return {0, horizon} end
+-- As long as the longest record here, if this client has not heard of it.
+quarantineMs = math.max(quarantineMs, horizon)
 if ARGV[3] ~= '1' and quarantineMs > 0 then
-  -- Judged with this quarantine: a longer one judges it again (node-state.ts).
-  redis.call('set', KEYS[6], quarantineMs)
   -- Whole seconds, rounded down: what is left is never underestimated.
   local left = quarantineMs - ${uptimeSecondsLua} * 1000
   if left > 0 and redis.call('pttl', KEYS[4]) < left then
@@ -521,8 +520,7 @@ return {0, horizon}`,
 
 /**
  * The keys certifyScript takes: marker, fence floor, the run_id certified
- * on, quarantine, the cluster's horizon, the quarantine the last loss was
- * judged with.
+ * on, quarantine, the cluster's horizon (lock/horizon.ts).
  */
 export const certifyKeys: readonly string[] = [
   markerKey,
@@ -530,7 +528,6 @@ export const certifyKeys: readonly string[] = [
   runKey,
   quarantineKey,
   horizonKey,
-  judgedKey,
 ];
 
 /** Runs a lock or fencing script on node `index` and reads its reply. */

@@ -28,11 +28,6 @@ export const runKey = "redquorum:run";
  */
 export const horizonKey = "redquorum:horizon";
 /**
- * The quarantine (ms) the node's last memory loss was judged with: a
- * client with a longer one judges it again (checkQuarantine below).
- */
-export const judgedKey = "redquorum:judged";
-/**
  * A lock node's marker after a restart with its data (lock/scripts.ts,
  * certifyScript): "restarted:<server time>".
  */
@@ -91,13 +86,8 @@ end`;
  * counters are still unknown: "lost:" sends them to repair, or to init()
  * on a cluster redquorum never used).
  *
- * A loss is judged with the quarantine of the client that met it, which
- * is recorded (judgedKey). A client with a longer one (another client's
- * longer maxTtlMs, lock/horizon.ts) judges the loss again once that
- * quarantine is over: a lock the node forgot may have been granted with
- * the longer TTL. The loss counts from the server's start (a restart; for
- * a flush, from when the marker was found missing, if later), so the
- * quarantine is started again for what is left of the longer one.
+ * quarantineArg's length is the longest maxTtlMs this client knows of
+ * among the cluster's clients (lock/horizon.ts), not only its own.
  */
 export const quarantineCheck = `${flushCount}
 local function checkQuarantine(marker, quarantined, quarantineArg)
@@ -113,32 +103,10 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     marker = 'lost:' .. now[1] .. '.' .. now[2]
     redis.call('set', '${markerKey}', marker)
     if quarantineMs > 0 then
-      redis.call('set', '${judgedKey}', quarantineMs)
       if flushCount() > 0 or ${uptimeSecondsLua} * 1000 < quarantineMs then
         redis.call('set', '${quarantineKey}', '1', 'PX', quarantineMs)
         if waits then return marker, {${quarantineReply.quarantined}, marker} end
       end
-    end
-    return marker, nil
-  end
-  -- A loss judged with a shorter quarantine. None recorded: judged by a
-  -- version before the record, or a restart that kept every write.
-  local lost = marker:sub(1, 5) == 'lost:'
-  if (lost or ${isRestartedLua("marker")}) and quarantineMs > 0
-    and quarantineMs > (tonumber(redis.call('get', '${judgedKey}')) or quarantineMs) then
-    redis.call('set', '${judgedKey}', quarantineMs)
-    -- Whole seconds, rounded down: what is left is never underestimated.
-    local sinceMs = ${uptimeSecondsLua} * 1000
-    if lost and flushCount() > 0 then
-      -- Both in whole seconds: one second less, never more than has passed.
-      local now = tonumber(redis.call('time')[1])
-      local found = tonumber(string.match(marker, '^lost:(%d+)')) or now
-      sinceMs = math.min(sinceMs, (now - found - 1) * 1000)
-    end
-    local left = quarantineMs - sinceMs
-    if left > 0 then
-      redis.call('set', '${quarantineKey}', lost and '1' or 'restart', 'PX', left)
-      if waits then return marker, {${quarantineReply.quarantined}, marker} end
     end
   end
   return marker, nil

@@ -54,7 +54,6 @@ export function outlivesLocks(key: string): boolean {
     key === "redquorum:fence-floor" ||
     key === "redquorum:run" ||
     key === "redquorum:horizon" ||
-    key === "redquorum:judged" ||
     key === "redquorum:id" ||
     key.startsWith("redquorum:id:")
   );
