@@ -18,6 +18,7 @@ import { HeirWatch } from "./heir-watch.js";
 import type { QuarantineHorizon } from "./horizon.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
+import { QuarantineJudge } from "./quarantine-judge.js";
 import { guardedRunner, type ScriptRunner } from "./scripts.js";
 import { Turns } from "./turns.js";
 import { WaitQueues } from "./wait-queue.js";
@@ -30,6 +31,8 @@ export interface LockContext {
   /** Runs the lock and fencing scripts (guardedRunner). */
   readonly run: ScriptRunner;
   readonly fences: FenceIssuer;
+  /** Judges how long a lost node's quarantine lasts, from the other nodes. */
+  readonly judge: QuarantineJudge;
   /**
    * ARGV[3] of the acquire, extend and fence scripts: the quarantine in ms
    * (the cluster's, lock/horizon.ts), negative when this client has it off.
@@ -80,6 +83,14 @@ export function createLockContext(
       return horizon.ms;
     },
     onMemoryLoss: (index, marker) => fences.scheduleRepair(index, marker),
+    onUnjudged: (index, marker) => judge.schedule(index, marker),
+  });
+  const judge = new QuarantineJudge({
+    group,
+    clock,
+    observer,
+    nodeTimeoutMs: options.nodeTimeoutMs,
+    knownMs: () => horizon.ms,
   });
   const fences = new FenceIssuer({
     group,
@@ -126,6 +137,7 @@ export function createLockContext(
     group,
     run,
     fences,
+    judge,
     get quarantineArg() {
       return horizon.arg;
     },

@@ -1,30 +1,20 @@
 /**
- * How long a node that lost its memory stays in the restart quarantine:
- * the longest `maxTtlMs` this client knows of among the cluster's clients,
- * not only its own. A node that forgot a lock must sit out that lock's
- * TTL, and the lock may be another client's, granted with a longer
- * `maxTtlMs`: a quarantine started with a shorter one (a CLI run with its
- * default, a service configured apart) ends while that lock is still held,
- * and a second client can take it.
+ * The cluster's horizon: how long its locks may last, the longest
+ * `maxTtlMs` of its clients. A node that lost its memory must sit out the
+ * TTL of every lock it may have forgotten, and that lock may be another
+ * client's, granted with a longer `maxTtlMs` than this client's: a
+ * quarantine as long as this client's (a CLI run with its default, a
+ * service configured apart) would end while that lock is still held, and
+ * a second client could take it.
  *
  * So every client records its `maxTtlMs` on each node it checks (the
- * certify script, `redquorum:horizon`) and learns the longest recorded
- * there; its quarantine is the longest of its own and every node's it
- * heard, and a restart found by the certify script is quarantined for at
- * least the longest recorded on that node. A node that restarted empty has
- * lost its own records, but the others still carry them, and first
- * contact checks every node before the first vote (NodeGroup.ready).
- *
- * This narrows the gap between clients configured apart; it does not
- * close it, and every client of a cluster should still use one
- * `maxTtlMs`. A client that meets a loss before it has heard the longer
- * record starts the shorter quarantine: one already running when the
- * longer client first checked the other nodes (it learns of it at its
- * next recheck of them), or one whose first contact went on after a
- * majority without the slower nodes that carry it (NodeGroup.ready's
- * grace). Closing it needs the lost node's quarantine judged from the
- * records of N - Q + 1 other nodes read after the loss, as the fencing
- * repair does for counters.
+ * certify script, `redquorum:horizon`), and the quarantine of a lost node
+ * is judged from the records of the other nodes, read after the loss
+ * (lock/quarantine-judge.ts): not from what one client knows, which may
+ * be stale. This class holds the client's side: its record and how long
+ * it lives, and the longest record its checks have heard of, which is
+ * warned of once (the clients of one cluster should agree) and judges the
+ * quarantine of a cluster of one node, which has no other node to read.
  *
  * A record lapses `recordLifetimeMs` after the client's last check of the
  * node, so a client that stopped (a one-off CLI run) does not lengthen the
@@ -70,15 +60,15 @@ export class QuarantineHorizon {
     this.warnedMs = this.ownMs;
   }
 
-  /** The quarantine in ms: this client's maxTtlMs, or a longer one recorded on a node. */
+  /** This client's maxTtlMs, or a longer one recorded on a node it checked. */
   get ms(): number {
     return this.longestMs;
   }
 
   /**
-   * The scripts' quarantine argument: the quarantine in ms, negative with
-   * the quarantine off (this client waits none out, but still starts one,
-   * as long as the cluster's, for the others: node-state.ts).
+   * The scripts' quarantine argument: negative with the quarantine off
+   * (this client waits none out, but still starts one for the others:
+   * node-state.ts). Its size is `ms`, which the scripts do not use.
    */
   get arg(): string {
     return String(this.quarantine ? this.ms : -this.ms);
@@ -107,8 +97,8 @@ export class QuarantineHorizon {
         endpoint,
         message:
           `${endpoint} records a maxTtlMs of ${this.longestMs} ms from another client of this ` +
-          `cluster, longer than this client's ${this.ownMs} ms: its restart quarantine lasts ` +
-          `${this.longestMs} ms too (give every client of a cluster the same maxTtlMs)`,
+          `cluster, longer than this client's ${this.ownMs} ms: a restart quarantine lasts ` +
+          `${this.longestMs} ms (give every client of a cluster the same maxTtlMs)`,
       });
     }
   }

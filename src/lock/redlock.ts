@@ -38,6 +38,8 @@ import {
   certifyKeys,
   certifyScript,
   extendScript,
+  horizonReadScript,
+  judgeQuarantineScript,
   releaseScript,
 } from "./scripts.js";
 
@@ -78,7 +80,17 @@ export class Redlock implements LockOwner {
           onReply: (node, reply) =>
             horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined),
         },
-        scripts: [acquireScript, extendScript, releaseScript, initNodeScript, fenceScript],
+        // The judge's too: a script's NOSCRIPT retry is not sent after a
+        // later command (node/redis-node.ts), and judgements run side by side.
+        scripts: [
+          acquireScript,
+          extendScript,
+          releaseScript,
+          initNodeScript,
+          fenceScript,
+          horizonReadScript,
+          judgeQuarantineScript,
+        ],
       }),
     );
     this.context = createLockContext(this, this.options, this.group, horizon, this.observer, {
@@ -218,8 +230,13 @@ export class Redlock implements LockOwner {
     // held by an attempt runs when that attempt fails, as it now will.
     this.context.turns.passAll();
     this.context.fences.stop(new ClosedError("Redlock"));
+    this.context.judge.stop(new ClosedError("Redlock"));
     this.context.waits.abortAll(new ClosedError("Redlock"));
-    await Promise.allSettled([...this.active, this.context.fences.settled()]);
+    await Promise.allSettled([
+      ...this.active,
+      this.context.fences.settled(),
+      this.context.judge.settled(),
+    ]);
     // What those started meanwhile (a pass run when a held attempt failed).
     while (this.active.size > 0) await Promise.allSettled([...this.active]);
     await this.context.watch.close();

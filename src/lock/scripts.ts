@@ -37,6 +37,9 @@ import {
   quarantineReply,
   restartedMarkerPrefix,
   runKey,
+  unjudgedLifetimeMs,
+  unjudgedLua,
+  unjudgedPrefix,
   uptimeSecondsLua,
 } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -474,8 +477,7 @@ return 1`,
  */
 export const certifyScript = new LuaScript(
   "lock-certify",
-  `local quarantineMs = math.abs(tonumber(ARGV[2]))
--- The cluster's horizon (lock/horizon.ts): each client's maxTtlMs (member)
+  `-- The cluster's horizon (lock/horizon.ts): each client's maxTtlMs (member)
 -- until its record lapses (score, server time in ms); the longest live one.
 local now = redis.call('time')
 local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
@@ -497,14 +499,18 @@ local marker = redis.call('get', KEYS[1])
 -- may have restarted as well. Unmarked nodes: the lock scripts' own
 -- quarantine (node-state.ts) decides.
 if not run and not marker then return {0, horizon} end
--- As long as the longest record here, if this client has not heard of it.
-quarantineMs = math.max(quarantineMs, horizon)
-if ARGV[3] ~= '1' and quarantineMs > 0 then
-  -- Whole seconds, rounded down: what is left is never underestimated.
-  local left = quarantineMs - ${uptimeSecondsLua} * 1000
-  if left > 0 and redis.call('pttl', KEYS[4]) < left then
-    -- "restart": init() must not lift it (node-state.ts, initNodeScript).
-    redis.call('set', KEYS[4], 'restart', 'PX', left)
+-- Out until its length is judged from the other nodes' records
+-- (quarantine-judge.ts), counted from the server's start; "restart" kinds:
+-- init() must not lift them (node-state.ts, initNodeScript).
+if ARGV[3] ~= '1' then
+  local current = redis.call('get', KEYS[4])
+  -- A loss already waiting for its judgement covers this one (after a
+  -- flush the run_id went with the rest). A judged quarantine still
+  -- running is kept as the judgement's floor.
+  if not (current and current:sub(1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}') then
+    local pttl = redis.call('pttl', KEYS[4])
+    local untilMs = pttl > 0 and nowMs + pttl or 0
+    redis.call('set', KEYS[4], ${unjudgedLua("restart", "string.format('%d', untilMs)")}, 'PX', ${unjudgedLifetimeMs})
   end
 end
 if not run or not marker then return {0, horizon} end
@@ -530,6 +536,81 @@ export const certifyKeys: readonly string[] = [
   horizonKey,
 ];
 
+/**
+ * A quarantine judge's read of another node (lock/quarantine-judge.ts):
+ * KEYS[1] the horizon records, KEYS[2] the quarantine. Replies {the
+ * longest maxTtlMs recorded and not lapsed (0 for none), 1 when the node is
+ * in a quarantine of its own (it may have lost records), else 0}.
+ */
+export const horizonReadScript = new LuaScript(
+  "lock-horizon-read",
+  `local now = redis.call('time')
+local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
+local horizon = 0
+for _, member in ipairs(redis.call('zrangebyscore', KEYS[1], '(' .. nowMs, '+inf')) do
+  horizon = math.max(horizon, tonumber(member) or 0)
+end
+return {horizon, redis.call('exists', KEYS[2])}`,
+);
+
+export const horizonReadKeys: readonly string[] = [horizonKey, quarantineKey];
+
+/** A horizon read's reply as a repair witness (quorum/counter-repair.ts). */
+export function readHorizonWitness(reply: unknown): { value: bigint; mayLag: boolean } {
+  const [horizon, quarantined] = Array.isArray(reply) ? reply : [];
+  if (typeof horizon !== "number" || !Number.isSafeInteger(horizon) || horizon < 0) {
+    throw new Error(`horizon read: unexpected reply ${JSON.stringify(reply)}`);
+  }
+  return { value: BigInt(horizon), mayLag: quarantined !== 0 };
+}
+
+/**
+ * The judgement of a lost node's quarantine (lock/quarantine-judge.ts):
+ * KEYS[1] marker, KEYS[2] quarantine, KEYS[3] its horizon records; ARGV[1]
+ * the marker that named the loss, ARGV[2] the longest maxTtlMs read from
+ * the other nodes (or a longer one this node still records). Only while
+ * that loss is current and unjudged: the quarantine becomes what is left
+ * of ARGV[2] since the loss — from the server's start (a restart, or an
+ * empty start), or one second before the marker was found missing (a
+ * flush; whole seconds, so never more than has passed) — or ends.
+ * Replies 0: not current (judged already, or another loss since); 1: in
+ * quarantine; 2: over.
+ */
+export const judgeQuarantineScript = new LuaScript(
+  "lock-judge-quarantine",
+  `local value = redis.call('get', KEYS[2])
+local kind, untilMs
+if value then kind, untilMs = string.match(value, '^${unjudgedPrefix}(%a+):(%d+)$') end
+if redis.call('get', KEYS[1]) ~= ARGV[1] or not kind then return 0 end
+local now = redis.call('time')
+local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
+-- Redis counts uptime as the difference of two times in whole seconds: it
+-- can be up to a second more than has passed, so one second less.
+local sinceMs = math.max(0, ${uptimeSecondsLua} - 1) * 1000
+if kind == 'flushed' then
+  -- Whole seconds too: one second less, never more than has passed.
+  local found = tonumber(string.match(ARGV[1], '^lost:(%d+)')) or tonumber(now[1])
+  sinceMs = math.min(sinceMs, math.max(0, now[1] - found - 1) * 1000)
+end
+-- Records this node kept (a restart from older data): a floor too.
+local horizon = tonumber(ARGV[2])
+for _, member in ipairs(redis.call('zrangebyscore', KEYS[3], '(' .. nowMs, '+inf')) do
+  horizon = math.max(horizon, tonumber(member) or 0)
+end
+local left = math.max(horizon - sinceMs, tonumber(untilMs) - nowMs)
+if left <= 0 then
+  redis.call('del', KEYS[2])
+  return 2
+end
+redis.call('set', KEYS[2], kind == 'restart' and 'restart' or '1', 'PX', math.floor(left))
+return 1`,
+);
+
+export const judgeKeys: readonly string[] = [markerKey, quarantineKey, horizonKey];
+
+/** judgeQuarantineScript's replies. */
+export type QuarantineJudgement = 0 | 1 | 2;
+
 /** Runs a lock or fencing script on node `index` and reads its reply. */
 export type ScriptRunner = (
   node: RedisNode,
@@ -545,6 +626,8 @@ export interface ScriptGuard {
   readonly quarantineMs: number;
   /** Told of a node that may have lost its memory (`marker` names the loss): fencing repairs it. */
   onMemoryLoss(index: number, marker: string): void;
+  /** Told of a node whose quarantine waits for its length (lock/quarantine-judge.ts). */
+  onUnjudged(index: number, marker: string): void;
 }
 
 /**
@@ -581,12 +664,13 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
   if (code === quarantineReply.quarantined) {
     guard.observer.node(node.endpoint, "quarantined", "it may have lost its memory");
     guard.onMemoryLoss(index, String(marker));
+    if (String(reply[2]).startsWith(unjudgedPrefix)) guard.onUnjudged(index, String(marker));
     throw new NodeError(
       node.endpoint,
       new Error(
         "quarantined: it may have lost lock keys (no redquorum marker: restarted without its data, " +
           "or flushed; or restarted from data that may be older, without appendfsync always), " +
-          `and stays out of service for up to the cluster's longest maxTtlMs (${guard.quarantineMs} ms); ` +
+          `and stays out of service for the longest maxTtlMs of the cluster's clients (${guard.quarantineMs} ms or more); ` +
           "if these are new nodes redquorum never used, call redlock.init() once",
       ),
     );

@@ -43,6 +43,28 @@ export const runIdLua = "(string.match(redis.call('info', 'server'), 'run_id:(%w
 export const uptimeSecondsLua =
   "(tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0)";
 
+/**
+ * The quarantine's value until its length is judged from the other nodes
+ * (lock/quarantine-judge.ts): "unjudged:<kind>:<until>". The kind says
+ * when the loss happened: "start" (no marker, never flushed: the server
+ * started empty), "flushed" (no marker after a flush: at the latest when
+ * the marker was found missing), "restart" (restarted from data that may
+ * be older: the server's start). <until> is the server time in ms until
+ * which a quarantine that was running already had to last (0 for none):
+ * the judgement keeps at least that. Judged, the value is "1" (the first
+ * two kinds) or "restart".
+ */
+export const unjudgedPrefix = "unjudged:";
+export function unjudgedLua(kind: "start" | "flushed" | "restart", untilMs = "'0'"): string {
+  return `'${unjudgedPrefix}${kind}:' .. ${untilMs}`;
+}
+/** Lua: whether the Lua expression `value` (a quarantine's value, or false) is unjudged of kind restart. */
+export function isUnjudgedRestartLua(value: string): string {
+  return `(${value} and ${value}:sub(1, ${unjudgedPrefix.length + 8}) == '${unjudgedPrefix}restart:')`;
+}
+/** How long an unjudged quarantine lives if no client judges it: the longest TTL a lock may have. */
+export const unjudgedLifetimeMs = 2 ** 31 - 1;
+
 /** Every key redquorum keeps for itself starts with this; no lock or ID key may. */
 export const internalKeyPrefix = "redquorum:";
 
@@ -70,44 +92,38 @@ end`;
  * Lua: `checkQuarantine(marker, quarantined, quarantineArg)`, given the
  * marker and quarantine keys' values (read by the caller's MGET with what
  * else it needs), returns the node's marker and, while the node is in
- * quarantine, the reply to give instead of a vote ({quarantined, marker};
- * else nil). quarantineArg is the quarantine in ms (the client's
- * maxTtlMs); negative for a client with the quarantine off, which never
- * waits one out but still starts one for the clients that do: otherwise
- * its marker rewrite (below) would hide the loss from them, and a second
- * client could take a lock the node forgot.
+ * quarantine, the reply to give instead of a vote ({quarantined, marker,
+ * the quarantine's value}; else nil). quarantineArg is negative for a
+ * client with the quarantine off, which never waits one out but still
+ * starts one for the clients that do: otherwise its marker rewrite (below)
+ * would hide the loss from them, and a second client could take a lock
+ * the node forgot.
  *
  * A marker found missing is rewritten as "lost:<server time>": the node
  * keeps in mind that it lost its memory (so its fencing counters are
  * unknown until a repair writes the floor), and the value names this loss
- * for repairs. init writes "1". A node without a marker that has been up
- * for at least the quarantine and was never flushed has outlived every
- * lock it could have forgotten: it needs no quarantine (its fencing
- * counters are still unknown: "lost:" sends them to repair, or to init()
- * on a cluster redquorum never used).
- *
- * quarantineArg's length is the longest maxTtlMs this client knows of
- * among the cluster's clients (lock/horizon.ts), not only its own.
+ * for repairs. init writes "1". The quarantine starts unjudged: how long
+ * it lasts is the cluster's longest maxTtlMs, read from the other nodes
+ * (lock/quarantine-judge.ts), from the loss on. A node without a marker
+ * that has been up for at least that long and was never flushed has
+ * outlived every lock it could have forgotten: the judgement ends its
+ * quarantine (its fencing counters are still unknown: "lost:" sends them
+ * to repair, or to init() on a cluster redquorum never used).
  */
 export const quarantineCheck = `${flushCount}
 local function checkQuarantine(marker, quarantined, quarantineArg)
-  local quarantineMs = tonumber(quarantineArg)
-  local waits = quarantineMs > 0
-  if not waits then quarantineMs = -quarantineMs end
+  local waits = tonumber(quarantineArg) > 0
   if quarantined then
-    if waits then return marker, {${quarantineReply.quarantined}, marker or ''} end
+    if waits then return marker, {${quarantineReply.quarantined}, marker or '', quarantined} end
     return marker, nil
   end
   if not marker then
     local now = redis.call('time')
     marker = 'lost:' .. now[1] .. '.' .. now[2]
     redis.call('set', '${markerKey}', marker)
-    if quarantineMs > 0 then
-      if flushCount() > 0 or ${uptimeSecondsLua} * 1000 < quarantineMs then
-        redis.call('set', '${quarantineKey}', '1', 'PX', quarantineMs)
-        if waits then return marker, {${quarantineReply.quarantined}, marker} end
-      end
-    end
+    local kind = flushCount() > 0 and ${unjudgedLua("flushed")} or ${unjudgedLua("start")}
+    redis.call('set', '${quarantineKey}', kind, 'PX', ${unjudgedLifetimeMs})
+    if waits then return marker, {${quarantineReply.quarantined}, marker, kind} end
   end
   return marker, nil
 end`;
@@ -165,7 +181,8 @@ export const initNodeScript = new LuaScript(
   "init-node",
   `${serverState}
 local marker = redis.call('get', KEYS[1])
-local restarted = ${isRestartedLua("marker")} or redis.call('get', KEYS[2]) == 'restart'
+local quarantine = redis.call('get', KEYS[2])
+local restarted = ${isRestartedLua("marker")} or quarantine == 'restart' or ${isUnjudgedRestartLua("quarantine")}
 if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
 if ARGV[1] == 'check' then return {${initState.unmarked}, marker or '', serverState()} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end

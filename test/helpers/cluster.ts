@@ -92,6 +92,23 @@ export class TestCluster {
   }
 
   /** Runs one command on every running node. */
+  /**
+   * Waits until node `index`'s restart quarantine, if any, has had its
+   * length judged (lock/quarantine-judge.ts: the client that met the loss
+   * does it right after); throws after `timeoutMs`.
+   */
+  async quarantineJudged(index: number, timeoutMs = 5_000): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const value = await this.client(index).get("redquorum:quarantine");
+      if (!value?.startsWith("unjudged:")) return;
+      if (performance.now() > deadline) {
+        throw new Error(`node ${index}'s quarantine not judged within ${timeoutMs} ms (${value})`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
   async onAll<T>(run: (client: Redis, index: number) => Promise<T>): Promise<T[]> {
     return Promise.all(this.cluster.nodes.map((node) => run(this.client(node.index), node.index)));
   }

@@ -12,7 +12,7 @@ import {
 } from "../../src/index.js";
 import { verdictOf } from "../../src/node/verdict.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
-import { inspectionTimeoutMs, startCluster, type TestCluster } from "../helpers/cluster.js";
+import { inspectionTimeoutMs, startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 describe("restart quarantine (FAULTS.md L4/L5)", () => {
@@ -156,6 +156,7 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
         (l) => l.release(),
         () => {},
       );
+      await cluster.quarantineJudged(1);
       const status = await redlock.status();
       assert.equal(status.length, 5);
       for (const node of status) {
@@ -214,19 +215,28 @@ describe("Redlock.init()", () => {
   });
 
   it("nodes up longer than maxTtlMs without a marker need no quarantine; with fencing they ask for init(), which makes them work", async () => {
-    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
+    const nodes = new TestCluster(
+      await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
+    );
     const maxTtlMs = 1_000;
-    const redlock = new Redlock(cluster.urls, { maxTtlMs, retry: { retries: 0 } });
+    const redlock = new Redlock(nodes.urls, { maxTtlMs, retry: { retries: 0 } });
     try {
       // Up longer than any lock could last, never flushed: nothing to forget.
       await new Promise((r) => setTimeout(r, maxTtlMs + 1_100)); // uptime counts whole seconds
+      // The first call meets the missing markers: each node is out until its
+      // quarantine is judged from the others' records, which ends it.
+      await redlock.acquire(["r"], 200).catch(() => {});
+      for (let i = 0; i < 3; i++) await nodes.quarantineJudged(i);
+      for (let i = 0; i < 3; i++) {
+        assert.equal(await nodes.client(i).get("redquorum:quarantine"), null);
+      }
       await assert.rejects(redlock.acquire(["r"], 200), (error: unknown) => {
         assert.ok(error instanceof QuorumError, String(error));
         assert.doesNotMatch(error.message, /quarantined/);
         assert.match(error.message, /call redlock\.init\(\) once/);
         return true;
       });
-      const without = new Redlock(cluster.urls, { maxTtlMs, fencing: false });
+      const without = new Redlock(nodes.urls, { maxTtlMs, fencing: false });
       try {
         await (await without.acquire(["r"], 200)).release();
       } finally {
@@ -238,7 +248,7 @@ describe("Redlock.init()", () => {
       await lock.release();
     } finally {
       await redlock.close();
-      await cluster.stop();
+      await nodes.stop();
     }
   });
 

@@ -216,8 +216,14 @@ describe("the restart quarantine covers restarts from data that may be older", (
     const booting = new Redlock(cluster.urls, used); // first used after the restart
     try {
       // Up for maxTtlMs: a node without a marker needs no quarantine, so
-      // the cluster serves without init() (its markers become "lost:").
+      // the cluster serves without init() (its markers become "lost:"), once
+      // the first call's quarantines are judged from the other nodes.
       await sleep(shortTtlMs + 1_000);
+      await a.acquire(["warm"], 1_000).then(
+        (l) => l.release(),
+        () => {},
+      );
+      for (let i = 0; i < 3; i++) await cluster.quarantineJudged(i);
       await warm(a);
       assert.match(String(await cluster.client(0).get("redquorum:marker")), /^lost:/);
       await cluster.client(0).save();
@@ -319,12 +325,27 @@ describe("the restart quarantine covers restarts from data that may be older", (
 });
 
 /**
- * The quarantine lasts the longest maxTtlMs a client knows of among the
- * cluster's clients (lock/horizon.ts), not only its own: a lock the node
- * forgot may have been granted with the longer TTL. Clients record their
- * maxTtlMs on the nodes they check and learn the longest recorded.
+ * The quarantine lasts the cluster's longest maxTtlMs, not the client's
+ * that met the loss (lock/horizon.ts): a lock the node forgot may have
+ * been granted with the longer TTL. Clients record their maxTtlMs on the
+ * nodes they check; a lost node's quarantine is judged from N - Q + 1
+ * other nodes' records, read after the loss (lock/quarantine-judge.ts).
  */
-describe("the quarantine lasts the longest maxTtlMs a client heard of", () => {
+
+/** `client` tries `resource` every 100 ms for `forMs`; fails the test if it ever gets it. */
+async function neverTakes(client: Redlock, forMs: number): Promise<void> {
+  const deadline = performance.now() + forMs;
+  while (performance.now() < deadline) {
+    const lock = await client.acquire([resource], 1_000).catch(() => undefined);
+    if (lock) {
+      await lock.release();
+      assert.fail("took the lock A holds: node 2's quarantine ended early");
+    }
+    await sleep(100);
+  }
+}
+
+describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
   const shortTtlMs = 1_000;
   const short = { ...options, maxTtlMs: shortTtlMs };
 
@@ -362,6 +383,89 @@ describe("the quarantine lasts the longest maxTtlMs a client heard of", () => {
       await a.close();
       await b.close();
       await c.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a client that checked every node before the longer client started judges the loss from the nodes, not from what it knew", async () => {
+    const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+    const c = new Redlock(cluster.urls, short);
+    const a = new Redlock(cluster.urls, options);
+    try {
+      await warm(c); // C knows of 1 s only, until its next recheck of each node
+      const lock = await holdOnFirstThree(cluster, a);
+      await cluster.cluster.restart(2, { keepData: false });
+      await neverTakes(c, shortTtlMs + 2_000);
+      await cluster.quarantineJudged(2);
+      const left = await quarantineLeft(cluster, 2);
+      assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await c.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a new client whose first contact goes on without the slow nodes that carry the longer record waits for them to judge the loss", async () => {
+    const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+    const a = new Redlock(cluster.urls, options);
+    const c = new Redlock(cluster.urls, { ...short, onWarning: () => {} });
+    try {
+      // A's first contact never reaches 3 and 4 (paused past checkTimeoutMs):
+      // its record and its lock are on nodes 0, 1 and 2 only.
+      for (const i of [3, 4]) await cluster.client(i).call("CLIENT", "PAUSE", "3000");
+      const lock = await a.acquire([resource], 30_000);
+      await sleep(3_200);
+      for (const i of [3, 4]) {
+        assert.deepEqual(await cluster.client(i).zrange("redquorum:horizon", 0, -1), []);
+      }
+      await cluster.cluster.restart(2, { keepData: false });
+      // Nodes 0 and 1 answer C's first checks late: C goes on with 2, 3, 4.
+      for (const i of [0, 1]) await cluster.client(i).call("CLIENT", "PAUSE", "1500");
+      await neverTakes(c, shortTtlMs + 2_500);
+      await cluster.quarantineJudged(2);
+      const left = await quarantineLeft(cluster, 2);
+      assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await c.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a flushed node's judged quarantine outlasts a new client's check, which takes its lost run_id for a restart", async () => {
+    const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+    const longMs = 3_000;
+    const a = new Redlock(cluster.urls, { ...options, maxTtlMs: longMs });
+    const b = new Redlock(cluster.urls, short); // first used after the flush
+    try {
+      // Up longer than A's maxTtlMs: a restart found now would need no quarantine.
+      await sleep(longMs + 1_500);
+      for (const i of [3, 4]) await cluster.client(i).set(resource, "foreign", "PX", 60_000);
+      const lock = await a.acquire([resource], longMs);
+      for (const i of [3, 4]) await cluster.client(i).del(resource);
+      await cluster.client(2).flushall();
+      await a.acquire(["elsewhere"], 1_000).then(
+        (l) => l.release(),
+        () => {},
+      ); // A meets the loss
+      await cluster.quarantineJudged(2);
+      // B's first check finds node 2 marked ("lost:") without a run_id (the
+      // flush took it): a restart, as far as the check can tell.
+      await b.acquire([resource], 1_000).then(
+        (l) => assert.fail(`B took the lock A holds (${l.value})`),
+        () => {},
+      );
+      await cluster.quarantineJudged(2);
+      await neverTakes(b, 300); // and once that check's quarantine is judged
+      assert.ok(lock.remainingMs() > 0, "A still held the lock when B tried");
+      const left = await quarantineLeft(cluster, 2);
+      assert.ok(left > 0 && left <= longMs, `quarantine left ${left} ms`);
+    } finally {
+      await a.close();
+      await b.close();
       await cluster.stop();
     }
   });

@@ -1,0 +1,108 @@
+/**
+ * How long a node that lost its memory stays in the restart quarantine,
+ * judged from the other nodes (lock/horizon.ts says why the length is the
+ * cluster's, not one client's). A loss starts the quarantine unjudged (the
+ * node refuses every vote: node/node-state.ts, checkQuarantine; the
+ * certify script for a restart); the first client that meets it reads the
+ * longest live `maxTtlMs` record from N - Q + 1 other nodes not in a
+ * quarantine of their own (or from every other node), and sets the
+ * quarantine to what is left of that since the loss.
+ *
+ * Why those nodes: a lock still held was granted by a majority M whose
+ * holder had checked each of them within its recheck interval, and the
+ * record outlives the lock there. N - Q + 1 of the other nodes and the
+ * Q - 1 of M besides the lost node cannot be disjoint among N - 1. A node
+ * in a quarantine of its own may have lost the record with its memory (a
+ * node out of quarantine has outlived every lock it forgot); with every
+ * other node read, at most N - Q faulty nodes leave 2Q - N >= 1 of M's
+ * others intact (the rule of quorum/counter-repair.ts). Read after the
+ * loss, so a client's own knowledge, which may be stale, does not decide.
+ */
+
+import type { Clock } from "../clock.js";
+import { raceAbort } from "../clock.js";
+import type { Observer } from "../observe.js";
+import { RepairScheduler, raiseFromOthers } from "../quorum/counter-repair.js";
+import type { NodeGroup } from "../quorum/node-group.js";
+import {
+  horizonReadKeys,
+  horizonReadScript,
+  judgeKeys,
+  judgeQuarantineScript,
+  type QuarantineJudgement,
+  readHorizonWitness,
+} from "./scripts.js";
+
+export interface QuarantineJudgeContext {
+  readonly group: NodeGroup;
+  readonly clock: Clock;
+  readonly observer: Observer;
+  readonly nodeTimeoutMs: number;
+  /** The longest maxTtlMs this client knows of (its own at least): the judgement of a lone node. */
+  readonly knownMs: () => number;
+}
+
+export class QuarantineJudge {
+  private readonly context: QuarantineJudgeContext;
+  /** Aborted by `stop()`: ends judgements waiting to run, and no new one starts. */
+  private readonly lifetime = new AbortController();
+  private readonly judgements: RepairScheduler;
+
+  constructor(context: QuarantineJudgeContext) {
+    this.context = context;
+    // No delay: unlike a counter repair, no earlier vote of the node can count later.
+    this.judgements = new RepairScheduler(context.clock, 0, this.lifetime.signal);
+  }
+
+  /** Node `index` answered that the loss `marker` names waits for its judgement. */
+  schedule(index: number, marker: string): void {
+    this.judgements.schedule(index, () => this.judge(index, marker));
+  }
+
+  stop(reason: unknown): void {
+    this.lifetime.abort(reason);
+  }
+
+  settled(): Promise<void> {
+    return this.judgements.settled();
+  }
+
+  private async judge(index: number, marker: string): Promise<void> {
+    const { group, nodeTimeoutMs, observer, knownMs } = this.context;
+    const signal = this.lifetime.signal;
+    const node = group.nodes[index]!;
+    let judgement: QuarantineJudgement | undefined;
+    const write = async (horizonMs: bigint) => {
+      judgement = await raceAbort(
+        node.evalScript(judgeQuarantineScript, judgeKeys, [marker, horizonMs.toString()]),
+        signal,
+        nodeTimeoutMs,
+      ).then((reply) => reply as QuarantineJudgement);
+      return judgement !== 0;
+    };
+    if (group.nodes.length === 1) {
+      // No other node to read: what this client knows.
+      await write(BigInt(knownMs()));
+    } else {
+      await raiseFromOthers(
+        group,
+        index,
+        {
+          readOther: (other) =>
+            other.evalScript(horizonReadScript, horizonReadKeys, []).then(readHorizonWitness),
+          raise: write,
+        },
+        { signal, timeoutMs: nodeTimeoutMs },
+      );
+    }
+    if (judgement !== undefined && judgement !== 0) {
+      observer.node(
+        node.endpoint,
+        judgement === 1 ? "quarantined" : "in service",
+        judgement === 1
+          ? "restart quarantine judged from the other nodes' maxTtlMs records"
+          : "restart quarantine over (judged from the other nodes' maxTtlMs records)",
+      );
+    }
+  }
+}
