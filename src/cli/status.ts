@@ -38,7 +38,11 @@ function row(node: NodeStatus): string[] {
     persistenceOf(node),
     node.maxmemoryPolicy ?? "?",
     node.marker ? "yes" : (node.markerValue?.split(":")[0] ?? "no"),
-    quarantine > 0 ? `${Math.ceil(quarantine / 1000)} s` : "no",
+    quarantine > 0
+      ? node.quarantineJudged === false
+        ? "judging"
+        : `${Math.ceil(quarantine / 1000)} s`
+      : "no",
   ];
 }
 

@@ -1,5 +1,6 @@
 import type { Clock } from "../clock.js";
 import { configValue, nodeInfoFrom } from "./inspect.js";
+import { unjudgedPrefix } from "./node-state.js";
 import type { RedisNode } from "./redis-node.js";
 
 /** One node as `status()` reports it: what the CLI's `status` command prints. */
@@ -26,6 +27,12 @@ export interface NodeStatus {
   readonly markerValue?: string;
   /** Milliseconds of quarantine left; 0 when the node is in service. */
   readonly quarantineRemainingMs?: number;
+  /**
+   * False while the quarantine waits for its length to be judged from the
+   * other nodes (lock/quarantine-judge.ts: a client's next call there
+   * does it); `quarantineRemainingMs` is then only an upper bound.
+   */
+  readonly quarantineJudged?: boolean;
   /** Why the node is unreachable or could not be read. */
   readonly error?: string;
 }
@@ -50,10 +57,11 @@ export async function readNodeStatus(
     const start = clock.now();
     await node.command(["PING"], { timeoutMs });
     const latencyMs = clock.now() - start;
-    const [infoText, marker, quarantine, fsync, repaired] = await Promise.all([
+    const [infoText, marker, quarantine, quarantineValue, fsync, repaired] = await Promise.all([
       node.command(["INFO"], { timeoutMs }),
       node.command(["GET", keys.marker], { timeoutMs }),
       keys.quarantine === undefined ? -2 : node.command(["PTTL", keys.quarantine], { timeoutMs }),
+      keys.quarantine === undefined ? null : node.command(["GET", keys.quarantine], { timeoutMs }),
       node.command(["CONFIG", "GET", "appendfsync"], { timeoutMs }).catch(() => undefined),
       keys.repaired === undefined ? 0 : node.command(["EXISTS", keys.repaired], { timeoutMs }),
     ]);
@@ -73,6 +81,8 @@ export async function readNodeStatus(
       marker: markerValue !== undefined && (keys.markerOk(markerValue) || repaired === 1),
       markerValue,
       quarantineRemainingMs: typeof quarantine === "number" && quarantine > 0 ? quarantine : 0,
+      quarantineJudged:
+        quarantineValue == null || !String(quarantineValue).startsWith(unjudgedPrefix),
     };
   } catch (error) {
     return {

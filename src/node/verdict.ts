@@ -22,6 +22,9 @@ export interface ClusterVerdict {
 function lockProblem(node: NodeStatus): string | undefined {
   if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
   if (node.role !== "master") return `role ${node.role ?? "unknown"}, not master`;
+  if ((node.quarantineRemainingMs ?? 0) > 0 && node.quarantineJudged === false) {
+    return "quarantined until its length is judged from the other nodes' maxTtlMs records (a client's next lock call there does it; it needs N - Q + 1 other nodes in service)";
+  }
   if ((node.quarantineRemainingMs ?? 0) > 0) {
     return `quarantined for ${Math.ceil(node.quarantineRemainingMs! / 1000)} s more`;
   }

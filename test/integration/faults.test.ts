@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { QuorumError, Redlock } from "../../src/index.js";
+import { verdictOf } from "../../src/node/verdict.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 } } as const;
@@ -157,6 +158,12 @@ describe("node failures (5 nodes, Q = 3)", () => {
       for (const i of [0, 1]) {
         assert.match(String(await cluster.client(i).get("redquorum:quarantine")), /^unjudged:/);
       }
+      const status = await redlock.status();
+      assert.deepEqual(
+        [0, 1].map((i) => status[i]!.quarantineJudged),
+        [false, false],
+      );
+      assert.match(verdictOf(status).locks.reasons.join("\n"), /judged from the other nodes/);
       // Back: the next refusals have the quarantines judged, over by now.
       cluster.cluster.resume(2);
       cluster.cluster.resume(3);

@@ -184,6 +184,7 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
         status[1]!.quarantineRemainingMs! > 0 && status[1]!.quarantineRemainingMs! <= 5_000,
       );
       assert.equal(status[0]!.quarantineRemainingMs, 0);
+      assert.equal(status[1]!.quarantineJudged, true);
       await cluster.cluster.kill(4);
       const afterKill = await redlock.status();
       assert.equal(afterKill[4]!.reachable, false);
