@@ -19,12 +19,11 @@
  * A record lapses `recordLifetimeMs` after the client's last check of the
  * node, so a client that stopped (a one-off CLI run) does not lengthen the
  * quarantine for good. It outlives the locks the client was granted: a
- * node votes while checked within the recheck interval or while its
- * recheck runs, so the client's last grant there comes about one interval
- * and one check timeout after the last check that recorded it, and the
- * lock lasts at most maxTtlMs after that. (A node whose rechecks keep
- * failing while its votes succeed keeps voting, and its record can lapse
- * first; the other nodes' records are still there.)
+ * node votes only while its last passed check is less than one recheck
+ * interval and one check timeout old (NodeGroup: rechecks that keep
+ * failing take it out), so the client's last grant or extend there comes
+ * within that of the check that recorded it, and the lock lasts at most
+ * maxTtlMs after that.
  */
 
 import { limits } from "../limits.js";
@@ -44,25 +43,41 @@ export class QuarantineHorizon {
   readonly recordLifetimeMs: number;
   private readonly quarantine: boolean;
   private readonly onWarning: (warning: NodeWarning) => void;
-  /** Per node endpoint: the longest maxTtlMs its last check reported. */
-  private readonly reported = new Map<string, number>();
-  private longestMs: number;
+  /**
+   * Per node endpoint: the longest maxTtlMs its checks reported, and until
+   * when (this client's clock) it may still stand for a lock held: as long
+   * as the record it came from lives after it was read. A node that lost
+   * its records (restarted empty) does not erase what it reported before.
+   */
+  private readonly reported = new Map<string, { ms: number; untilMs: number }>();
   private warnedMs: number;
 
-  constructor(options: HorizonOptions, onWarning: (warning: NodeWarning) => void) {
+  private readonly now: () => number;
+
+  constructor(
+    options: HorizonOptions,
+    onWarning: (warning: NodeWarning) => void,
+    now: () => number,
+  ) {
+    this.now = now;
     this.ownMs = options.maxTtlMs;
     // Twice the interval and the check timeout: room for a late recheck.
     this.recordLifetimeMs =
       options.maxTtlMs + 2 * (options.recheckIntervalMs + options.checkTimeoutMs);
     this.quarantine = options.quarantine;
     this.onWarning = onWarning;
-    this.longestMs = this.ownMs;
     this.warnedMs = this.ownMs;
   }
 
-  /** This client's maxTtlMs, or a longer one recorded on a node it checked. */
+  /** This client's maxTtlMs, or a longer one recorded on a node it checked and not lapsed since. */
   get ms(): number {
-    return this.longestMs;
+    const now = this.now();
+    let longest = this.ownMs;
+    for (const [endpoint, heard] of this.reported) {
+      if (heard.untilMs <= now) this.reported.delete(endpoint);
+      else longest = Math.max(longest, heard.ms);
+    }
+    return longest;
   }
 
   /**
@@ -88,17 +103,23 @@ export class QuarantineHorizon {
     const value = typeof recordedMs === "number" ? recordedMs : Number.NaN;
     if (!Number.isSafeInteger(value) || value < 0) return;
     // A record beyond what any client may set (written by hand) counts as the most allowed.
-    this.reported.set(endpoint, Math.min(value, limits.ttlMsMax));
-    this.longestMs = Math.max(this.ownMs, ...this.reported.values());
-    if (this.longestMs > this.warnedMs) {
-      this.warnedMs = this.longestMs;
+    const ms = Math.min(value, limits.ttlMsMax);
+    const now = this.now();
+    const before = this.reported.get(endpoint);
+    // The record lives its client's maxTtlMs plus the slack (this client's
+    // is the longest slack known here) after that client's last check.
+    const heard = { ms, untilMs: now + ms + this.recordLifetimeMs - this.ownMs };
+    if (!before || before.untilMs <= now || before.ms <= ms) this.reported.set(endpoint, heard);
+    const longest = this.ms;
+    if (longest > this.warnedMs) {
+      this.warnedMs = longest;
       this.onWarning({
         code: "REDQUORUM_MAX_TTL",
         endpoint,
         message:
-          `${endpoint} records a maxTtlMs of ${this.longestMs} ms from another client of this ` +
+          `${endpoint} records a maxTtlMs of ${longest} ms from another client of this ` +
           `cluster, longer than this client's ${this.ownMs} ms: a restart quarantine lasts ` +
-          `${this.longestMs} ms (give every client of a cluster the same maxTtlMs)`,
+          `${longest} ms (give every client of a cluster the same maxTtlMs)`,
       });
     }
   }

@@ -8,7 +8,12 @@
  */
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
-import { fenceFloorKey, fenceScript } from "../fencing/scripts.js";
+import {
+  fenceFloorKey,
+  fenceMaxReadScript,
+  fenceRepairScript,
+  fenceScript,
+} from "../fencing/scripts.js";
 import { keepsEveryWrite } from "../node/durability.js";
 import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
@@ -62,7 +67,8 @@ export class Redlock implements LockOwner {
   constructor(nodes: readonly NodeInput[], options: RedlockOptions = {}) {
     this.options = resolveRedlockOptions(options);
     this.observer = new Observer(this.options.observe);
-    const horizon = new QuarantineHorizon(this.options, this.options.onWarning);
+    const clock = this.options.clock;
+    const horizon = new QuarantineHorizon(this.options, this.options.onWarning, () => clock.now());
     this.group = new NodeGroup(
       createNodes(nodes),
       nodeGroupOptionsOf(this.options, this.observer, {
@@ -80,14 +86,17 @@ export class Redlock implements LockOwner {
           onReply: (node, reply) =>
             horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined),
         },
-        // The judge's too: a script's NOSCRIPT retry is not sent after a
-        // later command (node/redis-node.ts), and judgements run side by side.
+        // The repairs' and the judge's too: a script's NOSCRIPT retry is not
+        // sent after a later command (node/redis-node.ts), and repairs and
+        // judgements of several nodes run side by side.
         scripts: [
           acquireScript,
           extendScript,
           releaseScript,
           initNodeScript,
           fenceScript,
+          fenceMaxReadScript,
+          fenceRepairScript,
           horizonReadScript,
           judgeQuarantineScript,
         ],

@@ -136,8 +136,12 @@ export class NodeGroup {
         if (this.isCurrent(index, now)) return call(node, index);
         // Same connection, checks only old: the node keeps voting while it
         // is checked again (a configuration it has now can only have been
-        // set at runtime, and the check takes it out once it has read it).
-        if (this.isCheckedOnEpoch(index)) {
+        // set at runtime, and the check takes it out once it has read it),
+        // but not once its last passed check is older than one interval and
+        // one check timeout: rechecks that keep failing (a timeout, an ACL
+        // change) must not leave it voting for good, since what the checks
+        // write lapses (lock/horizon.ts: the client's maxTtlMs record).
+        if (this.isCheckedOnEpoch(index) && !this.isOverdue(index, now)) {
           this.check(index).catch(() => {});
           return call(node, index);
         }
@@ -191,6 +195,12 @@ export class NodeGroup {
       this.isCheckedOnEpoch(index) &&
       now - this.checkedAtMs[index]! < this.options.recheckIntervalMs
     );
+  }
+
+  /** Whether node `index`'s last passed check is older than one interval and one check timeout. */
+  private isOverdue(index: number, now: number): boolean {
+    const { recheckIntervalMs, checkTimeoutMs } = this.options;
+    return now - this.checkedAtMs[index]! >= recheckIntervalMs + checkTimeoutMs;
   }
 
   /** Whether node `index` passed its last check on the connection it uses now. */

@@ -339,7 +339,7 @@ async function neverTakes(client: Redlock, forMs: number): Promise<void> {
     const lock = await client.acquire([resource], 1_000).catch(() => undefined);
     if (lock) {
       await lock.release();
-      assert.fail("took the lock A holds: node 2's quarantine ended early");
+      assert.fail("took the lock A holds: the quarantine ended early");
     }
     await sleep(100);
   }
@@ -466,6 +466,69 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
     } finally {
       await a.close();
       await b.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a one-node cluster judges with the longest maxTtlMs its client heard of, also after the node lost its records", async () => {
+    const cluster = await startCluster({ nodeCount: 1, persistence: "none" });
+    const warned: string[] = [];
+    const c = new Redlock(cluster.urls, {
+      ...short,
+      recheckIntervalMs: 200,
+      onWarning: (w) => warned.push(w.code),
+    });
+    const a = new Redlock(cluster.urls, options);
+    try {
+      await warm(c);
+      const lock = await a.acquire([resource], 30_000);
+      // C's next recheck (run beside its calls) hears of A's maxTtlMs.
+      const deadline = performance.now() + 5_000;
+      while (!warned.includes("REDQUORUM_MAX_TTL")) {
+        await sleep(250);
+        await warm(c);
+        assert.ok(performance.now() < deadline, "C never heard of A's maxTtlMs");
+      }
+      await cluster.cluster.restart(0, { keepData: false });
+      await neverTakes(c, shortTtlMs + 1_500);
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+      await cluster.quarantineJudged(0);
+      const left = await quarantineLeft(cluster, 0);
+      assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+    } finally {
+      await a.close();
+      await c.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a node whose rechecks keep failing stops voting one recheck interval and check timeout after its last passed check", async () => {
+    // What a check writes lapses (the maxTtlMs record): a client whose
+    // checks fail must not go on holding locks on the votes alone.
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    await cluster.onAll((c) => c.call("ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all"));
+    const urls = cluster.urls.map((url) => url.replace("redis://", "redis://app:pw@"));
+    const checks = { recheckIntervalMs: 300, checkTimeoutMs: 200 };
+    const a = new Redlock(urls, { ...options, ...checks });
+    try {
+      const lock = await a.acquire([resource], 30_000);
+      // INFO refused from now on: every recheck fails, the scripts still run.
+      await cluster.onAll((c) => c.call("ACL", "SETUSER", "app", "-info"));
+      const revokedAt = performance.now();
+      const boundMs = checks.recheckIntervalMs + checks.checkTimeoutMs;
+      let error: unknown;
+      while (!error) {
+        await lock.extend(30_000).catch((e: unknown) => {
+          error = e;
+        });
+        assert.ok(performance.now() - revokedAt < boundMs + 3_000, "still voting");
+        await sleep(50);
+      }
+      assert.match(String(error), /NOPERM/);
+      assert.ok(performance.now() - revokedAt >= checks.recheckIntervalMs - 50);
+    } finally {
+      await a.close();
+      await cluster.onAll((c) => c.call("ACL", "DELUSER", "app")).catch(() => {});
       await cluster.stop();
     }
   });
