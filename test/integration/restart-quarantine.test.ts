@@ -332,6 +332,16 @@ describe("the restart quarantine covers restarts from data that may be older", (
  * other nodes' records, read after the loss (lock/quarantine-judge.ts).
  */
 
+/**
+ * Node `index`'s quarantine, once judged, lasts about `ms` from the loss:
+ * more than `ms` less the time the test has taken since (`slackMs`).
+ */
+async function assertJudgedFor(cluster: TestCluster, index: number, ms: number, slackMs = 10_000) {
+  await cluster.quarantineJudged(index);
+  const left = await quarantineLeft(cluster, index);
+  assert.ok(left > ms - slackMs && left <= ms, `quarantine left ${left} ms`);
+}
+
 /** `client` tries `resource` every 100 ms for `forMs`; fails the test if it ever gets it. */
 async function neverTakes(client: Redlock, forMs: number): Promise<void> {
   const deadline = performance.now() + forMs;
@@ -396,9 +406,7 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
       const lock = await holdOnFirstThree(cluster, a);
       await cluster.cluster.restart(2, { keepData: false });
       await neverTakes(c, shortTtlMs + 2_000);
-      await cluster.quarantineJudged(2);
-      const left = await quarantineLeft(cluster, 2);
-      assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      await assertJudgedFor(cluster, 2, maxTtlMs);
       assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
     } finally {
       await a.close();
@@ -424,9 +432,7 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
       // Nodes 0 and 1 answer C's first checks late: C goes on with 2, 3, 4.
       for (const i of [0, 1]) await cluster.client(i).call("CLIENT", "PAUSE", "1500");
       await neverTakes(c, shortTtlMs + 2_500);
-      await cluster.quarantineJudged(2);
-      const left = await quarantineLeft(cluster, 2);
-      assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      await assertJudgedFor(cluster, 2, maxTtlMs);
       assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
     } finally {
       await a.close();
@@ -492,9 +498,7 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
       await cluster.cluster.restart(0, { keepData: false });
       await neverTakes(c, shortTtlMs + 1_500);
       assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
-      await cluster.quarantineJudged(0);
-      const left = await quarantineLeft(cluster, 0);
-      assert.ok(left > maxTtlMs - 10_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
+      await assertJudgedFor(cluster, 0, maxTtlMs);
     } finally {
       await a.close();
       await c.close();
