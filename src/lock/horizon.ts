@@ -51,7 +51,7 @@ export class QuarantineHorizon {
    */
   private readonly reported = new Map<string, { ms: number; untilMs: number }>();
   private warnedMs: number;
-
+  /** This client's clock (ms). */
   private readonly now: () => number;
 
   constructor(
@@ -106,8 +106,8 @@ export class QuarantineHorizon {
     const ms = Math.min(value, limits.ttlMsMax);
     const now = this.now();
     const before = this.reported.get(endpoint);
-    // The record lives its client's maxTtlMs plus the slack (this client's
-    // is the longest slack known here) after that client's last check.
+    // The record lives its client's maxTtlMs plus that client's slack
+    // after its last check; the slack is not recorded, so this client's.
     const heard = { ms, untilMs: now + ms + this.recordLifetimeMs - this.ownMs };
     if (!before || before.untilMs <= now || before.ms <= ms) this.reported.set(endpoint, heard);
     const longest = this.ms;
