@@ -34,7 +34,7 @@ export interface FenceIssuerContext {
   readonly nodeTimeoutMs: number;
   /** Whether fencing is on; off, no repair is ever scheduled. */
   readonly enabled: boolean;
-  /** ARGV[3] of the fenced scripts: the quarantine in ms, negative when this client has it off. */
+  /** ARGV[3] of the fenced scripts (node/node-state.ts, quarantineArgOf). */
   readonly quarantineArg: string;
   /** Runs a fenced script on node `index`: a refusal (quarantine, counters unknown) is its error. */
   run(

@@ -10,6 +10,7 @@ import { type Timer, timerOf } from "../clock.js";
 import { FenceIssuer } from "../fencing/issuer.js";
 import { fenceKeyOf } from "../fencing/scripts.js";
 import { limits, releaseNoticeLimits } from "../limits.js";
+import { quarantineArgOf } from "../node/node-state.js";
 import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import { randomHex } from "./attempt.js";
@@ -33,10 +34,7 @@ export interface LockContext {
   readonly fences: FenceIssuer;
   /** Judges how long a lost node's quarantine lasts, from the other nodes. */
   readonly judge: QuarantineJudge;
-  /**
-   * ARGV[3] of the acquire, extend and fence scripts: the quarantine in ms
-   * (the cluster's, lock/horizon.ts), negative when this client has it off.
-   */
+  /** ARGV[3] of the acquire, extend and fence scripts (node/node-state.ts, quarantineArgOf). */
   readonly quarantineArg: string;
   /** Callers of this instance waiting for a lock, first come first served per key. */
   readonly waits: WaitQueues;
@@ -85,6 +83,7 @@ export function createLockContext(
     onMemoryLoss: (index, marker) => fences.scheduleRepair(index, marker),
     onUnjudged: (index, marker) => judge.schedule(index, marker),
   });
+  const quarantineArg = quarantineArgOf(options.quarantine);
   const judge = new QuarantineJudge({
     group,
     clock,
@@ -98,9 +97,7 @@ export function createLockContext(
     observer,
     nodeTimeoutMs: options.nodeTimeoutMs,
     enabled: options.fencing,
-    get quarantineArg() {
-      return horizon.arg;
-    },
+    quarantineArg,
     run,
   });
   // Redis delivers a message to subscribers in the order they subscribed:
@@ -138,9 +135,7 @@ export function createLockContext(
     run,
     fences,
     judge,
-    get quarantineArg() {
-      return horizon.arg;
-    },
+    quarantineArg,
     waits,
     watch,
     turns: new Turns(options.turnMs),

@@ -31,7 +31,6 @@ import type { NodeWarning } from "../node/admission.js";
 
 export interface HorizonOptions {
   readonly maxTtlMs: number;
-  readonly quarantine: boolean;
   readonly recheckIntervalMs: number;
   readonly checkTimeoutMs: number;
 }
@@ -41,7 +40,6 @@ export class QuarantineHorizon {
   readonly ownMs: number;
   /** How long a node keeps this client's record after a check. */
   readonly recordLifetimeMs: number;
-  private readonly quarantine: boolean;
   private readonly onWarning: (warning: NodeWarning) => void;
   /**
    * Per node endpoint: the longest maxTtlMs its checks reported, and until
@@ -64,7 +62,6 @@ export class QuarantineHorizon {
     // Twice the interval and the check timeout: room for a late recheck.
     this.recordLifetimeMs =
       options.maxTtlMs + 2 * (options.recheckIntervalMs + options.checkTimeoutMs);
-    this.quarantine = options.quarantine;
     this.onWarning = onWarning;
     this.warnedMs = this.ownMs;
   }
@@ -78,15 +75,6 @@ export class QuarantineHorizon {
       else longest = Math.max(longest, heard.ms);
     }
     return longest;
-  }
-
-  /**
-   * The scripts' quarantine argument: negative with the quarantine off
-   * (this client waits none out, but still starts one for the others:
-   * node-state.ts). Its size is `ms`, which the scripts do not use.
-   */
-  get arg(): string {
-    return String(this.quarantine ? this.ms : -this.ms);
   }
 
   /** The certify script's arguments after durability: this client's record and its lifetime. */

@@ -19,8 +19,7 @@
  * loss, so a client's own knowledge, which may be stale, does not decide.
  */
 
-import type { Clock } from "../clock.js";
-import { raceAbort } from "../clock.js";
+import { type Clock, raceAbort } from "../clock.js";
 import type { Observer } from "../observe.js";
 import { RepairScheduler, raiseFromOthers } from "../quorum/counter-repair.js";
 import type { NodeGroup } from "../quorum/node-group.js";

@@ -78,7 +78,6 @@ export class Redlock implements LockOwner {
           script: certifyScript,
           keys: certifyKeys,
           args: async (node, timeoutMs) => [
-            horizon.arg,
             (await keepsEveryWrite(node, timeoutMs)) ? "1" : "0",
             ...horizon.recordArgs,
           ],

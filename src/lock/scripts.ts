@@ -12,8 +12,7 @@
  * queue key is derived from its lock key inside the scripts. Acquire and
  * extend start with the restart quarantine (see node/node-state.ts),
  * acquire also with the fencing counters (see fencing/scripts.ts); ARGV[3]
- * is the quarantine in ms (negative: off for this client, which still
- * starts one for the others).
+ * is the quarantine argument (node-state.ts, quarantineArgOf).
  */
 
 import { luaDecimalLess, parseCounter } from "../decimal.js";
@@ -31,7 +30,9 @@ import {
 import { LuaScript } from "../node/lua-script.js";
 import {
   horizonKey,
+  longestRecordLua,
   markerKey,
+  nowMsLua,
   quarantineCheck,
   quarantineKey,
   quarantineReply,
@@ -450,10 +451,9 @@ return 1`,
 /**
  * Run whenever a client (re)checks a lock node, before its votes count
  * (node/admission.ts): KEYS as certifyKeys; ARGV[1] the node's run_id now,
- * ARGV[2] the client's quarantine argument (the lock scripts' ARGV[3]),
- * ARGV[3] "1" when the node keeps every acknowledged write (appendonly
+ * ARGV[2] "1" when the node keeps every acknowledged write (appendonly
  * yes, appendfsync always, no-appendfsync-on-rewrite no:
- * node/durability.ts), ARGV[4] the client's own maxTtlMs and ARGV[5] how
+ * node/durability.ts), ARGV[3] the client's own maxTtlMs and ARGV[4] how
  * long the node keeps that record after this check (lock/horizon.ts).
  *
  * A node restarted with its data (another run_id) may have come back
@@ -479,16 +479,12 @@ export const certifyScript = new LuaScript(
   "lock-certify",
   `-- The cluster's horizon (lock/horizon.ts): each client's maxTtlMs (member)
 -- until its record lapses (score, server time in ms); the longest live one.
-local now = redis.call('time')
-local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
+${nowMsLua}
 redis.call('zremrangebyscore', KEYS[5], '-inf', nowMs)
-local expires = nowMs + tonumber(ARGV[5])
-local recorded = tonumber(redis.call('zscore', KEYS[5], ARGV[4]))
-if not recorded or recorded < expires then redis.call('zadd', KEYS[5], expires, ARGV[4]) end
-local horizon = 0
-for _, member in ipairs(redis.call('zrange', KEYS[5], 0, -1)) do
-  horizon = math.max(horizon, tonumber(member) or 0)
-end
+local expires = nowMs + tonumber(ARGV[4])
+local recorded = tonumber(redis.call('zscore', KEYS[5], ARGV[3]))
+if not recorded or recorded < expires then redis.call('zadd', KEYS[5], expires, ARGV[3]) end
+local horizon = ${longestRecordLua("KEYS[5]")}
 local run = redis.call('get', KEYS[3])
 if run == ARGV[1] then return {0, horizon} end
 redis.call('set', KEYS[3], ARGV[1])
@@ -502,7 +498,7 @@ if not run and not marker then return {0, horizon} end
 -- Out until its length is judged from the other nodes' records
 -- (quarantine-judge.ts), counted from the server's start; "restart" kinds:
 -- init() must not lift them (node-state.ts, initNodeScript).
-if ARGV[3] ~= '1' then
+if ARGV[2] ~= '1' then
   local current = redis.call('get', KEYS[4])
   -- A loss already waiting for its judgement covers this one (after a
   -- flush the run_id went with the rest). A judged quarantine still
@@ -544,13 +540,8 @@ export const certifyKeys: readonly string[] = [
  */
 export const horizonReadScript = new LuaScript(
   "lock-horizon-read",
-  `local now = redis.call('time')
-local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
-local horizon = 0
-for _, member in ipairs(redis.call('zrangebyscore', KEYS[1], '(' .. nowMs, '+inf')) do
-  horizon = math.max(horizon, tonumber(member) or 0)
-end
-return {horizon, redis.call('exists', KEYS[2])}`,
+  `${nowMsLua}
+return {${longestRecordLua("KEYS[1]")}, redis.call('exists', KEYS[2])}`,
 );
 
 export const horizonReadKeys: readonly string[] = [horizonKey, quarantineKey];
@@ -582,21 +573,18 @@ export const judgeQuarantineScript = new LuaScript(
 local kind, untilMs
 if value then kind, untilMs = string.match(value, '^${unjudgedPrefix}(%a+):(%d+)$') end
 if redis.call('get', KEYS[1]) ~= ARGV[1] or not kind then return 0 end
-local now = redis.call('time')
-local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
+${nowMsLua}
 -- Redis counts uptime as the difference of two times in whole seconds: it
 -- can be up to a second more than has passed, so one second less.
 local sinceMs = math.max(0, ${uptimeSecondsLua} - 1) * 1000
 if kind == 'flushed' then
   -- Whole seconds too: one second less, never more than has passed.
-  local found = tonumber(string.match(ARGV[1], '^lost:(%d+)')) or tonumber(now[1])
-  sinceMs = math.min(sinceMs, math.max(0, now[1] - found - 1) * 1000)
+  local nowS = math.floor(nowMs / 1000)
+  local found = tonumber(string.match(ARGV[1], '^lost:(%d+)')) or nowS
+  sinceMs = math.min(sinceMs, math.max(0, nowS - found - 1) * 1000)
 end
 -- Records this node kept (a restart from older data): a floor too.
-local horizon = tonumber(ARGV[2])
-for _, member in ipairs(redis.call('zrangebyscore', KEYS[3], '(' .. nowMs, '+inf')) do
-  horizon = math.max(horizon, tonumber(member) or 0)
-end
+local horizon = math.max(tonumber(ARGV[2]), ${longestRecordLua("KEYS[3]")})
 local left = math.max(horizon - sinceMs, tonumber(untilMs) - nowMs)
 if left <= 0 then
   redis.call('del', KEYS[2])

@@ -62,6 +62,37 @@ export function unjudgedLua(kind: "start" | "flushed" | "restart", untilMs = "'0
 export function isUnjudgedRestartLua(value: string): string {
   return `(${value} and ${value}:sub(1, ${unjudgedPrefix.length + 8}) == '${unjudgedPrefix}restart:')`;
 }
+/** Lua: the server's time now in whole ms, as the local `nowMs`. */
+export const nowMsLua = `local nowMs
+do
+  local t = redis.call('time')
+  nowMs = t[1] * 1000 + math.floor(t[2] / 1000)
+end`;
+
+/**
+ * Lua expression: the longest maxTtlMs among the records of the sorted set
+ * `key` (a Lua expression) that have not lapsed at `nowMs` (0 for none).
+ */
+export function longestRecordLua(key: string): string {
+  return `(function()
+  local longest = 0
+  for _, member in ipairs(redis.call('zrangebyscore', ${key}, '(' .. nowMs, '+inf')) do
+    longest = math.max(longest, tonumber(member) or 0)
+  end
+  return longest
+end)()`;
+}
+
+/**
+ * The lock, extend and fence scripts' quarantine argument (ARGV[3]): "1",
+ * or "-1" for a client with the quarantine off, which waits none out but
+ * still starts one (checkQuarantine below). How long a quarantine lasts
+ * is judged from the nodes (lock/quarantine-judge.ts), not passed in.
+ */
+export function quarantineArgOf(quarantine: boolean): string {
+  return quarantine ? "1" : "-1";
+}
+
 /** How long an unjudged quarantine lives if no client judges it: the longest TTL a lock may have. */
 export const unjudgedLifetimeMs = 2 ** 31 - 1;
 
