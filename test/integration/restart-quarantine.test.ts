@@ -244,6 +244,67 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("init() lifts no quarantine on a cluster whose every node lost its memory once (fencing off: lost: markers serve locks)", async () => {
+    const shortTtlMs = 1_000;
+    // Not startCluster: it marks every node.
+    const cluster = new TestCluster(
+      await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
+    );
+    const first = new Redlock(cluster.urls, { ...options, maxTtlMs: shortTtlMs });
+    const a = new Redlock(cluster.urls, options);
+    const booting = new Redlock(cluster.urls, options); // a service starting later
+    try {
+      // Every node serves locks with a "lost:" marker, as after a rolling
+      // restart without persistence: up longer than the first client's
+      // maxTtlMs, its first call's quarantines are judged to end at once.
+      await sleep(shortTtlMs + 1_100); // uptime counts whole seconds
+      await first.acquire(["warm"], 500).then(
+        (l) => l.release(),
+        () => {},
+      );
+      for (let i = 0; i < 3; i++) await cluster.quarantineJudged(i);
+      await warm(a);
+      for (let i = 0; i < 3; i++) {
+        assert.match(String(await cluster.client(i).get("redquorum:marker")), /^lost:/);
+        assert.equal(await cluster.client(i).get(quarantineKey), null);
+      }
+      // A holds the resource on nodes 1 and 2 only; then node 2 restarts
+      // empty and a client meets the loss (its other two nodes grant).
+      await cluster.client(0).set(resource, "foreign", "PX", 60_000);
+      const lock = await a.acquire([resource], 30_000);
+      await cluster.client(0).del(resource);
+      await cluster.cluster.restart(2, { keepData: false });
+      await booting.acquire(["elsewhere"], 1_000).then((l) => l.release());
+      await cluster.quarantineJudged(2);
+      assert.ok((await quarantineLeft(cluster, 2)) > maxTtlMs / 2, "judged from A's record");
+      const report = await booting.init();
+      assert.deepEqual(
+        report.map((r) => r.action),
+        ["marked", "marked", "left to recover"],
+        JSON.stringify(report),
+      );
+      assert.ok((await quarantineLeft(cluster, 2)) > 0, "init() lifted the quarantine");
+      const rival = await booting.acquire([resource], 1_000).catch(() => undefined);
+      assert.ok(rival === undefined, "took the lock A holds");
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+      // Now in use: init changes nothing more.
+      const again = await booting.init();
+      assert.deepEqual(
+        again.map((r) => [r.found, r.action]),
+        [
+          ["in service", "none"],
+          ["in service", "none"],
+          ["not marked", "left to recover"],
+        ],
+      );
+    } finally {
+      await first.close();
+      await a.close();
+      await booting.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off uses a quarantined node at once (its documented risk)", async () => {
     const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
     const on = new Redlock(cluster.urls, options);
