@@ -62,13 +62,11 @@ export interface FenceClaim {
 export class FenceIssuer {
   private readonly context: FenceIssuerContext;
   private readonly memory = new FenceMemory();
-  /** Aborted by `stop()`: ends repairs waiting to run, and no new one starts. */
-  private readonly lifetime = new AbortController();
   private readonly repairs: RepairScheduler;
 
   constructor(context: FenceIssuerContext) {
     this.context = context;
-    this.repairs = new RepairScheduler(context.clock, limits.repairDelayMs, this.lifetime.signal);
+    this.repairs = new RepairScheduler(context.clock, limits.repairDelayMs);
   }
 
   /** What to propose for each counter: one above the highest value seen. */
@@ -150,7 +148,7 @@ export class FenceIssuer {
 
   /** Ends repairs waiting to run (the owner is closing); `settled()` then says when they have ended. */
   stop(reason: unknown): void {
-    this.lifetime.abort(reason);
+    this.repairs.stop(reason);
   }
 
   /** Resolves once every repair scheduled so far has ended. */
@@ -160,7 +158,7 @@ export class FenceIssuer {
 
   private async repair(index: number, marker: string): Promise<void> {
     const { group, nodeTimeoutMs, observer } = this.context;
-    const signal = this.lifetime.signal;
+    const signal = this.repairs.signal;
     const node = group.nodes[index]!;
     const highest = await raiseFromOthers(
       group,

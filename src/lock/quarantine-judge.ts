@@ -43,14 +43,12 @@ export interface QuarantineJudgeContext {
 
 export class QuarantineJudge {
   private readonly context: QuarantineJudgeContext;
-  /** Aborted by `stop()`: ends judgements waiting to run, and no new one starts. */
-  private readonly lifetime = new AbortController();
   private readonly judgements: RepairScheduler;
 
   constructor(context: QuarantineJudgeContext) {
     this.context = context;
     // No delay: unlike a counter repair, no earlier vote of the node can count later.
-    this.judgements = new RepairScheduler(context.clock, 0, this.lifetime.signal);
+    this.judgements = new RepairScheduler(context.clock, 0);
   }
 
   /** Node `index` answered that the loss `marker` names waits for its judgement. */
@@ -58,8 +56,9 @@ export class QuarantineJudge {
     this.judgements.schedule(index, () => this.judge(index, marker));
   }
 
+  /** Ends judgements waiting to run, and no new one starts. */
   stop(reason: unknown): void {
-    this.lifetime.abort(reason);
+    this.judgements.stop(reason);
   }
 
   settled(): Promise<void> {
@@ -68,7 +67,7 @@ export class QuarantineJudge {
 
   private async judge(index: number, marker: string): Promise<void> {
     const { group, nodeTimeoutMs, observer, knownMs } = this.context;
-    const signal = this.lifetime.signal;
+    const signal = this.judgements.signal;
     const node = group.nodes[index]!;
     let judgement: QuarantineJudgement | undefined;
     const write = async (horizonMs: bigint) => {

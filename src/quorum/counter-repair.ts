@@ -90,13 +90,25 @@ export class RepairScheduler {
   private readonly running = new Map<number, Promise<void>>();
   private readonly clock: Clock;
   private readonly delayMs: number;
-  private readonly signal: AbortSignal;
+  private readonly lifetime = new AbortController();
+  /** Aborted by `stop()` or the owner's signal: the repairs' calls end with it. */
+  readonly signal: AbortSignal;
 
-  /** `delayMs`: longer than any round that might count a lost node's old vote; `signal`: the owner's lifetime. */
-  constructor(clock: Clock, delayMs: number, signal: AbortSignal) {
+  /**
+   * `delayMs`: longer than any round that might count a lost node's old
+   * vote; `ownerSignal`: the owner's lifetime, if it has one besides `stop()`.
+   */
+  constructor(clock: Clock, delayMs: number, ownerSignal?: AbortSignal) {
     this.clock = clock;
     this.delayMs = delayMs;
-    this.signal = signal;
+    this.signal = ownerSignal
+      ? AbortSignal.any([ownerSignal, this.lifetime.signal])
+      : this.lifetime.signal;
+  }
+
+  /** Ends repairs waiting to run, and no new one starts (the owner is closing). */
+  stop(reason: unknown): void {
+    this.lifetime.abort(reason);
   }
 
   /**

@@ -113,13 +113,6 @@ export class TestCluster {
     return Promise.all(this.cluster.nodes.map((node) => run(this.client(node.index), node.index)));
   }
 
-  /**
-   * Every key on every node, by node, leaving out only the keys that
-   * legitimately outlive every lock: the node marker, the fencing counters
-   * and fencing state, and NextId's keys under "redquorum:id". Any other
-   * key, redquorum's own included (a quarantine left behind, say), shows.
-   */
-  /** Per node: connections subscribed to an instance's heir notices (lock/heir-queue.ts). */
   /** EVALSHA calls each node has run since it started or was flushed (its commandstats). */
   evalshaCallsByNode(): Promise<number[]> {
     return this.onAll(async (c) => {
@@ -133,6 +126,7 @@ export class TestCluster {
     return (await this.evalshaCallsByNode()).reduce((a, b) => a + b, 0);
   }
 
+  /** Per node: connections subscribed to an instance's heir notices (lock/heir-queue.ts). */
   heirSubscribers(): Promise<number[]> {
     return this.onAll(async (c) => {
       const channels = (await c.pubsub("CHANNELS", "redquorum:heir-of:*")) as string[];
@@ -142,6 +136,12 @@ export class TestCluster {
     });
   }
 
+  /**
+   * Every key on every node, by node, leaving out only the keys that
+   * legitimately outlive every lock: the node marker, the fencing counters
+   * and fencing state, and NextId's keys under "redquorum:id". Any other
+   * key, redquorum's own included (a quarantine left behind, say), shows.
+   */
   async keysByNode(): Promise<string[][]> {
     return this.onAll(async (client) =>
       (await client.keys("*")).filter((key) => !outlivesLocks(key)).sort(),
