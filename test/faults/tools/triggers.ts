@@ -22,6 +22,9 @@ import {
   acquireScript,
   extendScript,
   certifyScript as lockCertifyScript,
+  horizonReadScript,
+  judgeQuarantineScript,
+  leaveQueueScript,
   releaseScript,
 } from "../../../src/lock/scripts.js";
 import { initNodeScript } from "../../../src/node/node-state.js";
@@ -32,6 +35,9 @@ const scriptsBySha1 = new Map(
     acquireScript,
     extendScript,
     releaseScript,
+    leaveQueueScript,
+    horizonReadScript,
+    judgeQuarantineScript,
     initNodeScript,
     proposeScript,
     readScript,
