@@ -21,10 +21,10 @@ import {
 import {
   acquireScript,
   extendScript,
-  certifyScript as lockCertifyScript,
   horizonReadScript,
   judgeQuarantineScript,
   leaveQueueScript,
+  certifyScript as lockCertifyScript,
   releaseScript,
 } from "../../../src/lock/scripts.js";
 import { initNodeScript } from "../../../src/node/node-state.js";
