@@ -42,7 +42,7 @@ export type {
   RepairEvent,
 } from "./id/options.js";
 export { defaults, limits } from "./limits.js";
-export type { InitReport } from "./lock/init.js";
+export type { InitOptions, InitReport } from "./lock/init.js";
 export { Lock } from "./lock/lock.js";
 export type { AcquireOptions, RedlockOptions, RetryOptions, UsingOptions } from "./lock/options.js";
 export { Redlock } from "./lock/redlock.js";

@@ -16,6 +16,7 @@ import {
 
 interface InitOptions extends NodesOptions, MaxTtlOptions {
   json?: boolean;
+  liftQuarantines?: boolean;
 }
 
 export function initCommand(): Command {
@@ -26,11 +27,16 @@ export function initCommand(): Command {
     )
     .addOption(nodesOption())
     .addOption(maxTtlOption())
+    .option(
+      "--lift-quarantines",
+      "also lift the quarantines running on a cluster with no node in service: only for nodes " +
+        "you know are new (a node restarted empty looks new, and may have forgotten a lock still held)",
+    )
     .addOption(jsonOption())
     .action(async (options: InitOptions) => {
       const redlock = new Redlock(nodesFrom(options), { onWarning, maxTtlMs: options.maxTtl });
       try {
-        const reports = await redlock.init();
+        const reports = await redlock.init({ liftQuarantines: options.liftQuarantines === true });
         if (options.json) {
           printJson(reports);
         } else {

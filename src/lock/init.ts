@@ -1,24 +1,41 @@
 /**
  * `Redlock.init()`: makes a cluster that redquorum has never used ready for
  * its first lock by marking every node (a client cannot tell a brand-new
- * node from one that restarted empty), and leaves a cluster in use alone
- * (on one that serves locks from nodes that lost their memory once, it
- * marks those and lifts no quarantine: ClusterUse below). What it found
- * and did is reported node by node.
+ * node from one that restarted empty), and leaves a cluster in use alone.
+ * It lifts no quarantine unless told the nodes are new (`liftQuarantines`):
+ * see `initPlan`. What it found and did is reported node by node.
  */
 
 import { fenceFloorKey } from "../fencing/scripts.js";
 import { initNodeScript, initState, markerKey, quarantineKey, runKey } from "../node/node-state.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { Outcome } from "../quorum/round.js";
+import { resolveInitOptions } from "./options.js";
 
 /** What `Redlock.init()` found and did on one node. */
 export interface InitReport {
   readonly endpoint: string;
   readonly found: "in service" | "not marked" | "unreachable";
-  /** "marked": now in service; "left to recover": lost its memory in a cluster in use. */
+  /**
+   * "marked": now in service; "left to recover": it may have forgotten a
+   * lock still held, so it serves its quarantine (and a fencing repair);
+   * "none": nothing to do, or (`detail` says) nothing done yet.
+   */
   readonly action: "marked" | "left to recover" | "none";
   readonly detail: string;
+}
+
+export interface InitOptions {
+  /**
+   * Lift the quarantines running on a cluster none of whose nodes is in
+   * service, and mark every node: say so only for nodes you know are new
+   * (that never held a lock), such as a new cluster whose first lock call
+   * came before `init()`. A cluster whose every node lost its memory
+   * within the longest maxTtlMs (a rolling restart without persistence)
+   * looks the same to the nodes, and lifting its quarantines can let a
+   * second client take a lock still held. Default false.
+   */
+  readonly liftQuarantines?: boolean;
 }
 
 /** The init script's reply to "check": {state, marker, server state}. */
@@ -27,15 +44,46 @@ type CheckReply = [number, string, string?];
 const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
 
 /**
- * Checks every node; on a cluster none of whose nodes is in service, marks
- * them all (which needs every node). `assertOpen` is called once first
- * contact is over.
+ * What init does on a cluster, from what each node is (initState):
+ *
+ * - "in use" (some node is in service: it keeps fencing counters): nothing;
+ *   a node that lost its memory serves its quarantine and is repaired.
+ * - "mark" (every node without a marker and a quarantine, or every node
+ *   serving locks from a "lost:" marker that nothing repaired — fencing off,
+ *   or up for longer than any lock when the loss was met): mark every node.
+ *   Neither lifts a quarantine; the first is a new cluster (or one whose
+ *   every node lost its memory and no client met it since: README), the
+ *   second gives its nodes fresh fencing counters, as none keeps one.
+ * - "wait" (some node in quarantine, or nodes unmarked beside nodes serving
+ *   locks): nothing yet. A node in quarantine may have forgotten a lock
+ *   still held: a rolling restart without persistence leaves every node so
+ *   in turn, which the nodes cannot tell from a new cluster's first call.
+ *   Marking the others alone would leave it unrepairable with fencing (too
+ *   few known others). Once the quarantines are over, init marks all.
+ * - "lift" ("wait", told the nodes are new): mark every node, lift every
+ *   quarantine.
+ */
+type InitPlan = "in use" | "mark" | "wait" | "lift";
+
+function initPlan(states: readonly (number | undefined)[], liftQuarantines: boolean): InitPlan {
+  if (states.includes(initState.healthy)) return "in use";
+  const known = states.filter((state) => state !== undefined);
+  if (known.every((state) => state === initState.unmarked)) return "mark";
+  if (known.every((state) => state === initState.servesLocks)) return "mark";
+  return liftQuarantines ? "lift" : "wait";
+}
+
+/**
+ * Checks every node and carries out `initPlan` (marking needs every node).
+ * `assertOpen` is called once first contact is over.
  */
 export async function initNodes(
   group: NodeGroup,
   timeoutMs: number,
+  options: InitOptions | undefined,
   assertOpen: () => void,
 ): Promise<InitReport[]> {
+  const { liftQuarantines } = resolveInitOptions(options);
   await group.ready().catch(() => {}); // a node that failed its check is reported below
   assertOpen();
   const check = await group.round((node) => node.evalScript(initNodeScript, initKeys, ["check"]), {
@@ -46,20 +94,18 @@ export async function initNodes(
   const found = check.outcomes.map((outcome) =>
     outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined,
   );
-  const use = found.some((reply) => reply?.[0] === initState.healthy)
-    ? "in use"
-    : found.some((reply) => reply?.[0] === initState.servesLocks)
-      ? "serving locks"
-      : "new";
-  const reports = group.nodes.map((node, i) =>
-    reportOf(node.endpoint, found[i], check.outcomes[i], use),
+  const plan = initPlan(
+    found.map((reply) => reply?.[0]),
+    liftQuarantines,
   );
-  if (use === "in use") return reports;
-  // No node keeps fencing counters: every node must be marked at once.
+  const reports = group.nodes.map((node, i) =>
+    reportOf(node.endpoint, found[i], check.outcomes[i], plan),
+  );
+  if (plan === "in use" || plan === "wait") return reports;
   if (check.errorCount > 0) throw group.quorumError("init", check, group.nodes.length);
-  const lift = use === "new" ? "lift" : "keep";
+  const mode = plan === "lift" ? "lift" : "keep";
   const write = await group.round(
-    (node, i) => node.evalScript(initNodeScript, initKeys, ["write", found[i]![2] ?? "", lift]),
+    (node, i) => node.evalScript(initNodeScript, initKeys, ["write", found[i]![2] ?? "", mode]),
     {
       isYes: (reply) => Array.isArray(reply) && reply[0] === initState.healthy,
       stop: "all",
@@ -69,61 +115,74 @@ export async function initNodes(
   return reports.map((report, i) => afterWrite(report, write.outcomes[i]));
 }
 
-/**
- * What init found of the cluster. "in use": some node is in service (it
- * keeps fencing counters): init changes nothing. "serving locks": no node
- * is, but some node serves locks with a "lost:" marker (it lost its memory
- * once and served its quarantine; with fencing off nothing repairs it): a
- * lock may be held, so init marks those nodes and lifts no quarantine (a
- * rolling restart without persistence leaves every node "lost:" in turn,
- * and lifting the last one's quarantine could let a second client take a
- * lock it forgot). "new": no node serves locks (none marked, or each in
- * quarantine): init marks every node and lifts the quarantines, which the
- * first call on new nodes starts.
- */
-type ClusterUse = "in use" | "serving locks" | "new";
-
 /** What the check found on one node, and what init will do there. */
 function reportOf(
   endpoint: string,
   reply: CheckReply | undefined,
   outcome: Outcome<unknown> | undefined,
-  use: ClusterUse,
+  plan: InitPlan,
 ): InitReport {
   if (!reply) {
     const error = outcome?.kind === "error" ? outcome.error.message : "no answer";
     return { endpoint, found: "unreachable", action: "none", detail: error };
   }
+  const [state] = reply;
   const marker = reply[1] ? `marker ${JSON.stringify(reply[1])}` : "no marker";
-  if (reply[0] === initState.healthy) {
+  if (state === initState.healthy) {
     return { endpoint, found: "in service", action: "none", detail: marker };
   }
-  if (use === "new" || (use === "serving locks" && reply[0] === initState.servesLocks)) {
-    return { endpoint, found: "not marked", action: "marked", detail: marker };
+  if (plan === "mark" || plan === "lift") {
+    const lifted = plan === "lift" && state === initState.quarantined ? ", quarantine lifted" : "";
+    return { endpoint, found: "not marked", action: "marked", detail: marker + lifted };
+  }
+  const forgot = "marking it now could let a second client take a lock it forgot";
+  if (plan === "in use") {
+    return {
+      endpoint,
+      found: "not marked",
+      action: "left to recover",
+      detail:
+        `${marker} while other nodes are in service: it lost its memory, so it serves its ` +
+        `quarantine and has its fencing counters repaired from the others; ${forgot}`,
+    };
+  }
+  // plan "wait"
+  const again =
+    "run init again once no node is in quarantine (the cluster's longest maxTtlMs at most), " +
+    "or with liftQuarantines (redquorum init --lift-quarantines) only for nodes you know are new";
+  if (state === initState.servesLocks) {
+    return {
+      endpoint,
+      found: "not marked",
+      action: "none",
+      detail: `${marker}: it serves locks; other nodes may have forgotten a lock still held: ${again}`,
+    };
   }
   return {
     endpoint,
     found: "not marked",
     action: "left to recover",
     detail:
-      use === "in use"
-        ? `${marker} while other nodes are in service: it lost its memory, so it serves its ` +
-          "quarantine and has its fencing counters repaired from the others; marking it now " +
-          "could let a second client take a lock it forgot"
-        : `${marker} while other nodes serve locks: it lost its memory, so it serves its ` +
-          "quarantine; marking it now could let a second client take a lock it forgot",
+      state === initState.quarantined
+        ? `${marker}, in quarantine: it may have forgotten a lock still held (a node restarted ` +
+          `empty looks new); ${forgot}: ${again}`
+        : `${marker} while other nodes serve locks or are in quarantine: it may have lost its ` +
+          `memory, and the next lock call starts its quarantine; ${forgot}: ${again}`,
   };
 }
 
 /** A node init meant to mark, if the write did not: why. */
 function afterWrite(report: InitReport, outcome: Outcome<unknown> | undefined): InitReport {
   if (report.action !== "marked" || outcome?.kind === "yes") return report;
+  const reply = outcome?.kind === "no" ? (outcome.value as CheckReply) : undefined;
   return {
     ...report,
-    action: "none",
+    action: reply?.[0] === initState.quarantined ? "left to recover" : "none",
     detail:
       outcome?.kind === "error"
         ? outcome.error.message
-        : "it restarted or was flushed while init ran: it stays unmarked (run init() again)",
+        : reply?.[0] === initState.quarantined
+          ? "a lock call put it in quarantine while init ran: it serves it (the other nodes are in service)"
+          : "it restarted or was flushed while init ran: it stays unmarked (run init() again)",
   };
 }

@@ -256,6 +256,18 @@ export function resolveAcquireOptions(input: unknown, base: ResolvedRetry): Reso
   };
 }
 
+/** `Redlock.init()`'s options (lock/init.ts, InitOptions). */
+export function resolveInitOptions(input: unknown): { readonly liftQuarantines: boolean } {
+  const options = requireOptionsObject("init options", input);
+  rejectUnknownOptions("init options", options, ["liftQuarantines"]);
+  return {
+    liftQuarantines:
+      options.liftQuarantines === undefined
+        ? false
+        : requireBoolean("init options.liftQuarantines", options.liftQuarantines),
+  };
+}
+
 export function requireTtl(
   ttlMs: unknown,
   options: Pick<ResolvedRedlockOptions, "maxTtlMs" | "driftFactor" | "driftMs">,

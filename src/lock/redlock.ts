@@ -26,7 +26,7 @@ import { acquireLock } from "./acquire.js";
 import { createLockContext, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
 import { QuarantineHorizon } from "./horizon.js";
-import { type InitReport, initNodes } from "./init.js";
+import { type InitOptions, type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
 import { Lock, type LockOwner } from "./lock.js";
 import {
@@ -205,18 +205,24 @@ export class Redlock implements LockOwner {
    * a client cannot tell a brand-new node from one that restarted empty,
    * whose quarantine it must serve. Safe to call at every start.
    *
-   * If no node is in service yet (no node has the marker), every node is
-   * marked and any quarantine lifted: this needs every node, and whatever
-   * else the nodes hold (application keys, other clients' locks, NextId's
-   * keys) does not matter. If some node is in service, the cluster is in
-   * use: a node without the marker there lost its memory and must serve its
-   * quarantine (and have its fencing counters repaired), so init leaves it
-   * alone. Resolves with what it found and did on each node.
+   * If no node is in service yet (none marked or repaired), every node is
+   * marked when they are all alike: none has a marker (a new cluster), or
+   * each serves locks from a marker that says it lost its memory and
+   * nothing repaired. This needs every node, and whatever else the nodes
+   * hold (application keys, other clients' locks, NextId's keys) does not
+   * matter. A quarantine running anywhere is left to run (a node in it may
+   * have forgotten a lock still held), and init marks nothing until it is
+   * over, unless `liftQuarantines` says the nodes are new. If some node is
+   * in service, the cluster is in use: a node that lost its memory serves
+   * its quarantine (and has its fencing counters repaired), so init leaves
+   * it alone. Resolves with what it found and did on each node.
    */
-  init(): Promise<InitReport[]> {
+  init(options?: InitOptions): Promise<InitReport[]> {
     this.assertOpen();
     // Tracked: close() waits for it instead of closing connections under it.
-    return this.track(initNodes(this.group, this.options.checkTimeoutMs, () => this.assertOpen()));
+    return this.track(
+      initNodes(this.group, this.options.checkTimeoutMs, options, () => this.assertOpen()),
+    );
   }
 
   /**

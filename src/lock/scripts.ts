@@ -659,7 +659,7 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
         "quarantined: it may have lost lock keys (no redquorum marker: restarted without its data, " +
           "or flushed; or restarted from data that may be older, without appendfsync always), " +
           `and stays out of service for the longest maxTtlMs of the cluster's clients (${guard.quarantineMs} ms or more); ` +
-          "if these are new nodes redquorum never used, call redlock.init() once",
+          "if these are new nodes that never held a lock, call redlock.init({ liftQuarantines: true }) once",
       ),
     );
   }

@@ -195,14 +195,14 @@ export const initState = {
   healthy: 2,
   /**
    * Its marker says it lost its memory ("lost:"), it is not repaired and
-   * not in quarantine: it serves locks (it served its quarantine, with
-   * fencing off nothing repairs it; or it was up for longer than any lock
-   * when its loss was met). The cluster is in use for locks, so init lifts
-   * no quarantine; it marks such a node "1" (its fencing counters start
-   * anew, as on a new cluster: none of the nodes keeps one).
+   * not in quarantine: it serves locks (it served its quarantine, and with
+   * fencing off nothing repairs it; or it had been up longer than any lock
+   * when its loss was met).
    */
   servesLocks: 3,
-  /** No marker, or a "lost:" marker in quarantine: out of service for locks. */
+  /** In quarantine (a loss was met), not repaired: out of service for locks. */
+  quarantined: 4,
+  /** No marker and no quarantine: a new node, or one that lost its memory and no client met it since. */
   unmarked: 1,
   /** The node restarted or was flushed between init's check and its write. */
   changed: 0,
@@ -212,13 +212,12 @@ export const initState = {
  * init on one node: KEYS[1] marker, KEYS[2] quarantine, KEYS[3] fence
  * floor, KEYS[4] the certified run_id (runKey). ARGV[1] "check": answers
  * {state, marker, server state}. ARGV[1] "write", ARGV[2] the server state
- * the check saw, ARGV[3] "lift" or "keep": a node that is not healthy is
+ * the check saw, ARGV[3] "keep" or "lift": a node that is not healthy is
  * marked "1" — what init does only on a cluster none of whose nodes is
- * healthy, i.e. that redquorum never used (or that lost its memory
- * everywhere). With "lift" its quarantine is lifted (no node of the cluster
- * serves locks); with "keep" only a node that serves locks is marked, and
- * one in quarantine or without a marker is left alone (answers {unmarked}). If the server restarted or was flushed since the check,
- * nothing is written: {changed}.
+ * healthy (lock/init.ts says when). With "keep" a node in quarantine is
+ * left to it (answers {quarantined}); with "lift" (the caller says the
+ * nodes are new) its quarantine is lifted. If the server restarted or was
+ * flushed since the check, nothing is written: {changed}.
  */
 export const initNodeScript = new LuaScript(
   "init-node",
@@ -227,10 +226,10 @@ local marker = redis.call('get', KEYS[1])
 local quarantine = redis.call('get', KEYS[2])
 local restarted = ${isRestartedLua("marker")} or quarantine == 'restart' or ${isUnjudgedRestartLua("quarantine")}
 if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
-local state = (marker and not quarantine) and ${initState.servesLocks} or ${initState.unmarked}
+local state = quarantine and ${initState.quarantined} or (marker and ${initState.servesLocks} or ${initState.unmarked})
 if ARGV[1] == 'check' then return {state, marker or '', serverState()} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end
-if ARGV[3] ~= 'lift' and state ~= ${initState.servesLocks} then return {state, marker or ''} end
+if quarantine and ARGV[3] ~= 'lift' then return {state, marker or ''} end
 ${markNodeLua("KEYS[1]", "KEYS[4]")}
 redis.call('del', KEYS[2])
 return {${initState.healthy}, '1'}`,

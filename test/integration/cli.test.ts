@@ -86,6 +86,35 @@ describe("redquorum command line", () => {
     assert.equal(verdict.ids.safe, true);
   });
 
+  it("init lifts no quarantine unless --lift-quarantines says the nodes are new", async () => {
+    const fresh = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
+    const nodes = { REDQUORUM_NODES: fresh.urls.join(",") };
+    try {
+      // A first lock call before init puts every new node in quarantine.
+      const early = await cli(["lock", "cli:early", "--ttl", "1s", "--", "true"], nodes);
+      assert.equal(early.code, 3, early.stderr);
+      assert.match(early.stderr, /quarantined/);
+      const kept = await cli(["init", "--json"], nodes);
+      assert.equal(kept.code, 0, kept.stderr);
+      const keptReports = JSON.parse(kept.stdout) as { action: string; detail: string }[];
+      for (const report of keptReports) {
+        assert.equal(report.action, "left to recover");
+        assert.match(report.detail, /--lift-quarantines/);
+      }
+      const lifted = await cli(["init", "--lift-quarantines", "--json"], nodes);
+      assert.equal(lifted.code, 0, lifted.stderr);
+      const liftedReports = JSON.parse(lifted.stdout) as { action: string }[];
+      assert.deepEqual(
+        liftedReports.map((r) => r.action),
+        ["marked", "marked", "marked"],
+      );
+      const run = await cli(["lock", "cli:early", "--ttl", "1s", "--", "true"], nodes);
+      assert.equal(run.code, 0, run.stderr);
+    } finally {
+      await fresh.stop();
+    }
+  });
+
   it("id next --count 3 prints 3 increasing IDs, one per line", async () => {
     // Before init: the library's error, and what to run instead of init().
     const before = await cli(["id", "next", "--key", "redquorum:id:cli-never"], env);

@@ -63,6 +63,25 @@ async function rivalFailsUntilQuarantined(cluster: TestCluster, rival: Redlock):
 
 const options = { maxTtlMs, fencing: false, retry: { retries: 0 } } as const;
 
+/**
+ * `client` makes lock calls until one has met the loss of node `index`,
+ * which restarted empty or is new (a lock script wrote its "lost:" marker
+ * and started the quarantine: a first contact may go on without a slow
+ * node, and a reconnect waits for its backoff); then waits for the judgement.
+ */
+async function meetLoss(cluster: TestCluster, client: Redlock, index: number): Promise<void> {
+  const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+  while ((await cluster.client(index).get("redquorum:marker")) === null) {
+    assert.ok(performance.now() < deadline, `node ${index}'s loss never met`);
+    await client.acquire(["elsewhere"], 1_000).then(
+      (l) => l.release(),
+      () => {},
+    );
+    await sleep(50);
+  }
+  await cluster.quarantineJudged(index);
+}
+
 /** Redis's default persistence: RDB save points (one that never fires on its own here), no AOF. */
 const rdbSavePoints = ["--save", "3600 1"];
 const rdbCluster = (nodeCount: number) =>
@@ -258,11 +277,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
       // restart without persistence: up longer than the first client's
       // maxTtlMs, its first call's quarantines are judged to end at once.
       await sleep(shortTtlMs + 1_100); // uptime counts whole seconds
-      await first.acquire(["warm"], 500).then(
-        (l) => l.release(),
-        () => {},
-      );
-      for (let i = 0; i < 3; i++) await cluster.quarantineJudged(i);
+      for (let i = 0; i < 3; i++) await meetLoss(cluster, first, i);
       await warm(a);
       for (let i = 0; i < 3; i++) {
         assert.match(String(await cluster.client(i).get("redquorum:marker")), /^lost:/);
@@ -274,33 +289,93 @@ describe("the restart quarantine covers restarts from data that may be older", (
       const lock = await a.acquire([resource], 30_000);
       await cluster.client(0).del(resource);
       await cluster.cluster.restart(2, { keepData: false });
-      await booting.acquire(["elsewhere"], 1_000).then((l) => l.release());
-      await cluster.quarantineJudged(2);
+      await meetLoss(cluster, booting, 2);
       assert.ok((await quarantineLeft(cluster, 2)) > maxTtlMs / 2, "judged from A's record");
+      // Nothing marked while a quarantine runs: marking nodes 0 and 1 alone
+      // would leave node 2 too few known others for a fencing repair.
       const report = await booting.init();
       assert.deepEqual(
         report.map((r) => r.action),
-        ["marked", "marked", "left to recover"],
+        ["none", "none", "left to recover"],
         JSON.stringify(report),
       );
       assert.ok((await quarantineLeft(cluster, 2)) > 0, "init() lifted the quarantine");
       const rival = await booting.acquire([resource], 1_000).catch(() => undefined);
       assert.ok(rival === undefined, "took the lock A holds");
       assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
-      // Now in use: init changes nothing more.
-      const again = await booting.init();
-      assert.deepEqual(
-        again.map((r) => [r.found, r.action]),
-        [
-          ["in service", "none"],
-          ["in service", "none"],
-          ["not marked", "left to recover"],
-        ],
-      );
+      for (let i = 0; i < 2; i++) {
+        assert.match(String(await cluster.client(i).get("redquorum:marker")), /^lost:/);
+      }
     } finally {
       await first.close();
       await a.close();
       await booting.close();
+      await cluster.stop();
+    }
+  });
+
+  it("init() lifts no quarantine after a rolling restart faster than maxTtlMs (every node in quarantine)", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    const a = new Redlock(cluster.urls, options);
+    const booting = new Redlock(cluster.urls, options); // a service starting after the restarts
+    try {
+      const lock = await a.acquire([resource], 30_000);
+      for (let i = 0; i < 3; i++) {
+        await cluster.cluster.restart(i, { keepData: false });
+        await meetLoss(cluster, booting, i);
+        assert.ok((await quarantineLeft(cluster, i)) > 0, `node ${i} in quarantine`);
+      }
+      // To the nodes this is a new cluster after its first call.
+      const report = await booting.init();
+      for (const node of report)
+        assert.equal(node.action, "left to recover", JSON.stringify(report));
+      for (let i = 0; i < 3; i++) assert.ok((await quarantineLeft(cluster, i)) > 0, "lifted");
+      const rival = await booting.acquire([resource], 1_000).catch(() => undefined);
+      assert.ok(rival === undefined, "took the lock A holds");
+      assert.ok(lock.remainingMs() > 0, "A still held the lock throughout");
+    } finally {
+      await a.close();
+      await booting.close();
+      await cluster.stop();
+    }
+  });
+
+  it("init() on a new cluster first called while some nodes were just started waits out their quarantines, then marks every node (fencing works)", async () => {
+    const shortTtlMs = 1_000;
+    const cluster = new TestCluster(
+      await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
+    );
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: shortTtlMs, retry: { retries: 0 } });
+    try {
+      // Node 0 up for longer than any lock; nodes 1 and 2 just started.
+      await sleep(shortTtlMs + 1_100); // uptime counts whole seconds
+      for (const i of [1, 2]) await cluster.cluster.restart(i, { keepData: false });
+      await assert.rejects(redlock.acquire(["r"], 200));
+      for (let i = 0; i < 3; i++) await meetLoss(cluster, redlock, i);
+      assert.equal(await quarantineLeft(cluster, 0), -2, "node 0 judged out of quarantine");
+      const first = await redlock.init();
+      assert.deepEqual(
+        first.map((r) => r.action),
+        ["none", "left to recover", "left to recover"],
+        JSON.stringify(first),
+      );
+      // Bounded by the quarantine judged from a 1 s maxTtlMs.
+      const deadline = performance.now() + shortTtlMs + 2_000;
+      while ((await quarantineLeft(cluster, 1)) > 0 || (await quarantineLeft(cluster, 2)) > 0) {
+        assert.ok(performance.now() < deadline, "quarantines never ended");
+        await sleep(50);
+      }
+      const second = await redlock.init();
+      assert.deepEqual(
+        second.map((r) => r.action),
+        ["marked", "marked", "marked"],
+        JSON.stringify(second),
+      );
+      const lock = await redlock.acquire(["r"], 200);
+      assert.equal(lock.fence, 1n);
+      await lock.release();
+    } finally {
+      await redlock.close();
       await cluster.stop();
     }
   });
