@@ -7,13 +7,18 @@
  * repair, lost together with the counter when a node restarts empty or is
  * flushed), KEYS[3] the loss token: written once when a proposal finds the
  * counter or marker gone, and required by the repair, so a repair meant for
- * one loss can never apply to a later one. Values are non-negative decimal
+ * one loss can never apply to a later one. KEYS[4] the run_id of the
+ * server the counter was certified on (certifyScript), recorded by every
+ * script that writes the marker: a marked counter without it could not
+ * tell a later restart from older data (a snapshot taken then) from its
+ * first check. Values are non-negative decimal
  * strings without leading zeros, compared by length then bytes, so they are
  * exact up to 2^63 - 1 (Lua numbers are doubles and would round above 2^53).
  */
 import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import { LuaScript } from "../node/lua-script.js";
+import { runIdLua } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { CounterKeys } from "./keys.js";
 
@@ -113,6 +118,7 @@ if not current or less(current, ARGV[1]) then
   redis.call('set', KEYS[1], ARGV[1])
 end
 redis.call('set', KEYS[2], '${markerHeld}')
+redis.call('set', KEYS[4], ${runIdLua})
 redis.call('del', KEYS[3])
 return ${repairReply.applied}`,
 );
@@ -128,26 +134,29 @@ export const initScript = new LuaScript(
 if current and current ~= '0' then return {${refused}, current} end
 redis.call('set', KEYS[1], '0')
 redis.call('set', KEYS[2], '${markerHeld}')
+redis.call('set', KEYS[4], ${runIdLua})
 redis.call('del', KEYS[3])
 return {${accepted}}`,
 );
 
 /**
- * Run whenever a client (re)checks a node: KEYS[1] counter, KEYS[2] marker,
- * KEYS[3] loss token, KEYS[4] the run_id the counter was certified on;
- * ARGV[1] the node's run_id now. A node restarted with its data (another
- * run_id) may have come back with an older counter and its marker intact
- * (a restored backup or disk snapshot, a replica promoted with lag): its
+ * Run whenever a client (re)checks a node: KEYS as counterKeys; ARGV[1]
+ * the node's run_id now. A node restarted with its data (another run_id)
+ * may have come back with an older counter and its marker intact (a
+ * restored backup or disk snapshot, a replica promoted with lag): its
  * marker becomes "suspect", so it does not vote until repaired — raised to
- * what other nodes hold, which is always safe. Reads still answer its
- * value (it may lag, it did not forget). madeSuspect or unchanged.
+ * what other nodes hold, which is always safe. So does a marked counter
+ * without a recorded run_id (init and repair record it: one marked by an
+ * older version, or whose run_id key was deleted), which cannot tell. Reads
+ * still answer its value (it may lag, it did not forget). madeSuspect or
+ * unchanged.
  */
 export const certifyScript = new LuaScript(
   "id-certify",
   `local run = redis.call('get', KEYS[4])
 if run == ARGV[1] then return ${certifyReply.unchanged} end
 redis.call('set', KEYS[4], ARGV[1])
-if run and redis.call('get', KEYS[2]) == '${markerHeld}' then
+if redis.call('get', KEYS[2]) == '${markerHeld}' then
   redis.call('set', KEYS[2], 'suspect')
   return ${certifyReply.madeSuspect}
 end

@@ -15,16 +15,15 @@ const defaultIdKey = idDefaults.key;
 /** The keys NextId keeps beside its counter `key`: marker, loss token, certified run_id. */
 export const idKeySuffixes = [":marker", ":lost", ":run"] as const;
 
-/** KEYS of the counter scripts: the counter, its marker, its loss token. */
-export type CounterKeys = readonly [string, string, string];
+/**
+ * KEYS of the counter scripts (id/counter.ts): the counter, its marker, its
+ * loss token, the run_id the counter was certified on. Every script takes
+ * all four, so each that writes the marker can also record the run_id.
+ */
+export type CounterKeys = readonly [string, string, string, string];
 
 export function counterKeys(key: string): CounterKeys {
-  return [key, key + idKeySuffixes[0], key + idKeySuffixes[1]];
-}
-
-/** KEYS of certifyScript: the counter's, then the run_id the counter was certified on. */
-export function certifyKeys(key: string): readonly string[] {
-  return [...counterKeys(key), key + idKeySuffixes[2]];
+  return [key, key + idKeySuffixes[0], key + idKeySuffixes[1], key + idKeySuffixes[2]];
 }
 
 /** The `key` option, checked: a well-formed name, and none of its keys in another's place. */

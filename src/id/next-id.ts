@@ -25,7 +25,7 @@ import {
   markerHeld,
 } from "./counter.js";
 import { CounterRounds } from "./counter-rounds.js";
-import { type CounterKeys, certifyKeys, counterKeys } from "./keys.js";
+import { type CounterKeys, counterKeys } from "./keys.js";
 import {
   type NextIdOptions,
   type ResolvedNextIdOptions,
@@ -63,7 +63,7 @@ export class NextId {
       createNodes(nodes),
       nodeGroupOptionsOf(this.options, this.observer, {
         extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
-        certify: { script: certifyScript, keys: certifyKeys(this.options.key) },
+        certify: { script: certifyScript, keys: counterKeys(this.options.key) },
         scripts: counterScripts,
       }),
     );

@@ -344,13 +344,28 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       const repair = (value: string, withToken: string) =>
         cluster()
           .client(0)
-          .eval(repairScript.source, 3, "token", "token:marker", "token:lost", value, withToken);
+          .eval(
+            repairScript.source,
+            4,
+            "token",
+            "token:marker",
+            "token:lost",
+            "token:run",
+            value,
+            withToken,
+          );
       // A repair read for an earlier loss (another token) changes nothing.
       assert.equal(await repair("5", "1.2"), 0);
       assert.equal(await cluster().client(0).get("token"), null);
       assert.equal(await repair("11", token), 1);
       assert.equal(await cluster().client(0).get("token"), "11");
       assert.equal(await cluster().client(0).get("token:marker"), "1");
+      const runId = /run_id:(\w+)/.exec(await cluster().client(0).info("server"))?.[1];
+      assert.equal(
+        await cluster().client(0).get("token:run"),
+        runId,
+        "the repair records the run_id",
+      );
       // Applied once: the same repair arriving late does nothing.
       await cluster().client(0).set("token", "500");
       assert.equal(await repair("11", token), 0);
