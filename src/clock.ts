@@ -86,18 +86,53 @@ export const cryptoRandom: RandomSource = {
   integer: (min, max) => (max <= min ? min : randomInt(min, max + 1)),
 };
 
+/** Per signal: the callbacks waiting for its abort, behind its one listener (onAbort). */
+const abortWatch = new WeakMap<AbortSignal, { callbacks: Set<() => void>; listener: () => void }>();
+
+const noWatch = () => {};
+
+/**
+ * Calls `callback` once when `signal` aborts (never if it has aborted
+ * already: the caller checks first), until the function returned removes
+ * it. Every callback of one signal shares one listener on it, removed
+ * with its last callback: a caller's signal passed to many concurrent
+ * calls would otherwise carry a listener per call (and Node warns past
+ * ten, as if they leaked).
+ */
+export function onAbort(signal: AbortSignal | undefined, callback: () => void): () => void {
+  if (!signal) return noWatch;
+  let watch = abortWatch.get(signal);
+  if (!watch) {
+    const callbacks = new Set<() => void>();
+    const listener = () => {
+      abortWatch.delete(signal);
+      for (const each of [...callbacks]) each();
+    };
+    watch = { callbacks, listener };
+    abortWatch.set(signal, watch);
+    signal.addEventListener("abort", listener, { once: true });
+  }
+  const { callbacks, listener } = watch;
+  callbacks.add(callback);
+  return () => {
+    if (!callbacks.delete(callback) || callbacks.size > 0) return;
+    if (abortWatch.get(signal)?.callbacks !== callbacks) return; // aborted already
+    abortWatch.delete(signal);
+    signal.removeEventListener("abort", listener);
+  };
+}
+
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
-    const onAbort = () => {
+    const unwatch = onAbort(signal, () => {
       clearTimeout(timer);
       reject(signal?.reason);
-    };
+    });
     const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
+      unwatch();
       resolve();
     }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
 
@@ -117,12 +152,12 @@ export function raceAbort<T>(
   return new Promise<T>((resolve, reject) => {
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
+      unwatch();
     };
-    const onAbort = () => {
+    const unwatch = onAbort(signal, () => {
       done();
       reject(signal?.reason);
-    };
+    });
     const timer = Number.isFinite(timeoutMs)
       ? setTimeout(
           () => {
@@ -132,7 +167,6 @@ export function raceAbort<T>(
           Math.max(0, timeoutMs),
         )
       : undefined;
-    signal?.addEventListener("abort", onAbort, { once: true });
     promise.then(
       (value) => {
         done();

@@ -15,7 +15,7 @@ import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
-import { requireSignal } from "../validate.js";
+import { rejectUnknownOptions, requireOptionsObject, requireSignal } from "../validate.js";
 import {
   certifyScript,
   counterScripts,
@@ -129,7 +129,9 @@ export class NextId {
   async nextBatch(count: number, options: { signal?: AbortSignal } = {}): Promise<bigint[]> {
     this.assertOpen();
     const n = requireBatchCount(count);
-    const signal = requireSignal("options.signal", options?.signal);
+    const checked = requireOptionsObject("options", options);
+    rejectUnknownOptions("options", checked, ["signal"]);
+    const signal = requireSignal("options.signal", checked.signal);
     signal?.throwIfAborted();
     await raceAbort(this.group.ready(), signal);
     this.assertOpen();

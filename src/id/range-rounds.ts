@@ -16,7 +16,7 @@
  */
 
 import { assert } from "../assert.js";
-import { systemClock } from "../clock.js";
+import { onAbort, systemClock } from "../clock.js";
 import { maxId, maxOf } from "../decimal.js";
 import {
   ClosedError,
@@ -37,8 +37,8 @@ interface Waiter {
   readonly count: number;
   readonly resolve: (ids: bigint[]) => void;
   readonly reject: (error: unknown) => void;
-  readonly signal: AbortSignal | undefined;
-  readonly onAbort: (() => void) | undefined;
+  /** Removes the waiter's abort callback from its signal (clock.ts, onAbort). */
+  unwatch: () => void;
   failedRounds: number;
   done: boolean;
 }
@@ -81,27 +81,24 @@ export class RangeRounds {
 
   /** `count` IDs, once a round that claims them for this call wins. */
   take(count: number, signal: AbortSignal | undefined): Promise<bigint[]> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.queue.length >= idLimits.queueLengthMax) {
       return Promise.reject(new QueueFullError("NextId", idLimits.queueLengthMax));
     }
     return new Promise((resolve, reject) => {
-      const onAbort = signal
-        ? () => {
-            const index = this.queue.indexOf(waiter);
-            if (index >= 0) this.queue.splice(index, 1);
-            settle(waiter, signal.reason);
-          }
-        : undefined;
       const waiter: Waiter = {
         count,
         resolve,
         reject,
-        signal,
-        onAbort,
+        unwatch: () => {},
         failedRounds: 0,
         done: false,
       };
-      signal?.addEventListener("abort", onAbort!, { once: true });
+      waiter.unwatch = onAbort(signal, () => {
+        const index = this.queue.indexOf(waiter);
+        if (index >= 0) this.queue.splice(index, 1);
+        settle(waiter, signal?.reason);
+      });
       this.queue.push(waiter);
       this.schedulePump();
     });
@@ -343,7 +340,7 @@ function serve(batch: readonly Waiter[], first: bigint, last: bigint): Waiter[] 
 function settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {
   if (waiter.done) return;
   waiter.done = true;
-  if (waiter.onAbort) waiter.signal?.removeEventListener("abort", waiter.onAbort);
+  waiter.unwatch();
   if (ids) waiter.resolve(ids);
   else waiter.reject(error);
 }

@@ -15,7 +15,7 @@
  * `Handoff`), which saves the round in which the lock is free.
  */
 
-import type { Timer } from "../clock.js";
+import { onAbort, type Timer } from "../clock.js";
 
 /** What the releasing lock passes to the waiter it hands off to. */
 export interface Handoff {
@@ -93,15 +93,14 @@ export class Waiter {
       return Promise.resolve({ kind: "released" });
     }
     return new Promise<Wake>((resolve, reject) => {
-      const onAbort = () => this.finish?.(undefined, signal?.reason);
+      const unwatch = onAbort(signal, () => this.finish?.(undefined, signal?.reason));
       this.finish = (wake, error) => {
         this.finish = undefined;
         cancelTimer();
-        signal?.removeEventListener("abort", onAbort);
+        unwatch();
         if (wake) resolve(wake);
         else reject(error);
       };
-      signal?.addEventListener("abort", onAbort, { once: true });
       const cancelTimer = timer(ms, () => this.finish?.({ kind: "timer" }));
     });
   }

@@ -1,3 +1,4 @@
+import { onAbort } from "../clock.js";
 import { NodeError, NodeTimeoutError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 
@@ -120,10 +121,12 @@ class RoundRun<T> {
   /** Created only when the round ends before every call settled. */
   private onAllSettled: (() => void) | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
-  private readonly onAbort = () => {
+  private readonly abort = () => {
     this.aborted = true;
     this.finish();
   };
+  /** Removes `abort` from the signal's watch (clock.ts, onAbort). */
+  private unwatch: () => void = () => {};
 
   constructor(
     nodes: readonly RedisNode[],
@@ -148,7 +151,7 @@ class RoundRun<T> {
       this.finish();
       return;
     }
-    signal?.addEventListener("abort", this.onAbort, { once: true });
+    this.unwatch = onAbort(signal, this.abort);
     // Timers run before the poll phase of the event loop: after a stall,
     // replies that arrived in time are still unread when the timer fires.
     // setImmediate runs after the poll phase, once they have been read
@@ -215,7 +218,7 @@ class RoundRun<T> {
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
-    this.options.signal?.removeEventListener("abort", this.onAbort);
+    this.unwatch();
     const done =
       this.unsettled === 0
         ? settledRound

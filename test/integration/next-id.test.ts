@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { describe, it } from "node:test";
 import { repairScript } from "../../src/id/counter.js";
 import {
@@ -257,7 +258,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
-  it("bad counts get InvalidArgumentError and send no round", async () => {
+  it("bad counts and options get InvalidArgumentError and send no round", async () => {
     const ids = new NextId(cluster().urls, { key: "bad" });
     try {
       await ids.init();
@@ -270,6 +271,14 @@ describe("NextId on 5 nodes with appendfsync always", () => {
           return true;
         });
       }
+      // Options that are not an options object, or name no option of next().
+      for (const options of [null, 5, "x", { sig: 1 }, { signal: "x" }]) {
+        await assert.rejects(ids.next(options as { signal?: AbortSignal }), (error: unknown) => {
+          assert.ok(error instanceof InvalidArgumentError, `${String(options)}: ${String(error)}`);
+          assert.match(error.message, /options/);
+          return true;
+        });
+      }
       const stats = await cluster().onAll((c) => c.info("commandstats"));
       for (const text of stats) assert.doesNotMatch(text, /cmdstat_evalsha/);
       assert.deepEqual(await cluster().onAll((c) => c.get("bad")), Array(5).fill("1"));
@@ -278,12 +287,23 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
-  it("an aborted call rejects with the signal's reason", async () => {
+  it("an aborted call rejects with the signal's reason; one signal shared by many calls carries one listener", async () => {
     const ids = new NextId(cluster().urls, { key: "abort" });
     try {
       await ids.init();
       const reason = new Error("stop");
       await assert.rejects(ids.next({ signal: AbortSignal.abort(reason) }), (e) => e === reason);
+      const shared = new AbortController();
+      const calls = Array.from({ length: 50 }, () => ids.next({ signal: shared.signal }));
+      assert.ok(getEventListeners(shared.signal, "abort").length <= 1, "a listener per call");
+      const got = await Promise.all(calls);
+      assert.equal(new Set(got).size, 50);
+      assert.equal(getEventListeners(shared.signal, "abort").length, 0, "left a listener");
+      const aborted = Array.from({ length: 50 }, () => ids.next({ signal: shared.signal }));
+      shared.abort(reason);
+      for (const result of await Promise.allSettled(aborted)) {
+        assert.ok(result.status === "rejected" && result.reason === reason, String(result));
+      }
       // The generator still works after it (holes allowed: any ID above the start).
       assert.ok((await ids.next()) > 0n);
     } finally {
