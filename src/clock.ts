@@ -106,7 +106,8 @@ export function onAbort(signal: AbortSignal | undefined, callback: () => void): 
     const callbacks = new Set<() => void>();
     const listener = () => {
       abortWatch.delete(signal);
-      for (const each of [...callbacks]) each();
+      // As an EventTarget would: one removed meanwhile is not called.
+      for (const each of [...callbacks]) if (callbacks.has(each)) each();
     };
     watch = { callbacks, listener };
     abortWatch.set(signal, watch);

@@ -65,7 +65,10 @@ const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
  */
 type InitPlan = "in use" | "mark" | "wait" | "lift";
 
-function initPlan(states: readonly (number | undefined)[], liftQuarantines: boolean): InitPlan {
+export function initPlan(
+  states: readonly (number | undefined)[],
+  liftQuarantines: boolean,
+): InitPlan {
   if (states.includes(initState.healthy)) return "in use";
   const known = states.filter((state) => state !== undefined);
   if (known.every((state) => state === initState.unmarked)) return "mark";
