@@ -145,18 +145,17 @@ return {${accepted}}`,
  * may have come back with an older counter and its marker intact (a
  * restored backup or disk snapshot, a replica promoted with lag): its
  * marker becomes "suspect", so it does not vote until repaired — raised to
- * what other nodes hold, which is always safe. So does a marked counter
- * without a recorded run_id (init and repair record it: one marked by an
- * older version, or whose run_id key was deleted), which cannot tell. Reads
- * still answer its value (it may lag, it did not forget). madeSuspect or
- * unchanged.
+ * what other nodes hold, which is always safe. init and every repair
+ * record the run_id with the marker, so a copy of the node taken at any
+ * time carries it. Reads still answer its value (it may lag, it did not
+ * forget). madeSuspect or unchanged.
  */
 export const certifyScript = new LuaScript(
   "id-certify",
   `local run = redis.call('get', KEYS[4])
 if run == ARGV[1] then return ${certifyReply.unchanged} end
 redis.call('set', KEYS[4], ARGV[1])
-if redis.call('get', KEYS[2]) == '${markerHeld}' then
+if run and redis.call('get', KEYS[2]) == '${markerHeld}' then
   redis.call('set', KEYS[2], 'suspect')
   return ${certifyReply.madeSuspect}
 end
