@@ -83,6 +83,13 @@ export function requireOptionsObject(name: string, value: unknown): Record<strin
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidArgumentError(name, `expected an options object, got ${describe(value)}`);
   }
+  // It has no own keys, so it would pass as an empty options object, unheard.
+  if (value instanceof AbortSignal) {
+    throw new InvalidArgumentError(
+      name,
+      "expected an options object, got an AbortSignal: pass { signal }",
+    );
+  }
   return value as Record<string, unknown>;
 }
 

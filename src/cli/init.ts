@@ -23,7 +23,8 @@ export function initCommand(): Command {
   return new Command("init")
     .description(
       "mark the nodes of a cluster redquorum has not used yet (safe to run at every start: " +
-        "on a cluster in use it changes nothing and reports each node)",
+        "on a cluster in use it changes nothing and reports each node; but after every node " +
+        "lost its memory within the longest max TTL, the cluster looks new to it)",
     )
     .addOption(nodesOption())
     .addOption(maxTtlOption())

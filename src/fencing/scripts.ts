@@ -11,7 +11,14 @@
 
 import { luaDecimalLess, maxOf, parseCounter } from "../decimal.js";
 import { LuaScript } from "../node/lua-script.js";
-import { isRestartedLua, markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
+import {
+  isRestartedLua,
+  markerKey,
+  quarantineCheck,
+  quarantineKey,
+  runIdLua,
+  runKey,
+} from "../node/node-state.js";
 import type { Witness } from "../quorum/counter-repair.js";
 
 /**
@@ -275,6 +282,10 @@ export const fenceRepairScript = new LuaScript(
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('exists', KEYS[2]) == 1 then return 0 end
 redis.call('set', KEYS[2], ARGV[2])
+-- The run_id the floor was written on (as the marker's: node-state.ts,
+-- checkQuarantine), so a copy of the node restored later is seen as a
+-- restart and taken out of fencing again (lock/scripts.ts, certifyScript).
+redis.call('set', '${runKey}', ${runIdLua})
 local highest = redis.call('get', KEYS[3])
 if not highest or less(highest, ARGV[2]) then redis.call('set', KEYS[3], ARGV[2]) end
 return ${fenceRepairApplied}`,

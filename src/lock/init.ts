@@ -7,7 +7,14 @@
  */
 
 import { fenceFloorKey } from "../fencing/scripts.js";
-import { initNodeScript, initState, markerKey, quarantineKey, runKey } from "../node/node-state.js";
+import {
+  initNodeScript,
+  initState,
+  markerKey,
+  quarantineKey,
+  runKey,
+  unjudgedPrefix,
+} from "../node/node-state.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { Outcome } from "../quorum/round.js";
 import { resolveInitOptions } from "./options.js";
@@ -38,8 +45,8 @@ export interface InitOptions {
   readonly liftQuarantines?: boolean;
 }
 
-/** The init script's reply to "check": {state, marker, server state}. */
-type CheckReply = [number, string, string?];
+/** The init script's reply to "check": {state, marker, server state, quarantine}. */
+type CheckReply = [number, string, string?, string?];
 
 const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
 
@@ -76,24 +83,45 @@ export function initPlan(
   return liftQuarantines ? "lift" : "wait";
 }
 
-/**
- * Checks every node and carries out `initPlan` (marking needs every node).
- * `assertOpen` is called once first contact is over.
- */
+/** What init needs besides the nodes. */
+export interface InitContext {
+  readonly group: NodeGroup;
+  readonly timeoutMs: number;
+  /**
+   * Judges the unjudged quarantines of these nodes (lock/quarantine-judge.ts)
+   * and resolves once the judgements have ended: a quarantine that only
+   * quarantine-off clients met is judged by no one else.
+   */
+  readonly judge: (quarantined: ReadonlyArray<{ index: number; marker: string }>) => Promise<void>;
+  /** Called once first contact is over (init on a closed instance throws). */
+  readonly assertOpen: () => void;
+}
+
+/** Checks every node and carries out `initPlan` (marking needs every node). */
 export async function initNodes(
-  group: NodeGroup,
-  timeoutMs: number,
+  context: InitContext,
   options: InitOptions | undefined,
-  assertOpen: () => void,
 ): Promise<InitReport[]> {
   const { liftQuarantines } = resolveInitOptions(options);
+  const { group, timeoutMs, judge, assertOpen } = context;
   await group.ready().catch(() => {}); // a node that failed its check is reported below
   assertOpen();
-  const check = await group.round((node) => node.evalScript(initNodeScript, initKeys, ["check"]), {
-    isYes: () => true,
-    stop: "all",
-    timeoutMs,
+  const checkRound = () =>
+    group.round((node) => node.evalScript(initNodeScript, initKeys, ["check"]), {
+      isYes: () => true,
+      stop: "all",
+      timeoutMs,
+    });
+  let check = await checkRound();
+  const unjudged = check.outcomes.flatMap((outcome, index) => {
+    const reply = outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined;
+    return reply?.[3]?.startsWith(unjudgedPrefix) ? [{ index, marker: reply[1] }] : [];
   });
+  if (unjudged.length > 0) {
+    await judge(unjudged);
+    assertOpen();
+    check = await checkRound();
+  }
   const found = check.outcomes.map((outcome) =>
     outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined,
   );
@@ -146,7 +174,8 @@ function reportOf(
       action: "left to recover",
       detail:
         `${marker} while other nodes are in service: it lost its memory, so it serves its ` +
-        `quarantine and has its fencing counters repaired from the others; ${forgot}`,
+        "quarantine and has its fencing counters repaired from the others (which needs " +
+        `N - Q + 1 of them with known counters); ${forgot}`,
     };
   }
   // plan "wait"

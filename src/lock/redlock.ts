@@ -203,7 +203,9 @@ export class Redlock implements LockOwner {
   /**
    * Makes a cluster that redquorum has never used ready for its first lock:
    * a client cannot tell a brand-new node from one that restarted empty,
-   * whose quarantine it must serve. Safe to call at every start.
+   * whose quarantine it must serve. Safe to call at every start, except
+   * after every node lost its memory within the longest maxTtlMs and no
+   * client met them since: to the nodes that cluster is new.
    *
    * If no node is in service yet (none marked or repaired), every node is
    * marked when they are all alike: none has a marker (a new cluster), or
@@ -220,9 +222,17 @@ export class Redlock implements LockOwner {
   init(options?: InitOptions): Promise<InitReport[]> {
     this.assertOpen();
     // Tracked: close() waits for it instead of closing connections under it.
-    return this.track(
-      initNodes(this.group, this.options.checkTimeoutMs, options, () => this.assertOpen()),
-    );
+    const { judge } = this.context;
+    const context = {
+      group: this.group,
+      timeoutMs: this.options.checkTimeoutMs,
+      judge: async (nodes: ReadonlyArray<{ index: number; marker: string }>) => {
+        for (const { index, marker } of nodes) judge.schedule(index, marker);
+        await judge.settled();
+      },
+      assertOpen: () => this.assertOpen(),
+    };
+    return this.track(initNodes(context, options));
   }
 
   /**

@@ -152,6 +152,10 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     local now = redis.call('time')
     marker = 'lost:' .. now[1] .. '.' .. now[2]
     redis.call('set', '${markerKey}', marker)
+    -- With the marker, the run_id it was written on (a flush took the one
+    -- recorded): a copy of the node taken from now on carries it, so its
+    -- restore is seen as a restart (lock/scripts.ts, certifyScript).
+    redis.call('set', '${runKey}', ${runIdLua})
     local kind = flushCount() > 0 and ${unjudgedLua("flushed")} or ${unjudgedLua("start")}
     redis.call('set', '${quarantineKey}', kind, 'PX', ${unjudgedLifetimeMs})
     if waits then return marker, {${quarantineReply.quarantined}, marker, kind} end
@@ -211,7 +215,7 @@ export const initState = {
 /**
  * init on one node: KEYS[1] marker, KEYS[2] quarantine, KEYS[3] fence
  * floor, KEYS[4] the certified run_id (runKey). ARGV[1] "check": answers
- * {state, marker, server state}. ARGV[1] "write", ARGV[2] the server state
+ * {state, marker, server state, the quarantine's value or ""}. ARGV[1] "write", ARGV[2] the server state
  * the check saw, ARGV[3] "keep" or "lift": a node that is not healthy is
  * marked "1" — what init does only on a cluster none of whose nodes is
  * healthy (lock/init.ts says when). With "keep" a node in quarantine is
@@ -227,7 +231,7 @@ local quarantine = redis.call('get', KEYS[2])
 local restarted = ${isRestartedLua("marker")} or quarantine == 'restart' or ${isUnjudgedRestartLua("quarantine")}
 if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
 local state = quarantine and ${initState.quarantined} or (marker and ${initState.servesLocks} or ${initState.unmarked})
-if ARGV[1] == 'check' then return {state, marker or '', serverState()} end
+if ARGV[1] == 'check' then return {state, marker or '', serverState(), quarantine or ''} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end
 if quarantine and ARGV[3] ~= 'lift' then return {state, marker or ''} end
 ${markNodeLua("KEYS[1]", "KEYS[4]")}

@@ -272,7 +272,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
         });
       }
       // Options that are not an options object, or name no option of next().
-      for (const options of [null, 5, "x", { sig: 1 }, { signal: "x" }]) {
+      for (const options of [null, 5, "x", { sig: 1 }, { signal: "x" }, AbortSignal.abort()]) {
         await assert.rejects(ids.next(options as { signal?: AbortSignal }), (error: unknown) => {
           assert.ok(error instanceof InvalidArgumentError, `${String(options)}: ${String(error)}`);
           assert.match(error.message, /options/);

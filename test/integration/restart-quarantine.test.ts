@@ -380,6 +380,55 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("init() judges the quarantines only a quarantine-off client met (no one else would), then waits them out", async () => {
+    const shortTtlMs = 1_000;
+    const cluster = new TestCluster(
+      await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
+    );
+    const base = { maxTtlMs: shortTtlMs, retry: { retries: 0 } } as const;
+    const off = new Redlock(cluster.urls, { ...base, quarantine: false });
+    const redlock = new Redlock(cluster.urls, base);
+    try {
+      // Fencing on: the new nodes' counters are unknown, so the call fails;
+      // it starts each node's quarantine and, never refused, judges none.
+      const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+      while ((await cluster.onAll((c) => c.get("redquorum:marker"))).includes(null)) {
+        assert.ok(performance.now() < deadline, "the first call never met every node");
+        await assert.rejects(off.acquire(["r"], 200));
+      }
+      for (let i = 0; i < 3; i++) {
+        assert.match(String(await cluster.client(i).get(quarantineKey)), /^unjudged:/);
+      }
+      const first = await redlock.init();
+      assert.deepEqual(
+        first.map((r) => r.action),
+        ["left to recover", "left to recover", "left to recover"],
+        JSON.stringify(first),
+      );
+      for (let i = 0; i < 3; i++) {
+        assert.ok((await quarantineLeft(cluster, i)) <= shortTtlMs + 1_000, "judged by init");
+      }
+      const until = performance.now() + shortTtlMs + 3_000;
+      while ((await cluster.onAll((c) => c.exists(quarantineKey))).some((n) => n === 1)) {
+        assert.ok(performance.now() < until, "quarantines never ended");
+        await sleep(50);
+      }
+      const second = await redlock.init();
+      assert.deepEqual(
+        second.map((r) => r.action),
+        ["marked", "marked", "marked"],
+        JSON.stringify(second),
+      );
+      const lock = await redlock.acquire(["r"], 200);
+      assert.equal(lock.fence, 1n);
+      await lock.release();
+    } finally {
+      await off.close();
+      await redlock.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off uses a quarantined node at once (its documented risk)", async () => {
     const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
     const on = new Redlock(cluster.urls, options);

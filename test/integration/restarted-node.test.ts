@@ -182,4 +182,69 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
       await fresh.close();
     }
   });
+
+  it("Redlock fencing: a copy taken right after node 0 was flushed and repaired, restored, votes on no fence", async () => {
+    await cluster().restoreAll({ keepData: true });
+    // A short maxTtlMs, so the flush's quarantine is over soon: the records
+    // of the longer one of the closed client above would still set it.
+    await cluster().onAll((c) => c.del("redquorum:horizon"));
+    const options = { retry: { retries: 0 }, maxTtlMs: 1_000 } as const;
+    const redlock = new Redlock(cluster().urls, options);
+    const resource = "stale:flushed";
+    let highest = 0n;
+    const take = async (client: Redlock) => {
+      const lock = await client.acquire([resource], 1_000);
+      await lock.release();
+      if (lock.fence! > highest) highest = lock.fence!;
+      return lock.fence!;
+    };
+    /** Whether node `index` votes on locks and fences: a grant leaves its key there. */
+    const votes = async (index: number) => {
+      const lock = await redlock.acquire(["probe"], 1_000);
+      await sleep(20);
+      const held = (await cluster().client(index).get("probe")) === lock.value;
+      await lock.release();
+      if (!held) throw new Error(`node ${index} does not vote yet`);
+    };
+    const node0Votes = () => votes(0);
+    let copy: string;
+    try {
+      await within(recoveryMs, "a first lock", () => take(redlock));
+      // Every node in service for fences (the tests above restarted them).
+      for (const i of [0, 1, 2]) await within(recoveryMs, `node ${i} voting`, () => votes(i));
+      // The lock script that meets the loss writes the "lost:" marker and
+      // the fencing repair the floor; the copy is taken before any recheck
+      // of node 0 could record its run_id.
+      await cluster().client(0).flushall();
+      await within(recoveryMs + 2_000, "node 0 back after the flush", node0Votes);
+      copy = await snapshotNode0("flushed-fences");
+      await within(recoveryMs, "node 0 voting again", node0Votes);
+      // Node 2 misses the next grants (a foreign value holds the key there).
+      await cluster().client(2).set(resource, "foreign", "PX", 60_000);
+      for (let i = 0; i < 5; i++) await take(redlock);
+      await cluster().client(2).del(resource);
+    } finally {
+      await redlock.close();
+    }
+    await restoreNode0(copy);
+    // Node 1, which kept the highest tokens, is slow: the copy and node 2
+    // (which missed them) are what a new client reaches.
+    cluster().cluster.pause(1);
+    const fresh = new Redlock(cluster().urls, options);
+    try {
+      for (let i = 0; i < 5; i++) {
+        try {
+          const token = await take(fresh);
+          assert.fail(`token ${token} issued from older counters (issued up to ${highest})`);
+        } catch (error) {
+          if (error instanceof assert.AssertionError) throw error;
+          assert.ok(error instanceof QuorumError, String(error));
+        }
+        await sleep(100);
+      }
+    } finally {
+      cluster().cluster.resume(1);
+      await fresh.close();
+    }
+  });
 });
