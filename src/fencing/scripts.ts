@@ -273,19 +273,21 @@ export const fenceRepairApplied = 1;
  * Repairs the fencing state of a node that lost its memory: KEYS[1]
  * marker, KEYS[2] floor, KEYS[3] highest accepted value; ARGV[1] the marker
  * value the loss was seen with, ARGV[2] the highest value read from the
- * other nodes. Applies only while that same loss is current and no floor is
- * set yet: fenceRepairApplied, else 0.
+ * other nodes. Applies only while that same loss is current on the server
+ * it was recorded on and no floor is set yet: fenceRepairApplied, else 0.
  */
 export const fenceRepairScript = new LuaScript(
   "fence-repair",
   `${luaDecimalLess}
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('exists', KEYS[2]) == 1 then return 0 end
+-- Only on the server the loss was recorded on (the run_id written with
+-- the "lost:" marker, node-state.ts, or by the certify that found the
+-- restart): the repair is sent without a check first, and a node restored
+-- from an older copy meanwhile must meet its certify (lock/scripts.ts),
+-- which quarantines it, before anything counts its votes again.
+if redis.call('get', '${runKey}') ~= ${runIdLua} then return 0 end
 redis.call('set', KEYS[2], ARGV[2])
--- The run_id the floor was written on (as the marker's: node-state.ts,
--- checkQuarantine), so a copy of the node restored later is seen as a
--- restart and taken out of fencing again (lock/scripts.ts, certifyScript).
-redis.call('set', '${runKey}', ${runIdLua})
 local highest = redis.call('get', KEYS[3])
 if not highest or less(highest, ARGV[2]) then redis.call('set', KEYS[3], ARGV[2]) end
 return ${fenceRepairApplied}`,

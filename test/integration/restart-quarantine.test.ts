@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import { LocalCluster, type Lock, type Persistence, Redlock } from "../../src/index.js";
+import { limits } from "../../src/limits.js";
 import { startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -426,6 +430,69 @@ describe("the restart quarantine covers restarts from data that may be older", (
       await off.close();
       await redlock.close();
       await cluster.stop();
+    }
+  });
+
+  it("a fencing repair that reaches a node restored from an older copy before its check does not hide the restore", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "aof-everysec" });
+    const copies = mkdtempSync(join(tmpdir(), "redquorum-copy-"));
+    const short = { maxTtlMs: 3_000, retry: { retries: 0 } } as const;
+    const unfenced = new Redlock(cluster.urls, { ...short, fencing: false });
+    const fenced = new Redlock(cluster.urls, short);
+    const rival = new Redlock(cluster.urls, { ...short, fencing: false });
+    const node0Grants = async () => {
+      const lock = await unfenced.acquire(["probe"], 1_000);
+      const held = (await cluster.client(0).get("probe")) === lock.value;
+      await lock.release();
+      if (!held) throw new Error("node 0 does not grant yet");
+    };
+    // Bounded by a quarantine judged from a 3 s maxTtlMs and a reconnect.
+    const grantsAgain = async (what: string) => {
+      const deadline = performance.now() + short.maxTtlMs + 4 * reconnectBackoffCapMs + 3_000;
+      for (;;) {
+        try {
+          return await node0Grants();
+        } catch (error) {
+          if (performance.now() > deadline) throw new Error(`${what}: ${error}`);
+          await sleep(100);
+        }
+      }
+    };
+    try {
+      await warm(unfenced);
+      // Node 0 lost its memory; only a fencing-off client met it, so
+      // nothing repaired its counters: it serves locks from "lost:".
+      await cluster.client(0).flushall();
+      await grantsAgain("node 0 after the flush");
+      const copy = join(copies, "node0");
+      await cluster.cluster.kill(0);
+      cpSync(cluster.cluster.node(0).dataDir, copy, { recursive: true });
+      await cluster.cluster.restart(0);
+      await grantsAgain("node 0 after the copy");
+      // The holder has the resource on nodes 0 and 1 only.
+      await cluster.client(2).set(resource, "foreign", "PX", 60_000);
+      const lock = await unfenced.acquire([resource], 3_000);
+      await cluster.client(2).del(resource);
+      // A fenced client meets node 0's unknown counters: a repair is due
+      // after repairDelayMs, sent without a check of the node first.
+      await (await fenced.acquire(["other"], 1_000)).release();
+      // Node 0 comes back from the older copy (without the lock) before it runs.
+      await cluster.cluster.kill(0);
+      rmSync(cluster.cluster.node(0).dataDir, { recursive: true, force: true });
+      cpSync(copy, cluster.cluster.node(0).dataDir, { recursive: true });
+      await cluster.cluster.restart(0);
+      await sleep(limits.repairDelayMs + 500);
+      const second = await rival.acquire([resource], 1_000).catch(() => undefined);
+      assert.ok(
+        second === undefined || lock.remainingMs() <= 0,
+        "a second client took the lock: the restore was not quarantined",
+      );
+    } finally {
+      await unfenced.close();
+      await fenced.close();
+      await rival.close();
+      await cluster.stop();
+      rmSync(copies, { recursive: true, force: true });
     }
   });
 
