@@ -16,8 +16,9 @@ import {
   unjudgedPrefix,
 } from "../node/node-state.js";
 import type { NodeGroup } from "../quorum/node-group.js";
-import type { Outcome } from "../quorum/round.js";
+import type { Outcome, RoundResult } from "../quorum/round.js";
 import { resolveInitOptions } from "./options.js";
+import type { QuarantineJudge } from "./quarantine-judge.js";
 
 /** What `Redlock.init()` found and did on one node. */
 export interface InitReport {
@@ -88,11 +89,10 @@ export interface InitContext {
   readonly group: NodeGroup;
   readonly timeoutMs: number;
   /**
-   * Judges the unjudged quarantines of these nodes (lock/quarantine-judge.ts)
-   * and resolves once the judgements have ended: a quarantine that only
+   * Judges the unjudged quarantines init finds: a quarantine that only
    * quarantine-off clients met is judged by no one else.
    */
-  readonly judge: (quarantined: ReadonlyArray<{ index: number; marker: string }>) => Promise<void>;
+  readonly judge: Pick<QuarantineJudge, "judgeNow">;
   /** Called once first contact is over (init on a closed instance throws). */
   readonly assertOpen: () => void;
 }
@@ -112,19 +112,21 @@ export async function initNodes(
       stop: "all",
       timeoutMs,
     });
+  const repliesOf = (round: RoundResult<unknown>) =>
+    round.outcomes.map((outcome) =>
+      outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined,
+    );
   let check = await checkRound();
-  const unjudged = check.outcomes.flatMap((outcome, index) => {
-    const reply = outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined;
-    return reply?.[3]?.startsWith(unjudgedPrefix) ? [{ index, marker: reply[1] }] : [];
-  });
+  let found = repliesOf(check);
+  const unjudged = found.flatMap((reply, index) =>
+    reply?.[3]?.startsWith(unjudgedPrefix) ? [{ index, marker: reply[1] }] : [],
+  );
   if (unjudged.length > 0) {
-    await judge(unjudged);
+    await judge.judgeNow(unjudged);
     assertOpen();
     check = await checkRound();
+    found = repliesOf(check);
   }
-  const found = check.outcomes.map((outcome) =>
-    outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined,
-  );
   const plan = initPlan(
     found.map((reply) => reply?.[0]),
     liftQuarantines,

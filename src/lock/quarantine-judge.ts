@@ -56,6 +56,12 @@ export class QuarantineJudge {
     this.judgements.schedule(index, () => this.judge(index, marker));
   }
 
+  /** Judges the losses these nodes' markers name; resolves once every judgement has ended. */
+  async judgeNow(nodes: ReadonlyArray<{ index: number; marker: string }>): Promise<void> {
+    for (const { index, marker } of nodes) this.schedule(index, marker);
+    await this.judgements.settled();
+  }
+
   /** Ends judgements waiting to run, and no new one starts. */
   stop(reason: unknown): void {
     this.judgements.stop(reason);

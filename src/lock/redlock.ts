@@ -222,14 +222,10 @@ export class Redlock implements LockOwner {
   init(options?: InitOptions): Promise<InitReport[]> {
     this.assertOpen();
     // Tracked: close() waits for it instead of closing connections under it.
-    const { judge } = this.context;
     const context = {
       group: this.group,
       timeoutMs: this.options.checkTimeoutMs,
-      judge: async (nodes: ReadonlyArray<{ index: number; marker: string }>) => {
-        for (const { index, marker } of nodes) judge.schedule(index, marker);
-        await judge.settled();
-      },
+      judge: this.context.judge,
       assertOpen: () => this.assertOpen(),
     };
     return this.track(initNodes(context, options));

@@ -215,13 +215,14 @@ export const initState = {
 /**
  * init on one node: KEYS[1] marker, KEYS[2] quarantine, KEYS[3] fence
  * floor, KEYS[4] the certified run_id (runKey). ARGV[1] "check": answers
- * {state, marker, server state, the quarantine's value or ""}. ARGV[1] "write", ARGV[2] the server state
- * the check saw, ARGV[3] "keep" or "lift": a node that is not healthy is
- * marked "1" — what init does only on a cluster none of whose nodes is
- * healthy (lock/init.ts says when). With "keep" a node in quarantine is
- * left to it (answers {quarantined}); with "lift" (the caller says the
- * nodes are new) its quarantine is lifted. If the server restarted or was
- * flushed since the check, nothing is written: {changed}.
+ * {state, marker, server state, the quarantine's value or ""}. ARGV[1]
+ * "write", ARGV[2] the server state the check saw, ARGV[3] "keep" or
+ * "lift": a node that is not healthy is marked "1" — what init does only
+ * on a cluster none of whose nodes is healthy (lock/init.ts says when).
+ * With "keep" a node in quarantine is left to it (answers {quarantined});
+ * with "lift" (the caller says the nodes are new) its quarantine is
+ * lifted. If the server restarted or was flushed since the check, nothing
+ * is written: {changed}.
  */
 export const initNodeScript = new LuaScript(
   "init-node",
