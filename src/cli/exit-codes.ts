@@ -32,12 +32,13 @@ export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
 
 /** Rows of the table: code, meaning. */
 export const exitCodeTable: readonly (readonly [string, string])[] = [
-  ["0", "success; status: the cluster is safe for locks"],
+  ["0", "success; status: the cluster is safe for locks; init: a quorum of nodes serves locks"],
   ["1", "unexpected error"],
   ["2", "bad arguments or usage"],
   [
     "3",
-    "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server); status: not safe for locks",
+    "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server); status: not safe for locks; " +
+      "init: fewer than a quorum of nodes serve locks after it (say, quarantines to wait out: run it again)",
   ],
   ["4", "lock: the lock could not be had within --wait (the command was not run)"],
   ["5", "lock: the lock was lost while the command ran (SIGTERM, then SIGKILL after --kill-after)"],

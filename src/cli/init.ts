@@ -1,6 +1,8 @@
 /** `redquorum init`: Redlock.init(), and per node what it found and did. */
 import { Command } from "commander";
+import type { InitReport } from "../lock/init.js";
 import { Redlock } from "../lock/redlock.js";
+import { quorumOf } from "../quorum/round.js";
 import {
   formatTable,
   jsonOption,
@@ -13,6 +15,7 @@ import {
   printData,
   printJson,
 } from "./common.js";
+import { exitCodes } from "./exit-codes.js";
 
 interface InitOptions extends NodesOptions, MaxTtlOptions {
   json?: boolean;
@@ -48,8 +51,36 @@ export function initCommand(): Command {
             ),
           );
         }
+        const shortfall = notReadyReason(reports);
+        if (shortfall) {
+          // A script that runs init before its services must not start them
+          // on a cluster that will refuse every lock (see each node's DETAIL).
+          process.stderr.write(`redquorum init: ${shortfall}\n`);
+          process.exitCode = exitCodes.unavailable;
+        }
       } finally {
         await redlock.close();
       }
     });
+}
+
+/**
+ * Why the cluster cannot grant a lock after init, if it cannot: fewer than
+ * a quorum of nodes in service (found so, or marked now).
+ */
+export function notReadyReason(reports: readonly InitReport[]): string | undefined {
+  const serving = reports.filter((r) => r.found === "in service" || r.action === "marked").length;
+  const needed = quorumOf(reports.length);
+  if (serving >= needed) return undefined;
+  const recovering = reports.filter((r) => r.action === "left to recover").length;
+  const unreachable = reports.filter((r) => r.found === "unreachable").length;
+  const parts = [
+    recovering > 0 ? `${recovering} left to recover` : "",
+    unreachable > 0 ? `${unreachable} unreachable` : "",
+  ].filter(Boolean);
+  return (
+    `not ready for locks: ${serving} of ${reports.length} nodes in service, ${needed} needed` +
+    (parts.length > 0 ? ` (${parts.join(", ")})` : "") +
+    "; see each node's DETAIL for what to do"
+  );
 }

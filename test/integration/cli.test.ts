@@ -94,8 +94,13 @@ describe("redquorum command line", () => {
       const early = await cli(["lock", "cli:early", "--ttl", "1s", "--", "true"], nodes);
       assert.equal(early.code, 3, early.stderr);
       assert.match(early.stderr, /quarantined/);
+      // Nothing marked, every node in quarantine: not ready, and the exit code says so.
       const kept = await cli(["init", "--json"], nodes);
-      assert.equal(kept.code, 0, kept.stderr);
+      assert.equal(kept.code, 3, kept.stderr);
+      assert.match(
+        kept.stderr,
+        /not ready for locks: 0 of 3 nodes in service, 2 needed \(3 left to recover\)/,
+      );
       const keptReports = JSON.parse(kept.stdout) as { action: string; detail: string }[];
       for (const report of keptReports) {
         assert.equal(report.action, "left to recover");
@@ -103,6 +108,7 @@ describe("redquorum command line", () => {
       }
       const lifted = await cli(["init", "--lift-quarantines", "--json"], nodes);
       assert.equal(lifted.code, 0, lifted.stderr);
+      assert.doesNotMatch(lifted.stderr, /not ready/);
       const liftedReports = JSON.parse(lifted.stdout) as { action: string }[];
       assert.deepEqual(
         liftedReports.map((r) => r.action),
