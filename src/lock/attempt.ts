@@ -108,7 +108,16 @@ export async function runAttempt(
       const { names, keys } = request;
       const { settled, done } = round;
       return {
-        lock: new Lock(context.owner, names, keys, value, validUntil, round.yesCount, fences),
+        lock: new Lock(
+          context.owner,
+          names,
+          keys,
+          value,
+          validUntil,
+          round.yesCount,
+          fences,
+          settled,
+        ),
         refused: done.then(() => (index) => settled[index]?.kind !== "yes"),
       };
     }

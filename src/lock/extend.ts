@@ -8,7 +8,7 @@ import { LockExpiredError } from "../errors.js";
 import type { RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import type { LockContext } from "./context.js";
-import type { Lock } from "./lock.js";
+import type { Extension, Lock } from "./lock.js";
 import { requireTtl } from "./options.js";
 import { extendArgs, extendScript, isExtended } from "./scripts.js";
 
@@ -17,13 +17,13 @@ export type ExtendContext = Pick<
   "group" | "options" | "run" | "quarantineArg" | "assertOpen" | "track"
 >;
 
-/** Extends `lock` to `ttlMs` from now; resolves to its new end of validity. */
+/** Extends `lock` to `ttlMs` from now; resolves to its new end of validity and the nodes' answers. */
 export async function extendLock(
   context: ExtendContext,
   lock: Lock,
   ttlMs: number,
   signal: AbortSignal | undefined,
-): Promise<number> {
+): Promise<Extension> {
   context.assertOpen();
   const { options, group } = context;
   const ttl = requireTtl(ttlMs, options);
@@ -41,11 +41,17 @@ export async function extendLock(
     }),
   );
   if (round.yesCount >= group.quorum && validUntil > options.clock.now() && !round.aborted) {
-    return validUntil;
+    return { validUntilMs: validUntil, holders: round.settled };
   }
   // Failed, but some nodes may have applied the new TTL: never trust more
   // than that TTL gives from the start of this call.
   lock.limitValidity(validUntil);
+  // Nodes that held our keys and now say they do not (expired early,
+  // evicted, deleted, restarted): if too few holders are left for a
+  // majority, another client may hold the lock now, and ours has no
+  // validity left, whatever its TTL said.
+  const settled = round.settled;
+  lock.loseIfNotHeld((i) => settled[i]?.kind === "no", group.quorum);
   if (round.aborted) throw signal?.reason;
   throw extendFailure(context, lock, ttl, round);
 }

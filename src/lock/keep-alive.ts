@@ -56,6 +56,8 @@ export async function runKeepingAlive<T>(
   return result;
 }
 
+const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted")!.get!;
+
 /** The timers that keep one lock extended, and the signal that says it was lost. */
 class KeepAlive {
   private readonly lock: Lock;
@@ -67,21 +69,42 @@ class KeepAlive {
   private extendTimer: ReturnType<typeof setTimeout> | undefined;
   private deadlineTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(lock: Lock, options: KeepAliveOptions) {
-    this.lock = lock;
-    this.options = options;
-  }
-
-  /** Aborts with `LockLostError` when the lock cannot be kept. */
+  /**
+   * Aborts with `LockLostError` when the lock cannot be kept. Its timers
+   * cannot fire while the event loop is held (a routine computing between
+   * its checks, a stall elsewhere in the process), so reading `aborted` or
+   * calling `throwIfAborted()` also checks the validity left, and aborts
+   * then if it is down to the margin: a routine that checks its signal is
+   * never told to go on past that.
+   */
   get signal(): AbortSignal {
     return this.controller.signal;
   }
 
+  constructor(lock: Lock, options: KeepAliveOptions) {
+    this.lock = lock;
+    this.options = options;
+    const signal = this.controller.signal;
+    const check = () => this.checkDeadline();
+    Object.defineProperty(signal, "aborted", {
+      get() {
+        check();
+        return abortedOf.call(signal);
+      },
+    });
+    signal.throwIfAborted = () => {
+      check();
+      AbortSignal.prototype.throwIfAborted.call(signal);
+    };
+  }
+
   start(): void {
-    // The routine may extend (or a failed extension shorten) the lock itself:
-    // the deadline and the next extension follow the validity it now has.
+    // The routine may extend (or a failed extension shorten or end) the
+    // lock itself: the deadline and the next extension follow the validity
+    // it now has, and a lock found lost is given up at once.
     this.lock.onValidityChange = () => {
-      if (this.stopped || this.extending) return;
+      if (this.stopped) return;
+      if (this.checkDeadline() || this.extending) return;
       this.armDeadline();
       clearTimeout(this.extendTimer);
       this.scheduleExtension(this.lock.remainingMs() - this.options.extendThresholdMs);
@@ -98,9 +121,25 @@ class KeepAlive {
   }
 
   private lose(cause: unknown): void {
-    if (this.controller.signal.aborted) return;
+    if (abortedOf.call(this.controller.signal)) return;
     this.stop();
     this.controller.abort(new LockLostError(this.lock.resources, cause));
+  }
+
+  /** Gives the lock up if its validity is down to the margin; whether it is given up. */
+  private checkDeadline(): boolean {
+    if (this.stopped) return abortedOf.call(this.controller.signal);
+    if (this.lock.remainingMs() > this.options.marginMs) return false;
+    this.lose(
+      new LockExpiredError(
+        "keep",
+        this.lock.resources,
+        this.lock.remainingMs() > 0
+          ? "extensions failed until the validity ran low"
+          : "the lock ran out of validity or was found lost",
+      ),
+    );
+    return true;
   }
 
   /** Independent of how extensions go: abort before the validity ends. */
@@ -110,17 +149,7 @@ class KeepAlive {
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = setTimeout(
       () => {
-        if (lock.remainingMs() <= marginMs) {
-          this.lose(
-            new LockExpiredError(
-              "keep",
-              lock.resources,
-              "extensions failed until the validity ran low",
-            ),
-          );
-        } else {
-          this.armDeadline();
-        }
+        if (!this.checkDeadline()) this.armDeadline();
       },
       Math.max(0, lock.remainingMs() - marginMs),
     );

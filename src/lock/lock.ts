@@ -6,12 +6,19 @@
 
 import type { Clock } from "../clock.js";
 import { LockExpiredError } from "../errors.js";
+import { rejectUnknownOptions, requireOptionsObject, requireSignal } from "../validate.js";
+
+/** A successful extension: the new validity, and each node's answer (see `Lock.holders`). */
+export interface Extension {
+  readonly validUntilMs: number;
+  readonly holders: ReadonlyArray<{ readonly kind: string } | undefined>;
+}
 
 /** What a Lock needs from the Redlock that granted it. Internal. */
 export interface LockOwner {
   readonly clock: Clock;
   /** @internal */
-  extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number>;
+  extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<Extension>;
   /** @internal `valid`: whether the lock still had validity when `release()` was called. */
   releaseLock(lock: Lock, valid: boolean): Promise<void>;
 }
@@ -38,6 +45,12 @@ export class Lock implements AsyncDisposable {
   readonly fences: ReadonlyMap<string, bigint>;
   private readonly owner: LockOwner;
   private validUntil: number;
+  /**
+   * Per node, the answer of the round that gave the current validity (the
+   * grant, or the last extension), filled in as late answers come: the
+   * nodes answering "yes" hold our keys until at least that validity.
+   */
+  private holders: ReadonlyArray<{ readonly kind: string } | undefined>;
   private releasing: Promise<void> | undefined;
   /**
    * The extension running now, if any: extensions of one lock run one at a
@@ -57,7 +70,9 @@ export class Lock implements AsyncDisposable {
     validUntilMs: number,
     grantedNodeCount: number,
     fences: ReadonlyMap<string, bigint> = new Map(),
+    holders: ReadonlyArray<{ readonly kind: string } | undefined> = [],
   ) {
+    this.holders = holders;
     this.fences = fences;
     this.owner = owner;
     this.resources = resources;
@@ -93,6 +108,23 @@ export class Lock implements AsyncDisposable {
     this.onValidityChange?.();
   }
 
+  /**
+   * @internal After an extension that failed: `notHeld(i)` says node i
+   * answered that our keys are not (all) there. If the nodes that held
+   * them, less those, are fewer than `quorum`, a majority may no longer
+   * hold the lock (another client may have it): no validity is left.
+   */
+  loseIfNotHeld(notHeld: (index: number) => boolean, quorum: number): boolean {
+    let held = 0;
+    this.holders.forEach((outcome, i) => {
+      if (outcome?.kind === "yes" && !notHeld(i)) held++;
+    });
+    if (held >= quorum) return false;
+    this.validUntil = Number.NEGATIVE_INFINITY;
+    this.onValidityChange?.();
+    return true;
+  }
+
   /** @internal Told whenever the validity changes (the keep-alive of `using` re-arms its timers). */
   onValidityChange: (() => void) | undefined;
 
@@ -109,7 +141,15 @@ export class Lock implements AsyncDisposable {
    * applied a shorter TTL). Resolves to this lock.
    */
   extend(ttlMs: number, options: { signal?: AbortSignal } = {}): Promise<this> {
-    const run = this.extending.then(() => this.extendNow(ttlMs, options.signal));
+    let signal: AbortSignal | undefined;
+    try {
+      const checked = requireOptionsObject("extend options", options);
+      rejectUnknownOptions("extend options", checked, ["signal"]);
+      signal = requireSignal("extend options.signal", checked.signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const run = this.extending.then(() => this.extendNow(ttlMs, signal));
     this.extending = run.catch(() => {});
     // Resolves to this same lock, so node-redlock's `lock = await lock.extend(t)` keeps working.
     return run.then(() => this);
@@ -117,11 +157,12 @@ export class Lock implements AsyncDisposable {
 
   private async extendNow(ttlMs: number, signal: AbortSignal | undefined): Promise<void> {
     if (this.releasing) throw this.releasedError();
-    const validUntil = await this.owner.extendLock(this, ttlMs, signal);
+    const { validUntilMs, holders } = await this.owner.extendLock(this, ttlMs, signal);
     // A release that started meanwhile wins: its delete went out after this
     // extension on every node.
     if (this.releasing) throw this.releasedError();
-    this.validUntil = validUntil;
+    this.validUntil = validUntilMs;
+    this.holders = holders;
     this.onValidityChange?.();
   }
 

@@ -99,7 +99,9 @@ export interface AcquireOptions {
 export interface UsingOptions extends AcquireOptions {
   /**
    * Extend once this much validity is left, in milliseconds. Default: half
-   * the TTL. Must leave room above the give-up margin (two node timeouts).
+   * the TTL. At least the give-up margin (two node timeouts and `driftMs`,
+   * at most a quarter of the TTL) plus one node timeout, so that an
+   * extension can end before the routine is given up on.
    */
   extendThresholdMs?: number;
 }

@@ -21,14 +21,14 @@ import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
-import { requireInteger } from "../validate.js";
+import { requireInteger, requireOptionsObject } from "../validate.js";
 import { acquireLock } from "./acquire.js";
 import { createLockContext, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
 import { QuarantineHorizon } from "./horizon.js";
 import { type InitOptions, type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
-import { Lock, type LockOwner } from "./lock.js";
+import { type Extension, Lock, type LockOwner } from "./lock.js";
 import {
   type AcquireOptions,
   type RedlockOptions,
@@ -157,6 +157,7 @@ export class Redlock implements LockOwner {
     if (typeof routine !== "function") {
       throw new InvalidArgumentError("routine", "expected a function (signal, lock) => Promise");
     }
+    requireOptionsObject("options", options);
     const { extendThresholdMs, ...acquireOptions } = options;
     const ttl = requireTtl(ttlMs, this.options);
     // Give up with two node timeouts of validity left, so the abort always
@@ -165,10 +166,13 @@ export class Redlock implements LockOwner {
       Math.floor(ttl / 4),
       2 * this.options.nodeTimeoutMs + this.options.driftMs,
     );
+    // An extension must have time to finish (a node timeout) before the
+    // deadline at marginMs aborts the routine.
+    const thresholdMinMs = Math.min(marginMs + this.options.nodeTimeoutMs + 1, ttl - 1);
     const threshold =
       extendThresholdMs === undefined
         ? Math.floor(ttl / 2)
-        : requireInteger("options.extendThresholdMs", extendThresholdMs, marginMs + 1, ttl - 1);
+        : requireInteger("options.extendThresholdMs", extendThresholdMs, thresholdMinMs, ttl - 1);
     const lock = await this.acquire(resources, ttl, acquireOptions);
     return runKeepingAlive(lock, routine, {
       ttlMs: ttl,
@@ -285,7 +289,7 @@ export class Redlock implements LockOwner {
   }
 
   /** @internal */
-  extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<number> {
+  extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<Extension> {
     const extending = extendLock(this.context, lock, ttlMs, signal);
     return this.counted("extend", lock.resources, extending);
   }

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { LockLostError, Redlock, ResourceLockedError } from "../../src/index.js";
+import {
+  InvalidArgumentError,
+  LockExpiredError,
+  LockLostError,
+  Redlock,
+  ResourceLockedError,
+} from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -123,6 +129,84 @@ describe("redlock.using: auto-extension, loss and release", () => {
     }
   });
 
+  it("an extension that finds the keys gone from a majority leaves the lock no validity, and aborts the routine at once", async () => {
+    const holder = new Redlock(cluster.urls);
+    try {
+      // Outside using: the Lock itself.
+      const lock = await holder.acquire(["plain"], 10_000);
+      for (const i of [0, 1, 2]) await cluster.client(i).del("plain");
+      await assert.rejects(lock.extend(10_000), LockExpiredError);
+      assert.equal(lock.remainingMs(), 0, "a lock a majority no longer holds has no validity");
+      assert.equal(lock.validUntilMs, Number.NEGATIVE_INFINITY);
+      await assert.rejects(lock.release(), LockExpiredError);
+
+      // Inside using: the routine's own extension finds it gone.
+      let abortedAfterExtend: boolean | undefined;
+      await assert.rejects(
+        holder.using(["job"], 10_000, async (signal, held) => {
+          for (const i of [2, 3, 4]) await cluster.client(i).del("job");
+          await assert.rejects(held.extend(10_000), LockExpiredError);
+          abortedAfterExtend = signal.aborted;
+        }),
+        LockLostError,
+      );
+      assert.equal(abortedAfterExtend, true, "the signal aborts as the extension fails, not later");
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it("the routine's signal reads as aborted once the validity is down to the margin, though no timer could run", async () => {
+    const holder = new Redlock(cluster.urls);
+    try {
+      let aborted: boolean | undefined;
+      let thrown: unknown;
+      await assert.rejects(
+        holder.using(["job"], 500, async (signal, lock) => {
+          // Holds the event loop past the validity (as a routine computing
+          // between its checks would, or a stall elsewhere): neither the
+          // extension nor the deadline timer can run meanwhile.
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 700);
+          assert.equal(lock.remainingMs(), 0);
+          aborted = signal.aborted;
+          try {
+            signal.throwIfAborted();
+          } catch (error) {
+            thrown = error;
+          }
+        }),
+        LockLostError,
+      );
+      assert.equal(aborted, true, "signal.aborted said go on after the validity ended");
+      assert.ok(thrown instanceof LockLostError, `throwIfAborted threw ${String(thrown)}`);
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it("refuses bad options to extend and using with a typed error, before any call", async () => {
+    const holder = new Redlock(cluster.urls);
+    try {
+      const lock = await holder.acquire(["job"], 5_000);
+      for (const options of [null, "x", { signal: "x" }, { signal: {} }, { signa: undefined }]) {
+        await assert.rejects(
+          lock.extend(1_000, options as never),
+          (error: unknown) => error instanceof InvalidArgumentError,
+          `extend options ${JSON.stringify(options)}`,
+        );
+      }
+      assert.ok(lock.remainingMs() > 1_000, "a refused call changed nothing");
+      await lock.release();
+      await assert.rejects(
+        holder.using(["job"], 1_000, async () => 1, null as never),
+        InvalidArgumentError,
+      );
+      assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+    } finally {
+      await holder.close();
+    }
+  });
+
   it("refuses a bad threshold and a missing routine", async () => {
     const holder = new Redlock(cluster.urls);
     try {
@@ -131,6 +215,16 @@ describe("redlock.using: auto-extension, loss and release", () => {
         {
           code: "ERR_INVALID_ARGUMENT",
         },
+      );
+      // TTL 1 s, node timeout 50 ms: the give-up margin is 2 × 50 + 2 ms,
+      // and an extension needs one node timeout more to finish before it.
+      await assert.rejects(
+        holder.using(["job"], 1_000, async () => 1, { extendThresholdMs: 152 }),
+        /extendThresholdMs.*153/s,
+      );
+      assert.equal(
+        await holder.using(["job"], 1_000, async () => 1, { extendThresholdMs: 153 }),
+        1,
       );
       await assert.rejects(holder.using(["job"], 1_000, undefined as never), {
         code: "ERR_INVALID_ARGUMENT",
