@@ -33,6 +33,7 @@ export {
   ResourceLockedError,
 } from "./errors.js";
 export { type FencedSetResult, fencedSet, fencedSetScript } from "./fencing/fenced-store.js";
+export type { FencingFloorOptions, FencingFloorReport } from "./fencing/floor.js";
 export { NextId } from "./id/next-id.js";
 export type {
   IdProposals,

@@ -4,6 +4,7 @@ import type { InitReport } from "../lock/init.js";
 import { Redlock } from "../lock/redlock.js";
 import { quorumOf } from "../quorum/round.js";
 import {
+  diagnose,
   formatTable,
   jsonOption,
   type MaxTtlOptions,
@@ -55,7 +56,7 @@ export function initCommand(): Command {
         if (shortfall) {
           // A script that runs init before its services must not start them
           // on a cluster that will refuse every lock (see each node's DETAIL).
-          process.stderr.write(`redquorum init: ${shortfall}\n`);
+          diagnose(`init: ${shortfall}`);
           process.exitCode = exitCodes.unavailable;
         }
       } finally {

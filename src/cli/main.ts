@@ -12,6 +12,7 @@ import { RedquorumError } from "../errors.js";
 import { diagnose } from "./common.js";
 import { devCommand } from "./dev.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
+import { fencingFloorCommand } from "./fencing-floor.js";
 import { idCommand } from "./id.js";
 import { initCommand } from "./init.js";
 import { lockCommand } from "./lock.js";
@@ -51,6 +52,7 @@ export function buildProgram(childArgv: () => readonly string[]): Command {
   program.addCommand(devCommand());
   program.addCommand(initCommand());
   program.addCommand(statusCommand());
+  program.addCommand(fencingFloorCommand());
   program.addCommand(idCommand());
   program.addCommand(lockCommand(childArgv));
   program.addCommand(serveCommand());

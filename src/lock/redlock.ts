@@ -9,7 +9,13 @@
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
 import {
+  type FencingFloorOptions,
+  type FencingFloorReport,
+  raiseFencingFloors,
+} from "../fencing/floor.js";
+import {
   fenceFloorKey,
+  fenceFloorScript,
   fenceMaxReadScript,
   fenceRepairScript,
   fenceScript,
@@ -96,6 +102,7 @@ export class Redlock implements LockOwner {
           fenceScript,
           fenceMaxReadScript,
           fenceRepairScript,
+          fenceFloorScript,
           horizonReadScript,
           judgeQuarantineScript,
         ],
@@ -233,6 +240,28 @@ export class Redlock implements LockOwner {
       assertOpen: () => this.assertOpen(),
     };
     return this.track(initNodes(context, options));
+  }
+
+  /**
+   * The way out when fencing counters cannot be repaired: more than N - Q
+   * nodes lost their memory before any repair, so too few others know the
+   * highest token issued, and fenced grants are refused for good. Give a
+   * value at least every fencing token issued on this cluster (the highest
+   * token the protected resource accepted, say): each node whose counters
+   * are unknown takes it (or the highest value a node still knows, if
+   * higher) as its floor, and every token issued after is above it. A
+   * value too low can let a token go backwards: only the resource knows.
+   * Quarantines still run their course. Resolves with what it found and
+   * did on each node.
+   */
+  raiseFencingFloor(options: FencingFloorOptions): Promise<FencingFloorReport[]> {
+    this.assertOpen();
+    const context = {
+      group: this.group,
+      timeoutMs: this.options.checkTimeoutMs,
+      assertOpen: () => this.assertOpen(),
+    };
+    return this.track(raiseFencingFloors(context, options));
   }
 
   /**

@@ -645,7 +645,9 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
       node.endpoint,
       new Error(
         "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
-          "is scheduled (if these are new nodes redquorum never used, call redlock.init() once)",
+          "is scheduled (it needs N - Q + 1 of them with known counters; if more nodes lost " +
+          "theirs, see redlock.raiseFencingFloor / redquorum fencing-floor; if these are new " +
+          "nodes redquorum never used, call redlock.init() once)",
       ),
     );
   }

@@ -86,6 +86,24 @@ describe("redquorum command line", () => {
     assert.equal(verdict.ids.safe, true);
   });
 
+  it("fencing-floor refuses a token that is not a counter (exit 2), and changes nothing where every node's counters are known (exit 0)", async () => {
+    const bad = await cli(["fencing-floor", "12abc"], env);
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /atLeast.*decimal string/);
+    // The cluster was initialised by the test before (in order).
+    const run = await cli(["fencing-floor", "1000", "--json"], env);
+    assert.equal(run.code, 0, run.stderr);
+    const reports = JSON.parse(run.stdout) as { found: string; action: string }[];
+    assert.deepEqual(
+      reports.map((r) => [r.found, r.action]),
+      [
+        ["known", "none"],
+        ["known", "none"],
+        ["known", "none"],
+      ],
+    );
+  });
+
   it("init lifts no quarantine unless --lift-quarantines says the nodes are new", async () => {
     const fresh = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
     const nodes = { REDQUORUM_NODES: fresh.urls.join(",") };

@@ -1,0 +1,147 @@
+/**
+ * The operator's way out when fencing counters cannot be repaired. A node
+ * that lost its memory gets its counters back from N - Q + 1 other nodes
+ * that kept theirs (fencing/issuer.ts, quorum/counter-repair.ts); when more
+ * than N - Q nodes lost theirs before any repair, there are not that many,
+ * and a fenced grant is refused for good: no one knows the highest token
+ * issued, and guessing low would let a token go backwards.
+ *
+ * The protected resource knows: it keeps the highest token it accepted.
+ * Given a value at least every token issued (that one, or any bound the
+ * operator knows), each node whose counters are unknown takes it — or the
+ * highest value any node still knows, if that is higher — as its floor
+ * for every resource, and votes again: every token issued after it is
+ * above it. Nothing else changes: a quarantine still runs its course, and
+ * a node whose counters are known is left alone (a majority that includes
+ * it already sees the highest token it took part in).
+ */
+
+import { maxId, maxOf } from "../decimal.js";
+import { InvalidArgumentError } from "../errors.js";
+import type { NodeGroup } from "../quorum/node-group.js";
+import type { Outcome } from "../quorum/round.js";
+import { describe, rejectUnknownOptions, requireOptionsObject } from "../validate.js";
+import {
+  fenceFloorReply,
+  fenceFloorScript,
+  fenceMaxOf,
+  fenceMaxReadScript,
+  fenceRepairKeys,
+} from "./scripts.js";
+
+export interface FencingFloorOptions {
+  /**
+   * A value at least every fencing token issued on this cluster, for any
+   * resource: the highest token the protected resource accepted, say. A
+   * bigint, a safe integer or a decimal string, in [0, 2^63 - 2].
+   */
+  readonly atLeast: bigint | number | string;
+}
+
+/** What `Redlock.raiseFencingFloor()` found and did on one node. */
+export interface FencingFloorReport {
+  readonly endpoint: string;
+  /** "unknown": it lost its counters and no repair restored them. */
+  readonly found: "known" | "unknown" | "not marked" | "unreachable";
+  /** "raised": its floor is set now, and it votes on tokens again. */
+  readonly action: "raised" | "none";
+  readonly detail: string;
+}
+
+export interface FencingFloorContext {
+  readonly group: NodeGroup;
+  readonly timeoutMs: number;
+  readonly assertOpen: () => void;
+}
+
+/** The floor `atLeast` asks for, checked. */
+export function requireFloor(options: unknown): bigint {
+  const checked = requireOptionsObject("fencing floor options", options);
+  rejectUnknownOptions("fencing floor options", checked, ["atLeast"]);
+  const { atLeast } = checked;
+  const allowed = "a bigint, a safe integer or a decimal string in [0, 2^63 - 2]";
+  let value: bigint | undefined;
+  if (typeof atLeast === "bigint") value = atLeast;
+  else if (typeof atLeast === "number" && Number.isSafeInteger(atLeast)) value = BigInt(atLeast);
+  else if (typeof atLeast === "string" && /^(0|[1-9][0-9]{0,18})$/.test(atLeast)) {
+    value = BigInt(atLeast);
+  }
+  if (value === undefined || value < 0n || value > maxId - 1n) {
+    throw new InvalidArgumentError(
+      "options.atLeast",
+      `expected ${allowed} (at least every token issued), got ${describe(atLeast)}`,
+    );
+  }
+  return value;
+}
+
+/** Sets the floor of every node whose fencing counters are unknown (see the module comment). */
+export async function raiseFencingFloors(
+  context: FencingFloorContext,
+  options: FencingFloorOptions,
+): Promise<FencingFloorReport[]> {
+  const atLeast = requireFloor(options);
+  const { group, timeoutMs, assertOpen } = context;
+  await group.ready().catch(() => {}); // a node that failed its check is reported below
+  assertOpen();
+  const everyNode = { isYes: () => true, stop: "all", timeoutMs } as const;
+  const read = await group.round(
+    (node) => node.evalScript(fenceMaxReadScript, fenceRepairKeys, []),
+    everyNode,
+  );
+  let floor = atLeast;
+  for (const outcome of read.outcomes) {
+    if (outcome?.kind !== "yes") continue;
+    const known = fenceMaxOf(outcome.value);
+    if (known) floor = maxOf(floor, known.value);
+  }
+  assertOpen();
+  const write = await group.round(
+    (node) => node.evalScript(fenceFloorScript, fenceRepairKeys, [floor.toString()]),
+    everyNode,
+  );
+  return group.nodes.map((node, i) => reportOf(node.endpoint, write.outcomes[i], floor, atLeast));
+}
+
+function reportOf(
+  endpoint: string,
+  outcome: Outcome<unknown> | undefined,
+  floor: bigint,
+  atLeast: bigint,
+): FencingFloorReport {
+  if (outcome?.kind !== "yes") {
+    const error = outcome?.kind === "error" ? outcome.error.message : "no answer";
+    return { endpoint, found: "unreachable", action: "none", detail: error };
+  }
+  const [state, marker] = outcome.value as [number, string];
+  const markerText = marker ? `marker ${JSON.stringify(marker)}` : "no marker";
+  switch (state) {
+    case fenceFloorReply.raised:
+      return {
+        endpoint,
+        found: "unknown",
+        action: "raised",
+        detail:
+          `${markerText}: fencing floor set to ${floor}` +
+          (floor > atLeast ? " (the highest value a node still knew, above the one given)" : ""),
+      };
+    case fenceFloorReply.known:
+      return { endpoint, found: "known", action: "none", detail: markerText };
+    case fenceFloorReply.unrecorded:
+      return {
+        endpoint,
+        found: "unknown",
+        action: "none",
+        detail:
+          `${markerText}, but the loss is not recorded for this server yet (its run_id): a lock ` +
+          "call there records it; run this again after one",
+      };
+    default:
+      return {
+        endpoint,
+        found: "not marked",
+        action: "none",
+        detail: `${markerText}: not a lock node yet (init marks it)`,
+      };
+  }
+}

@@ -1,0 +1,130 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { InvalidArgumentError, Redlock } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
+
+/**
+ * Redlock.raiseFencingFloor (fencing/floor.ts): the way out when more than
+ * N - Q nodes lost their fencing counters before any repair, which leaves
+ * too few known others to repair them from.
+ */
+describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their counters", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+  });
+  after(() => cluster.stop());
+
+  it("is refused for good after two of three nodes restart empty, until the floor is raised above every token issued", async () => {
+    // A short maxTtlMs: the restarted nodes' quarantines end within the test.
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
+    try {
+      let issued = 0n;
+      for (let i = 0; i < 5; i++) {
+        const lock = await redlock.acquire(["r"], 1_000);
+        issued = lock.fence!;
+        await lock.release();
+      }
+      await cluster.cluster.restart(0, { keepData: false });
+      await cluster.cluster.restart(1, { keepData: false });
+      // Each try meets the lost nodes (quarantine, then its judgement);
+      // once their quarantines are over, what refuses is the counters.
+      const deadline = performance.now() + 60_000;
+      let refusal = "";
+      for (;;) {
+        const outcome = await redlock.acquire(["r"], 1_000).then(
+          async (lock) => {
+            await lock.release();
+            return `granted with token ${lock.fence}`;
+          },
+          (error: Error) => error.message,
+        );
+        if ((outcome.match(/fencing counters unknown/g) ?? []).length === 2) {
+          refusal = outcome;
+          break;
+        }
+        assert.doesNotMatch(outcome, /^granted/, "a fenced grant with two nodes' counters lost");
+        assert.ok(performance.now() < deadline, `still not judged: ${outcome}`);
+        await sleep(100);
+      }
+      assert.match(refusal, /fencing counters unknown/);
+      // It stays so: no repair can run (one known other; it needs two).
+      await sleep(2_500);
+      await assert.rejects(redlock.acquire(["r"], 1_000), /fencing counters unknown/);
+
+      await assert.rejects(redlock.raiseFencingFloor({ atLeast: -1 }), InvalidArgumentError);
+      await assert.rejects(redlock.raiseFencingFloor({ atLeast: "1e3" }), InvalidArgumentError);
+      await assert.rejects(redlock.raiseFencingFloor({} as never), InvalidArgumentError);
+
+      // The protected resource saw `issued`; the operator gives more.
+      const floor = issued + 100n;
+      const reports = await redlock.raiseFencingFloor({ atLeast: floor });
+      assert.deepEqual(
+        reports.map((r) => [r.found, r.action]),
+        [
+          ["unknown", "raised"],
+          ["unknown", "raised"],
+          ["known", "none"],
+        ],
+        JSON.stringify(reports),
+      );
+      const lock = await redlock.acquire(["r"], 1_000);
+      assert.ok(lock.fence! > floor, `token ${lock.fence} not above the floor ${floor}`);
+      await lock.release();
+      // Run again, it changes nothing: every node's counters are known.
+      const again = await redlock.raiseFencingFloor({ atLeast: floor });
+      assert.deepEqual(
+        again.map((r) => r.action),
+        ["none", "none", "none"],
+      );
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("never sets a floor below a value a node still knows", async () => {
+    await cluster.flushAll();
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
+    try {
+      await redlock.init();
+      let issued = 0n;
+      for (let i = 0; i < 3; i++) {
+        const lock = await redlock.acquire(["s"], 1_000);
+        issued = lock.fence!;
+        await lock.release();
+      }
+      await cluster.cluster.restart(2, { keepData: false });
+      // The lost node's loss is seen (and its run_id recorded) by a lock
+      // call, once the client has reconnected to it.
+      const deadline = performance.now() + 30_000;
+      while (!(await cluster.client(2).get("redquorum:marker"))?.startsWith("lost:")) {
+        assert.ok(performance.now() < deadline, "no lock call met the restarted node");
+        await redlock.acquire(["s"], 1_000).then(
+          (lock) => lock.release(),
+          () => {},
+        );
+        await sleep(50);
+      }
+      // Raised at once, before the repair's delay: a floor of 0 gives the
+      // highest value the others know instead.
+      const reports = await redlock.raiseFencingFloor({ atLeast: 0 });
+      const raised = reports[2]!;
+      if (raised.action === "raised") {
+        assert.match(raised.detail, /floor set to (\d+)/);
+        const set = BigInt(/floor set to (\d+)/.exec(raised.detail)![1]!);
+        assert.ok(set >= issued, `floor ${set} below token ${issued} already issued`);
+      } else {
+        // The automatic repair got there first.
+        assert.equal(raised.found, "known", JSON.stringify(raised));
+      }
+      assert.deepEqual(
+        reports.slice(0, 2).map((r) => r.found),
+        ["known", "known"],
+      );
+    } finally {
+      await redlock.close();
+    }
+  });
+});
