@@ -59,6 +59,22 @@ describe("status verdict", () => {
     assert.match(verdict.ids.reasons.join("\n"), /b:1: appendfsync everysec, needs always/);
   });
 
+  it("judges IDs from NextId's view of the nodes (the counter's marker), not the lock marker", () => {
+    const verdict = verdictOf(
+      [good, good, good],
+      [
+        { ...good, marker: false },
+        { ...good, endpoint: "b:1", marker: false, markerValue: "suspect" },
+        { ...good, endpoint: "c:1", quarantineRemainingMs: 5_000 },
+      ],
+    );
+    assert.equal(verdict.locks.safe, true);
+    assert.equal(verdict.ids.safe, false);
+    assert.equal(verdict.ids.usable, 1, "a lock quarantine does not concern IDs");
+    assert.match(verdict.ids.reasons[0]!, /no ID counter marker: run `redquorum id init`/);
+    assert.match(verdict.ids.reasons[1]!, /ID counter marker "suspect".*until repaired/);
+  });
+
   it("does not count replicas, quarantined or unmarked nodes", () => {
     const verdict = verdictOf([
       { ...good, role: "slave" },

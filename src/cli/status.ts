@@ -1,5 +1,6 @@
 /** `redquorum status`: Redlock.status(), one row per node, and a verdict. */
-import { Command } from "commander";
+import { Command, Option } from "commander";
+import { NextId } from "../id/next-id.js";
 import { Redlock } from "../lock/redlock.js";
 import type { NodeStatus } from "../node/status.js";
 import { type Verdict, verdictOf } from "../node/verdict.js";
@@ -17,6 +18,7 @@ import { exitCodes } from "./exit-codes.js";
 
 interface StatusOptions extends NodesOptions {
   json?: boolean;
+  key: string;
 }
 
 function persistenceOf(node: NodeStatus): string {
@@ -24,10 +26,12 @@ function persistenceOf(node: NodeStatus): string {
   return node.appendonly === "yes" ? `aof ${node.appendfsync ?? "?"}` : "no aof";
 }
 
-function row(node: NodeStatus): string[] {
+/** One node's row: `idNode` is the same node as NextId sees it (its counter's marker). */
+function row(node: NodeStatus, idNode: NodeStatus | undefined): string[] {
   if (!node.reachable) {
-    return [node.endpoint, "no", "-", "-", "-", "-", "-", "-", "-"];
+    return [node.endpoint, "no", "-", "-", "-", "-", "-", "-", "-", "-"];
   }
+  const counter = !idNode?.reachable ? "-" : idNode.marker ? "yes" : (idNode.markerValue ?? "no");
   const quarantine = node.quarantineRemainingMs ?? 0;
   return [
     node.endpoint,
@@ -43,6 +47,7 @@ function row(node: NodeStatus): string[] {
         ? "judging"
         : `${Math.ceil(quarantine / 1000)} s`
       : "no",
+    counter,
   ];
 }
 
@@ -55,22 +60,33 @@ function describe(what: string, verdict: Verdict): string {
 export function statusCommand(): Command {
   return new Command("status")
     .description(
-      "each node's state, and whether the cluster is safe for locks and for IDs " +
+      "each node's state, and whether the cluster is safe for locks and for IDs (the counter " +
+        "at --key) " +
         "(exit 0 when safe for locks, 3 when not)",
     )
     .addOption(nodesOption())
+    .addOption(
+      new Option("--key <key>", "the ID counter's Redis key, for the IDs verdict").default(
+        "redquorum:id",
+      ),
+    )
     .addOption(jsonOption())
     .action(async (options: StatusOptions) => {
-      const redlock = new Redlock(nodesFrom(options), { onWarning });
+      const urls = nodesFrom(options);
+      const redlock = new Redlock(urls, { onWarning });
+      // IDs have a marker of their own (beside the counter) and no lock
+      // quarantine: their verdict comes from NextId's view of the nodes.
+      const ids = new NextId(urls, { key: options.key });
       let nodes: NodeStatus[];
+      let idNodes: NodeStatus[];
       try {
-        nodes = await redlock.status();
+        [nodes, idNodes] = await Promise.all([redlock.status(), ids.status()]);
       } finally {
-        await redlock.close();
+        await Promise.all([redlock.close(), ids.close()]);
       }
-      const verdict = verdictOf(nodes);
+      const verdict = verdictOf(nodes, idNodes);
       if (options.json) {
-        printJson({ nodes, verdict });
+        printJson({ nodes, idNodes, verdict });
       } else {
         printData(
           formatTable(
@@ -84,8 +100,9 @@ export function statusCommand(): Command {
               "EVICTION",
               "MARKER",
               "QUARANTINE",
+              "ID COUNTER",
             ],
-            nodes.map(row),
+            nodes.map((node, i) => row(node, idNodes[i])),
           ),
         );
         printData(`\n${describe("locks", verdict.locks)}\n${describe("IDs", verdict.ids)}`);

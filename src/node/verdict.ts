@@ -37,10 +37,20 @@ function lockProblem(node: NodeStatus): string | undefined {
   return undefined;
 }
 
-/** Why a node cannot take part in IDs, or undefined when it can. */
+/**
+ * Why a node cannot take part in IDs, or undefined when it can, from
+ * `NextId.status()` (its marker is the counter's; the lock quarantine and
+ * marker do not concern IDs).
+ */
 function idProblem(node: NodeStatus): string | undefined {
-  const problem = lockProblem(node);
-  if (problem) return problem;
+  if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
+  if (node.role !== "master") return `role ${node.role ?? "unknown"}, not master`;
+  if (!node.marker) {
+    return node.markerValue === undefined
+      ? "no ID counter marker: run `redquorum id init` (with your --key) on a new cluster"
+      : `ID counter marker ${JSON.stringify(node.markerValue)}: it lost or may have lost the ` +
+          "counter, and is out of service until repaired from the other nodes (a client's next call schedules it)";
+  }
   if (node.appendonly !== "yes") return `appendonly ${node.appendonly ?? "unknown"}, needs yes`;
   if (node.appendfsync !== "always") {
     return `appendfsync ${node.appendfsync ?? "unknown (CONFIG disabled?)"}, needs always`;
@@ -64,10 +74,15 @@ function verdictBy(
 }
 
 /**
- * Safe for locks: a majority of the nodes reachable, masters, marked and not
- * quarantined. Safe for IDs: a majority that are all that and also run
+ * Safe for locks, from `Redlock.status()`: a majority of the nodes
+ * reachable, masters, marked and not quarantined. Safe for IDs, from
+ * `NextId.status()` (`idNodes`, by default the same list): a majority
+ * reachable masters whose counter's marker is intact and that run
  * appendonly yes + appendfsync always.
  */
-export function verdictOf(nodes: readonly NodeStatus[]): ClusterVerdict {
-  return { locks: verdictBy(nodes, lockProblem), ids: verdictBy(nodes, idProblem) };
+export function verdictOf(
+  nodes: readonly NodeStatus[],
+  idNodes: readonly NodeStatus[] = nodes,
+): ClusterVerdict {
+  return { locks: verdictBy(nodes, lockProblem), ids: verdictBy(idNodes, idProblem) };
 }

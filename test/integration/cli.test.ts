@@ -83,7 +83,9 @@ describe("redquorum command line", () => {
       assert.equal(node.appendfsync, "always");
     }
     assert.equal(verdict.locks.safe, true);
-    assert.equal(verdict.ids.safe, true);
+    // IDs have their own counter marker, which only `id init` writes.
+    assert.equal(verdict.ids.safe, false);
+    assert.match(verdict.ids.reasons.join("\n"), /no ID counter marker: run `redquorum id init`/);
   });
 
   it("fencing-floor refuses a token that is not a counter (exit 2), and changes nothing where every node's counters are known (exit 0)", async () => {
@@ -147,6 +149,15 @@ describe("redquorum command line", () => {
     assert.match(before.stderr, /`redquorum id init`/);
     const init = await cli(["id", "init"], env);
     assert.equal(init.code, 0, init.stderr);
+    const status = await cli(["status", "--json"], env);
+    const { verdict, idNodes } = JSON.parse(status.stdout);
+    assert.equal(verdict.ids.safe, true, status.stdout);
+    assert.deepEqual(
+      idNodes.map((node: { marker: boolean }) => node.marker),
+      [true, true, true],
+    );
+    const other = await cli(["status", "--json", "--key", "redquorum:id:cli-never"], env);
+    assert.equal(JSON.parse(other.stdout).verdict.ids.safe, false, "a counter never initialised");
     const run = await cli(["id", "next", "--count", "3"], env);
     assert.equal(run.code, 0, run.stderr);
     const ids = run.stdout.trimEnd().split("\n").map(BigInt);
