@@ -39,6 +39,10 @@ function disconnected(client: IoredisLike): Promise<void> {
     const backstop = setTimeout(done, ownClientOptions.disconnectTimeout! * 4);
     client.once("end", done);
     client.disconnect();
+    // Between two connection attempts (a node down), ioredis only cancels
+    // the next one: no socket is open, and no "end" follows. Waiting for it
+    // held close() for the backstop, once per connection.
+    if (client.status === "reconnecting") done();
   });
 }
 

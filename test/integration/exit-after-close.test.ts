@@ -7,11 +7,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
-import { NextId } from "../../src/index.js";
+import { NextId, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 /** ioredis's default disconnect timer, which close() must not wait out. */
 const lingerBeforeMs = 2_000;
+/** How long close() waits at most for an owned connection to report its end (4 × disconnectTimeout). */
+const endBackstopMs = 1_000;
 
 /** Runs `body` in a child; resolves with the ms from its close() to its exit. */
 function lingerAfterClose(body: string, env: NodeJS.ProcessEnv): Promise<number> {
@@ -66,6 +68,25 @@ describe("after close(), with a node down, the process exits by itself", () => {
       env,
     );
     assert.ok(ms < lingerBeforeMs * 0.75, `exited ${ms.toFixed(0)} ms after close()`);
+  });
+
+  it("close() itself resolves without waiting for a down node's connection to report an end it never reports", async () => {
+    // Between reconnect attempts ioredis's disconnect() only cancels the
+    // next one and emits no "end": close() waited out its backstop.
+    const redlock = new Redlock(cluster.urls);
+    const lock = await redlock.acquire(["exit-after-close:prompt"], 5_000);
+    await lock.release();
+    const ids = new NextId(cluster.urls, { key: "exit-after-close" });
+    await ids.next();
+    for (const [name, client] of [
+      ["Redlock", redlock],
+      ["NextId", ids],
+    ] as const) {
+      const startedAt = performance.now();
+      await client.close();
+      const ms = performance.now() - startedAt;
+      assert.ok(ms < endBackstopMs * 0.75, `${name}.close() took ${ms.toFixed(0)} ms`);
+    }
   });
 
   it("NextId: next, close", async () => {
