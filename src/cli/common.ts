@@ -1,9 +1,11 @@
 /** What every command shares: the nodes, output on stdout, diagnostics on stderr. */
+
 import { Option } from "commander";
 import { defaults, idDefaults, limits } from "../limits.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import { durationOption, formatDuration } from "./duration.js";
 import { UsageError } from "./errors.js";
+import { exitCodes } from "./exit-codes.js";
 
 export const nodesEnv = "REDQUORUM_NODES";
 
@@ -91,4 +93,38 @@ export function formatTable(
       .join("  ")
       .trimEnd();
   return [line(header), ...rows.map(line)].join("\n");
+}
+
+/** What `init` and `fencing-floor` report for one node. */
+export interface NodeReport {
+  readonly endpoint: string;
+  readonly found: string;
+  readonly action: string;
+  readonly detail: string;
+}
+
+/**
+ * Prints per-node reports (a table, or JSON); with `problem`, also one
+ * stderr line naming `command`, and exit code 3 (the cluster is not ready).
+ */
+export function printNodeReports(
+  command: string,
+  reports: readonly NodeReport[],
+  json: boolean | undefined,
+  problem: string | undefined,
+): void {
+  if (json) {
+    printJson(reports);
+  } else {
+    printData(
+      formatTable(
+        ["NODE", "FOUND", "ACTION", "DETAIL"],
+        reports.map((r) => [r.endpoint, r.found, r.action, r.detail]),
+      ),
+    );
+  }
+  if (problem) {
+    diagnose(`${command}: ${problem}`);
+    process.exitCode = exitCodes.unavailable;
+  }
 }

@@ -3,56 +3,47 @@ import { Command } from "commander";
 import type { FencingFloorReport } from "../fencing/floor.js";
 import { Redlock } from "../lock/redlock.js";
 import {
-  diagnose,
-  formatTable,
   jsonOption,
+  type MaxTtlOptions,
+  maxTtlOption,
   type NodesOptions,
   nodesFrom,
   nodesOption,
   onWarning,
-  printData,
-  printJson,
+  printNodeReports,
 } from "./common.js";
-import { exitCodes } from "./exit-codes.js";
 
-interface FencingFloorCliOptions extends NodesOptions {
+interface FencingFloorCliOptions extends NodesOptions, MaxTtlOptions {
   json?: boolean;
 }
 
 export function fencingFloorCommand(): Command {
-  return new Command("fencing-floor")
-    .description(
-      "after more than N - Q nodes lost their fencing counters before any repair (fenced locks " +
-        "refused for good): set the floor of every node whose counters are unknown to <token>, " +
-        "which must be at least every fencing token issued (the highest token your protected " +
-        "resource accepted); a value too low lets a token go backwards",
-    )
-    .argument("<token>", "at least every fencing token issued on this cluster (decimal)")
-    .addOption(nodesOption())
-    .addOption(jsonOption())
-    .action(async (token: string, options: FencingFloorCliOptions) => {
-      const redlock = new Redlock(nodesFrom(options), { onWarning });
-      try {
-        const reports = await redlock.raiseFencingFloor({ atLeast: token });
-        if (options.json) {
-          printJson(reports);
-        } else {
-          printData(
-            formatTable(
-              ["NODE", "FOUND", "ACTION", "DETAIL"],
-              reports.map((r) => [r.endpoint, r.found, r.action, r.detail]),
-            ),
-          );
+  return (
+    new Command("fencing-floor")
+      .description(
+        "after more than N - Q nodes lost their fencing counters before any repair (fenced locks " +
+          "refused for good): set the floor of every node whose counters are unknown to <token>, " +
+          "which must be at least every fencing token issued (your protected resource's highest " +
+          "accepted token plus a margin larger than the grants made since: a holder may have a " +
+          "higher one not yet presented); a value too low lets a token go back or repeat; a node " +
+          "with no marker is taken for one that lost its memory (marked lost, quarantined)",
+      )
+      .argument("<token>", "at least every fencing token issued on this cluster (decimal)")
+      .addOption(nodesOption())
+      // Its first contact records this client's maxTtlMs on the nodes, as
+      // every client's does: a longer one would lengthen later quarantines.
+      .addOption(maxTtlOption())
+      .addOption(jsonOption())
+      .action(async (token: string, options: FencingFloorCliOptions) => {
+        const redlock = new Redlock(nodesFrom(options), { onWarning, maxTtlMs: options.maxTtl });
+        try {
+          const reports = await redlock.raiseFencingFloor({ atLeast: token });
+          printNodeReports("fencing-floor", reports, options.json, leftUnknown(reports));
+        } finally {
+          await redlock.close();
         }
-        const left = leftUnknown(reports);
-        if (left) {
-          diagnose(`fencing-floor: ${left}`);
-          process.exitCode = exitCodes.unavailable;
-        }
-      } finally {
-        await redlock.close();
-      }
-    });
+      })
+  );
 }
 
 /** Nodes that may still have unknown counters after the command, if any: why. */

@@ -4,8 +4,6 @@ import type { InitReport } from "../lock/init.js";
 import { Redlock } from "../lock/redlock.js";
 import { quorumOf } from "../quorum/round.js";
 import {
-  diagnose,
-  formatTable,
   jsonOption,
   type MaxTtlOptions,
   maxTtlOption,
@@ -13,10 +11,8 @@ import {
   nodesFrom,
   nodesOption,
   onWarning,
-  printData,
-  printJson,
+  printNodeReports,
 } from "./common.js";
-import { exitCodes } from "./exit-codes.js";
 
 interface InitOptions extends NodesOptions, MaxTtlOptions {
   json?: boolean;
@@ -42,23 +38,9 @@ export function initCommand(): Command {
       const redlock = new Redlock(nodesFrom(options), { onWarning, maxTtlMs: options.maxTtl });
       try {
         const reports = await redlock.init({ liftQuarantines: options.liftQuarantines === true });
-        if (options.json) {
-          printJson(reports);
-        } else {
-          printData(
-            formatTable(
-              ["NODE", "FOUND", "ACTION", "DETAIL"],
-              reports.map((r) => [r.endpoint, r.found, r.action, r.detail]),
-            ),
-          );
-        }
-        const shortfall = notReadyReason(reports);
-        if (shortfall) {
-          // A script that runs init before its services must not start them
-          // on a cluster that will refuse every lock (see each node's DETAIL).
-          diagnose(`init: ${shortfall}`);
-          process.exitCode = exitCodes.unavailable;
-        }
+        // A script that runs init before its services must not start them
+        // on a cluster that will refuse every lock (see each node's DETAIL).
+        printNodeReports("init", reports, options.json, notReadyReason(reports));
       } finally {
         await redlock.close();
       }

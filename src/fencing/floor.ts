@@ -6,14 +6,19 @@
  * and a fenced grant is refused for good: no one knows the highest token
  * issued, and guessing low would let a token go backwards.
  *
- * The protected resource knows: it keeps the highest token it accepted.
- * Given a value at least every token issued (that one, or any bound the
- * operator knows), each node whose counters are unknown takes it — or the
- * highest value any node still knows, if that is higher — as its floor
- * for every resource, and votes again: every token issued after it is
- * above it. Nothing else changes: a quarantine still runs its course, and
- * a node whose counters are known is left alone (a majority that includes
- * it already sees the highest token it took part in).
+ * The operator must give a bound: a value at least every token issued.
+ * The protected resource's highest accepted token is not one by itself (a
+ * holder may have been granted a higher one it has not presented yet), so
+ * it needs a margin above it larger than the grants that could have been
+ * made since (or a bound the operator knows otherwise). Each node whose
+ * counters are unknown takes the bound — or the highest value any node
+ * still knows, if that is higher — as its floor for every resource, and
+ * votes again: every token issued after it is above it. A node with no
+ * marker is taken for one that lost its memory, as a lock call would find
+ * it: marked lost, and its quarantine starts. Nothing else changes: a
+ * quarantine still runs its course, and a node whose counters are known
+ * is left alone (a majority that includes it already sees the highest
+ * token it took part in).
  */
 
 import { maxId, maxOf } from "../decimal.js";
@@ -32,7 +37,9 @@ import {
 export interface FencingFloorOptions {
   /**
    * A value at least every fencing token issued on this cluster, for any
-   * resource: the highest token the protected resource accepted, say. A
+   * resource, granted or not yet presented: the highest token the
+   * protected resource accepted plus a margin larger than the grants made
+   * since, say. A
    * bigint, a safe integer or a decimal string, in [0, 2^63 - 2].
    */
   readonly atLeast: bigint | number | string;
@@ -41,8 +48,11 @@ export interface FencingFloorOptions {
 /** What `Redlock.raiseFencingFloor()` found and did on one node. */
 export interface FencingFloorReport {
   readonly endpoint: string;
-  /** "unknown": it lost its counters and no repair restored them. */
-  readonly found: "known" | "unknown" | "not marked" | "unreachable";
+  /**
+   * "unknown": it lost its counters and no repair restored them (a node
+   * with no marker is taken for one that lost its memory).
+   */
+  readonly found: "known" | "unknown" | "unreachable";
   /** "raised": its floor is set now, and it votes on tokens again. */
   readonly action: "raised" | "none";
   readonly detail: string;
@@ -113,8 +123,11 @@ function reportOf(
     const error = outcome?.kind === "error" ? outcome.error.message : "no answer";
     return { endpoint, found: "unreachable", action: "none", detail: error };
   }
-  const [state, marker] = outcome.value as [number, string];
-  const markerText = marker ? `marker ${JSON.stringify(marker)}` : "no marker";
+  const [state, marker, unmarked] = outcome.value as [number, string, number];
+  const markerText =
+    unmarked === 1
+      ? `no marker (taken for a node that lost its memory, as a lock call would: now marker ${JSON.stringify(marker)}, its quarantine started)`
+      : `marker ${JSON.stringify(marker)}`;
   switch (state) {
     case fenceFloorReply.raised:
       return {
@@ -127,7 +140,7 @@ function reportOf(
       };
     case fenceFloorReply.known:
       return { endpoint, found: "known", action: "none", detail: markerText };
-    case fenceFloorReply.unrecorded:
+    default:
       return {
         endpoint,
         found: "unknown",
@@ -135,13 +148,6 @@ function reportOf(
         detail:
           `${markerText}, but the loss is not recorded for this server yet (its run_id): a lock ` +
           "call there records it; run this again after one",
-      };
-    default:
-      return {
-        endpoint,
-        found: "not marked",
-        action: "none",
-        detail: `${markerText}: not a lock node yet (init marks it)`,
       };
   }
 }

@@ -293,7 +293,7 @@ if not highest or less(highest, ARGV[2]) then redis.call('set', KEYS[3], ARGV[2]
 return ${fenceRepairApplied}`,
 );
 
-/** Replies of fenceFloorScript: {state, marker}. */
+/** Replies of fenceFloorScript: {state, marker, how the loss was found}. */
 export const fenceFloorReply = {
   /** The node's counters were unknown: its floor is set now. */
   raised: 1,
@@ -301,28 +301,32 @@ export const fenceFloorReply = {
   known: 0,
   /** A loss whose run_id is not recorded on this server: a lock call there records it first. */
   unrecorded: 2,
-  /** No marker: not a lock node yet (init marks it). */
-  unmarked: 3,
 } as const;
 
 /**
  * An operator's repair of fencing counters that no repair could restore
  * (fencing/floor.ts): KEYS as fenceRepairScript's, ARGV[1] a value at
- * least every token issued. Sets the floor of a node whose counters are
- * unknown (a loss marker, no floor), on the server the loss was recorded
- * on; the marker stays, and so does any quarantine.
+ * least every token issued. A node without a marker is taken for one
+ * that lost its memory, as a lock call would find it (the operator says
+ * tokens were issued): it is marked "lost:…" and its quarantine starts
+ * (quarantineCheck). Then the floor of a node whose counters are unknown
+ * (a loss marker, no floor) is set, on the server the loss was recorded
+ * on; the marker stays, and so does any quarantine. The reply's third
+ * element is 1 when this call found the marker missing.
  */
 export const fenceFloorScript = new LuaScript(
   "fence-floor",
   `${luaDecimalLess}
-local marker = redis.call('get', KEYS[1])
-if not marker then return {${fenceFloorReply.unmarked}, ''} end
-if marker == '1' or redis.call('exists', KEYS[2]) == 1 then return {${fenceFloorReply.known}, marker} end
-if redis.call('get', '${runKey}') ~= ${runIdLua} then return {${fenceFloorReply.unrecorded}, marker} end
+${quarantineCheck}
+local found = redis.call('get', KEYS[1])
+local marker = checkQuarantine(found, redis.call('get', '${quarantineKey}'), '-1')
+local unmarked = found and 0 or 1
+if marker == '1' or redis.call('exists', KEYS[2]) == 1 then return {${fenceFloorReply.known}, marker, unmarked} end
+if redis.call('get', '${runKey}') ~= ${runIdLua} then return {${fenceFloorReply.unrecorded}, marker, unmarked} end
 redis.call('set', KEYS[2], ARGV[1])
 local highest = redis.call('get', KEYS[3])
 if not highest or less(highest, ARGV[1]) then redis.call('set', KEYS[3], ARGV[1]) end
-return {${fenceFloorReply.raised}, marker}`,
+return {${fenceFloorReply.raised}, marker, unmarked}`,
 );
 
 /** Whether a fence round's reply votes on the proposals ({counted, current_1, accepted_1, ...}). */

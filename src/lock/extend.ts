@@ -46,14 +46,38 @@ export async function extendLock(
   // Failed, but some nodes may have applied the new TTL: never trust more
   // than that TTL gives from the start of this call.
   lock.limitValidity(validUntil);
-  // Nodes that held our keys and now say they do not (expired early,
-  // evicted, deleted, restarted): if too few holders are left for a
-  // majority, another client may hold the lock now, and ours has no
-  // validity left, whatever its TTL said.
-  const settled = round.settled;
-  lock.loseIfNotHeld((i) => settled[i]?.kind === "no", group.quorum);
-  if (round.aborted) throw signal?.reason;
+  if (round.aborted) {
+    judgeHolders(lock, round, group.quorum);
+    throw signal?.reason;
+  }
+  // The round ends once decided; the answers after that (each within the
+  // node timeout) may still say our keys are gone.
+  await round.done;
+  if (judgeHolders(lock, round, group.quorum)) {
+    throw new LockExpiredError(
+      "extend",
+      lock.resources,
+      `cannot extend: the lock is no longer held on a majority (${countNo(round)} of ` +
+        `${group.nodes.length} nodes no longer have our value)`,
+    );
+  }
   throw extendFailure(context, lock, ttl, round);
+}
+
+/**
+ * Nodes that held our keys and now say they do not (expired early,
+ * evicted, deleted, restarted): if the nodes holding them now (those that
+ * just said so, and the holders that did not say otherwise) are fewer than
+ * a majority, another client may hold the lock, and ours has no validity
+ * left, whatever its TTL said. Whether it was lost so.
+ */
+function judgeHolders(lock: Lock, round: RoundResult<unknown>, quorum: number): boolean {
+  const { settled } = round;
+  return lock.loseIfNotHeld((i) => settled[i]?.kind, quorum);
+}
+
+function countNo(round: RoundResult<unknown>): number {
+  return round.settled.filter((outcome) => outcome?.kind === "no").length;
 }
 
 /** Why a round that did not extend the lock failed: too slow, the lock gone, or too few nodes. */
@@ -70,14 +94,6 @@ function extendFailure(
       lock.resources,
       `a majority extended ${JSON.stringify(lock.resources[0])} but the validity ran out during ` +
         `the round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
-    );
-  }
-  if (round.noCount > group.nodes.length - group.quorum) {
-    return new LockExpiredError(
-      "extend",
-      lock.resources,
-      `cannot extend: the lock is no longer held on a majority (${round.noCount} of ` +
-        `${group.nodes.length} nodes no longer have our value)`,
     );
   }
   return group.quorumError("extend", round);

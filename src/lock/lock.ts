@@ -109,16 +109,20 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
-   * @internal After an extension that failed: `notHeld(i)` says node i
-   * answered that our keys are not (all) there. If the nodes that held
-   * them, less those, are fewer than `quorum`, a majority may no longer
-   * hold the lock (another client may have it): no validity is left.
+   * @internal After an extension that failed: `answerOf(i)` is node i's
+   * answer to it ("yes": it holds our keys, "no": they are not all there,
+   * else unknown). A node holds them if it just said so, or held them and
+   * did not say otherwise; if fewer than `quorum` do, a majority may no
+   * longer hold the lock (another client may have it): no validity is
+   * left. Whether it was lost so.
    */
-  loseIfNotHeld(notHeld: (index: number) => boolean, quorum: number): boolean {
+  loseIfNotHeld(answerOf: (index: number) => string | undefined, quorum: number): boolean {
+    if (this.validUntil === Number.NEGATIVE_INFINITY) return true;
     let held = 0;
-    this.holders.forEach((outcome, i) => {
-      if (outcome?.kind === "yes" && !notHeld(i)) held++;
-    });
+    for (let i = 0; i < this.holders.length; i++) {
+      const answer = answerOf(i);
+      if (answer === "yes" || (answer !== "no" && this.holders[i]?.kind === "yes")) held++;
+    }
     if (held >= quorum) return false;
     this.validUntil = Number.NEGATIVE_INFINITY;
     this.onValidityChange?.();

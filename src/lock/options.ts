@@ -99,7 +99,7 @@ export interface AcquireOptions {
 export interface UsingOptions extends AcquireOptions {
   /**
    * Extend once this much validity is left, in milliseconds. Default: half
-   * the TTL. At least the give-up margin (two node timeouts and `driftMs`,
+   * the TTL, or this minimum if it is more. At least the give-up margin (two node timeouts and `driftMs`,
    * at most a quarter of the TTL) plus one node timeout, so that an
    * extension can end before the routine is given up on.
    */

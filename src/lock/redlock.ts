@@ -178,7 +178,7 @@ export class Redlock implements LockOwner {
     const thresholdMinMs = Math.min(marginMs + this.options.nodeTimeoutMs + 1, ttl - 1);
     const threshold =
       extendThresholdMs === undefined
-        ? Math.floor(ttl / 2)
+        ? Math.max(Math.floor(ttl / 2), thresholdMinMs)
         : requireInteger("options.extendThresholdMs", extendThresholdMs, thresholdMinMs, ttl - 1);
     const lock = await this.acquire(resources, ttl, acquireOptions);
     return runKeepingAlive(lock, routine, {
@@ -194,7 +194,7 @@ export class Redlock implements LockOwner {
    * persistence, eviction policy, marker and quarantine. Never rejects for
    * a failing node: that node is reported unreachable, with the reason.
    */
-  status(): Promise<NodeStatus[]> {
+  async status(): Promise<NodeStatus[]> {
     this.assertOpen();
     return this.track(
       Promise.all(
@@ -230,7 +230,7 @@ export class Redlock implements LockOwner {
    * its quarantine (and has its fencing counters repaired), so init leaves
    * it alone. Resolves with what it found and did on each node.
    */
-  init(options?: InitOptions): Promise<InitReport[]> {
+  async init(options?: InitOptions): Promise<InitReport[]> {
     this.assertOpen();
     // Tracked: close() waits for it instead of closing connections under it.
     const context = {
@@ -247,14 +247,16 @@ export class Redlock implements LockOwner {
    * nodes lost their memory before any repair, so too few others know the
    * highest token issued, and fenced grants are refused for good. Give a
    * value at least every fencing token issued on this cluster (the highest
-   * token the protected resource accepted, say): each node whose counters
+   * token the protected resource accepted is not enough by itself: a
+   * holder may have a higher one it has not presented; add a margin larger
+   * than the grants made since): each node whose counters
    * are unknown takes it (or the highest value a node still knows, if
    * higher) as its floor, and every token issued after is above it. A
    * value too low can let a token go backwards: only the resource knows.
    * Quarantines still run their course. Resolves with what it found and
    * did on each node.
    */
-  raiseFencingFloor(options: FencingFloorOptions): Promise<FencingFloorReport[]> {
+  async raiseFencingFloor(options: FencingFloorOptions): Promise<FencingFloorReport[]> {
     this.assertOpen();
     const context = {
       group: this.group,

@@ -84,6 +84,55 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     }
   });
 
+  it("takes nodes with no marker (restarted empty, met by no client) for lost: marks them, starts their quarantine, sets the floor", async () => {
+    await cluster.flushAll();
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
+    try {
+      await redlock.init();
+      let issued = 0n;
+      for (let i = 0; i < 3; i++) {
+        const lock = await redlock.acquire(["u"], 1_000);
+        issued = lock.fence!;
+        await lock.release();
+      }
+      // Every node loses its memory at once: to init, a new cluster.
+      for (const i of [0, 1, 2]) await cluster.client(i).flushall();
+      const floor = issued + 1_000n;
+      const reports = await redlock.raiseFencingFloor({ atLeast: floor });
+      assert.deepEqual(
+        reports.map((r) => [r.found, r.action]),
+        Array(3).fill(["unknown", "raised"]),
+        JSON.stringify(reports),
+      );
+      for (const report of reports)
+        assert.match(report.detail, /no marker \(taken for a node that lost its memory/);
+      for (const i of [0, 1, 2]) {
+        assert.match((await cluster.client(i).get("redquorum:marker")) ?? "", /^lost:/);
+        assert.ok(
+          (await cluster.client(i).pttl("redquorum:quarantine")) > 0,
+          `node ${i} not quarantined`,
+        );
+      }
+      // init now sees a cluster in use and marks nothing.
+      assert.ok((await redlock.init()).every((r) => r.action !== "marked"));
+      // Once the quarantines are judged and over, tokens go on above the floor.
+      const deadline = performance.now() + 60_000;
+      for (;;) {
+        const lock = await redlock.acquire(["u"], 1_000).catch(() => undefined);
+        if (lock) {
+          assert.ok(lock.fence! > floor, `token ${lock.fence} not above the floor ${floor}`);
+          await lock.release();
+          break;
+        }
+        assert.ok(performance.now() < deadline, "the quarantines never ended");
+        await sleep(100);
+      }
+    } finally {
+      await redlock.close();
+    }
+    await assert.rejects(redlock.raiseFencingFloor({ atLeast: 1 }), { code: "ERR_CLOSED" });
+  });
+
   it("never sets a floor below a value a node still knows", async () => {
     await cluster.flushAll();
     const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });

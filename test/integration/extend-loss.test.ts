@@ -1,0 +1,55 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { LockExpiredError, Redlock } from "../../src/index.js";
+import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
+
+/**
+ * A failed extension that shows our keys gone from too many of the nodes
+ * that held them (lock/lock.ts, loseIfNotHeld): the lock keeps no
+ * validity, also when the answers that show it come after the round was
+ * decided.
+ */
+describe("an extension that finds the lock gone from a majority", () => {
+  let cluster: TestCluster;
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 5 });
+  });
+  after(() => cluster.stop());
+
+  it("leaves it no validity when the answers showing it come after the round was decided", async () => {
+    /** How long nodes 1 and 2 are kept busy, so that they answer after the others. */
+    const busyMs = 200;
+    // The node timeout leaves the busy nodes time to answer.
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: busyMs * 4, retry: { retries: 0 } });
+    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      const lock = await holder.acquire(["r"], 10_000);
+      await sleep(50); // every node's grant is heard, not only the majority's
+      // Nodes 3 and 4 lose their memory (they answer at once, refusing:
+      // quarantined), and our keys vanish from 0, 1 and 2 (expired early,
+      // deleted). Nodes 1 and 2 are busy: the extension is decided by node
+      // 0's answer and the two refusals, before 1 and 2 say the keys are
+      // gone there too.
+      for (const i of [3, 4]) await cluster.client(i).flushall();
+      for (const i of [0, 1, 2]) await cluster.client(i).del("r");
+      const busy = [1, 2].map((i) =>
+        cluster
+          .client(i)
+          .call("DEBUG", "SLEEP", String(busyMs / 1_000))
+          .catch(() => {}),
+      );
+      await sleep(busyMs / 4); // the sleeps have begun
+      await assert.rejects(lock.extend(10_000), LockExpiredError);
+      assert.equal(lock.remainingMs(), 0, "a lock no majority holds reports validity");
+      await Promise.all(busy);
+      // It was so: another client takes the lock.
+      const taken = await rival.acquire(["r"], 5_000);
+      await taken.release();
+    } finally {
+      await holder.close();
+      await rival.close();
+    }
+  });
+});
