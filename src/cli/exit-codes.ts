@@ -6,6 +6,7 @@
 import { constants } from "node:os";
 import {
   ContentionError,
+  IdOverflowError,
   InvalidArgumentError,
   LockExpiredError,
   LockLostError,
@@ -17,6 +18,7 @@ import {
   RedquorumError,
   ResourceLockedError,
 } from "../errors.js";
+import { ListenError } from "../server/listen-error.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 
 export const exitCodes = {
@@ -26,6 +28,12 @@ export const exitCodes = {
   unavailable: 3,
   lockNotAcquired: 4,
   lockLost: 5,
+  /**
+   * Not 3 (unavailable): that one says try again later, and this never
+   * passes; not 1 (unexpected): it is no bug, and scripts should be able
+   * to tell it apart.
+   */
+  idSpaceExhausted: 6,
 } as const;
 
 export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
@@ -34,7 +42,10 @@ export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
 export const exitCodeTable: readonly (readonly [string, string])[] = [
   ["0", "success; status: the cluster is safe for locks; init: a quorum of nodes serves locks"],
   ["1", "unexpected error"],
-  ["2", "bad arguments or usage"],
+  [
+    "2",
+    "bad arguments or usage; serve: an address it cannot listen on (--port taken, a bad --host)",
+  ],
   [
     "3",
     "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server); status: not safe for locks; " +
@@ -42,8 +53,17 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
   ],
   ["4", "lock: the lock could not be had within --wait (the command was not run)"],
   ["5", "lock: the lock was lost while the command ran (SIGTERM, then SIGKILL after --kill-after)"],
+  [
+    "6",
+    "id next: the ID space is used up (the counter would pass 2^63 - 1; a smaller --count may still fit); " +
+      "retrying will not help: start a new counter under another --key",
+  ],
   ["126, 127", "lock: the command could not be run (not executable, not found), as in shells"],
-  ["other", "lock: the command's own exit code; 128 + n if it was killed by signal n"],
+  [
+    "other",
+    "lock: the command's own exit code; 128 + n if it was killed by signal n; " +
+      "serve: 128 + n after a second signal n stopped the drain",
+  ],
 ];
 
 /** The table as plain text, for the `--help` epilogue. */
@@ -61,6 +81,9 @@ export function signalExitCode(signal: NodeJS.Signals): number {
 /** The one place where errors become exit codes. */
 export function exitCodeOf(error: unknown): number {
   if (error instanceof UsageError || error instanceof InvalidArgumentError) return exitCodes.usage;
+  // serve: the --host/--port given cannot be listened on.
+  if (error instanceof ListenError) return exitCodes.usage;
+  if (error instanceof IdOverflowError) return exitCodes.idSpaceExhausted;
   if (error instanceof InterruptedError) return signalExitCode(error.signal);
   if (error instanceof LockNotAcquiredError || error instanceof ResourceLockedError) {
     return exitCodes.lockNotAcquired;
@@ -82,5 +105,5 @@ export function exitCodeOf(error: unknown): number {
   if (error instanceof RedquorumError && error.code === "ERR_REDIS_NOT_FOUND") {
     return exitCodes.unavailable;
   }
-  return exitCodes.unexpected; // ClosedError, AlreadyInitializedError, IdOverflowError, bugs
+  return exitCodes.unexpected; // ClosedError, AlreadyInitializedError, bugs
 }

@@ -2,7 +2,11 @@
  * `redquorum serve`: the HTTP ID server (src/server/id-server.ts) with its
  * configuration from flags and environment, JSON-line logs on stderr, and
  * a drain on SIGTERM/SIGINT/SIGHUP: no new connections, the requests in
- * flight answered, then NextId closed and exit 0.
+ * flight answered (those still unanswered after --drain-timeout get 503
+ * "draining"), then NextId closed and exit 0. A second signal during the
+ * drain stops waiting: what is unanswered gets 503 "draining" at once,
+ * NextId is closed, and the exit code is 128 + the signal's number, as if
+ * killed by it (the requests in flight were not all answered).
  */
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
@@ -13,6 +17,7 @@ import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
 import { IdServerMetrics } from "../server/metrics.js";
 import { type NodesOptions, nodesFrom, nodesOption, proposalsOption } from "./common.js";
 import { durationOption, formatDuration } from "./duration.js";
+import { signalExitCode } from "./exit-codes.js";
 import { parseInteger } from "./integer.js";
 
 interface ServeOptions extends NodesOptions {
@@ -23,6 +28,7 @@ interface ServeOptions extends NodesOptions {
   maxBodyBytes: number;
   maxInFlight: number;
   drainTimeout: number;
+  requestTimeout: number;
   nodeTimeout: number;
   pipelineDepth: number;
   proposals: IdProposals;
@@ -50,7 +56,8 @@ export function serveCommand(): Command {
   return new Command("serve")
     .description(
       'the HTTP ID server: POST /v1/ids {"count": n} → {"ids": ["…"]}, GET /healthz, ' +
-        "GET /metrics (Prometheus); logs one JSON line per event on stderr; SIGTERM drains",
+        "GET /metrics (Prometheus); logs one JSON line per event on stderr; SIGTERM drains " +
+        "(a second signal stops waiting and exits 128 + its number)",
     )
     .addOption(nodesOption())
     .addOption(
@@ -106,9 +113,20 @@ export function serveCommand(): Command {
     .addOption(
       durationOption(
         "--drain-timeout <duration>",
-        "how long SIGTERM waits for requests in flight",
+        'how long SIGTERM waits for requests in flight, at most 1h (then they get 503 "draining"; a second signal stops waiting at once)',
         "10s",
+        // Up to an hour: longer is a typo (a shutdown nobody waits for), and
+        // orchestrators kill long before (Kubernetes' default grace is 30 s).
+        { minMs: 0, maxMs: 3_600_000 },
       ).env("REDQUORUM_DRAIN_TIMEOUT"),
+    )
+    .addOption(
+      durationOption(
+        "--request-timeout <duration>",
+        'how long a POST /v1/ids waits for its IDs, at most 1m; then 503 "timeout" (NextId alone retries a stalled majority for ~10 s)',
+        "5s",
+        { minMs: 1, maxMs: 60_000 },
+      ).env("REDQUORUM_REQUEST_TIMEOUT"),
     )
     .addOption(
       durationOption(
@@ -153,6 +171,11 @@ async function serve(options: ServeOptions): Promise<void> {
     logger: log,
     onWarning: (warning) =>
       log.warn(warning.message, { node: warning.endpoint, code: warning.code }),
+    // NextId's default is process.emitWarning: a non-JSON line in the log.
+    // The logger has an info line for it too; this one is a warning, since
+    // the node had lost acknowledged data.
+    onRepair: (event) =>
+      log.warn("repaired a node's lost ID counter", { node: event.endpoint, value: event.value }),
     onEvent: (event) => metrics?.onEvent(event),
   });
   metrics = new IdServerMetrics(ids.endpoints);
@@ -161,23 +184,35 @@ async function serve(options: ServeOptions): Promise<void> {
     maxBodyBytes: options.maxBodyBytes,
     maxInFlight: options.maxInFlight,
     drainTimeoutMs: options.drainTimeout,
+    requestTimeoutMs: options.requestTimeout,
     healthCacheMs: 1_000,
     log,
     metrics,
   });
 
+  // The first signal drains, a second one stops the drain's wait.
   let stop!: (signal: NodeJS.Signals) => void;
   const stopped = new Promise<NodeJS.Signals>((resolve) => {
     stop = resolve;
   });
-  const onSignal = (signal: NodeJS.Signals) => stop(signal);
+  let hurry!: (signal: NodeJS.Signals) => void;
+  const hurried = new Promise<NodeJS.Signals>((resolve) => {
+    hurry = resolve;
+  });
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals === 1) stop(signal);
+    else hurry(signal);
+  };
   for (const signal of stopSignals) process.on(signal, onSignal);
   try {
     const address = await server.listen(options.port, options.host);
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
     log.info("listening", {
       url: `http://${host}:${address.port}`,
-      nodes,
+      // host:port, never the URLs: they may carry passwords.
+      nodes: ids.endpoints,
       key: options.key,
       maxCount: options.maxCount,
       maxInFlight: options.maxInFlight,
@@ -193,10 +228,20 @@ async function serve(options: ServeOptions): Promise<void> {
     );
     const signal = await stopped;
     log.info("draining", { signal, drainTimeout: formatDuration(options.drainTimeout) });
-    // A second signal while draining: stop waiting for the requests in flight.
     const drained = server.close();
-    const { unfinished } = await drained;
-    if (unfinished > 0) log.warn("drain timed out", { unfinished });
+    // A second signal while draining: stop waiting for the requests in flight.
+    const second = await Promise.race([drained.then(() => undefined), hurried]);
+    if (second === undefined) {
+      const { unfinished } = await drained;
+      if (unfinished > 0) log.warn("drain timed out", { unfinished });
+    } else {
+      const { unfinished } = await server.abort();
+      log.warn("second signal: stopped waiting for requests in flight", {
+        signal: second,
+        unfinished,
+      });
+      process.exitCode = signalExitCode(second);
+    }
   } finally {
     for (const signal of stopSignals) process.off(signal, onSignal);
     await server.close();

@@ -9,15 +9,31 @@
  *   GET  /healthz               → 200 when a majority of nodes is usable for IDs, else 503
  *   GET  /metrics               → Prometheus text format
  *
+ * Every error is JSON, {"error": {"code": "…", "message": "…"}}, also the
+ * ones node's HTTP parser finds (400, 408, 431: the 'clientError' handler).
+ * The statuses a client must tell apart: 400/404/405/408/413/415/431 its
+ * request is wrong; 503 try again later, on this or another instance
+ * (overloaded, timeout, draining, or the cluster cannot serve); 507 the ID
+ * space is used up, retrying will not help (see idSpaceExhaustedStatus).
+ *
  * Plain node:http: three routes need no framework, and the hot path stays
  * one parse and one write.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  maxHeaderSize,
+  type Server,
+  type ServerResponse,
+  STATUS_CODES,
+} from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { RedquorumError } from "../errors.js";
 import type { NodeStatus } from "../node/status.js";
 import { type Verdict, verdictOf } from "../node/verdict.js";
 import type { JsonLogger } from "./json-log.js";
+import { ListenError } from "./listen-error.js";
 import type { IdServerMetrics } from "./metrics.js";
 
 /** What the server needs from NextId (an interface, so tests and embedders can pass their own). */
@@ -35,6 +51,12 @@ export interface IdServerOptions {
   maxInFlight: number;
   /** How long a shutdown waits for requests in flight, in milliseconds. */
   drainTimeoutMs: number;
+  /**
+   * How long one POST /v1/ids waits for its IDs once its body is read, in
+   * milliseconds; then 503 "timeout". NextId alone would retry a stalled
+   * majority for many seconds (30 lost rounds with node timeouts and backoff).
+   */
+  requestTimeoutMs: number;
   /** How long a /healthz verdict is reused, in milliseconds (it reads every node). */
   healthCacheMs: number;
   log: JsonLogger;
@@ -57,6 +79,33 @@ class HttpError extends Error {
   }
 }
 
+/**
+ * The ID space is used up (ERR_ID_OVERFLOW: the counter is at or near
+ * 2^63 - 1). 507 Insufficient Storage: the server cannot store what the
+ * request needs, and retrying will not change that, so it is not 503 (no
+ * Retry-After: clients and load balancers retry 503); it is a 5xx, not
+ * 409, because the client did nothing wrong and an operator must act
+ * (start a new counter under another key). A smaller count may still fit:
+ * the message says how far the counter is.
+ */
+const idSpaceExhaustedStatus = 507;
+
+/**
+ * Node checks the request and headers timeouts below once per this interval
+ * (default 30 s), so a stalled client held its slot up to 40 s, not 10.
+ */
+const connectionsCheckingIntervalMs = 1_000;
+
+/** Bound on the whole request (headers and body) and on its headers. */
+const clientTimeoutMs = 10_000;
+
+/**
+ * How long the end of a drain waits for its 503 "draining" answers to be
+ * written before it closes every connection: they are small, so they leave
+ * at once unless a client stopped reading.
+ */
+const refusalFlushMs = 1_000;
+
 /** Library errors that mean "the cluster cannot serve now": 503, try again later. */
 const unavailableCodes = new Set([
   "ERR_QUORUM",
@@ -77,24 +126,43 @@ export class IdServer {
   private inFlight = 0;
   private draining = false;
   private drained: (() => void) | undefined;
+  /** `abort()` was called: the drain stops waiting for requests in flight. */
+  private hurried = false;
+  /**
+   * Every response not yet closed, with what stops its work (the wait for
+   * IDs): the drain answers those still unanswered at its end, and a
+   * parse error on a connection is answered through its response.
+   */
+  private readonly open = new Map<ServerResponse, (reason: HttpError) => void>();
   private health: { atMs: number; verdict: Promise<Verdict> } | undefined;
   private closing: Promise<{ unfinished: number }> | undefined;
 
   constructor(ids: IdSource, options: IdServerOptions) {
     this.ids = ids;
     this.options = options;
-    this.http = createServer((req, res) => this.route(req, res));
-    // A client that stalls mid-request must not hold a slot for minutes
-    // (node's defaults are 300 s for a request, 60 s for headers).
-    this.http.requestTimeout = 10_000;
-    this.http.headersTimeout = 10_000;
+    this.http = createServer(
+      {
+        // A client that stalls mid-request must not hold a slot for minutes
+        // (node's defaults are 300 s for a request, 60 s for headers)...
+        requestTimeout: clientTimeoutMs,
+        headersTimeout: clientTimeoutMs,
+        // ...nor for up to 30 s more, until node's next check.
+        connectionsCheckingInterval: connectionsCheckingIntervalMs,
+      },
+      (req, res) => this.route(req, res),
+    );
+    this.http.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) =>
+      this.onClientError(error, socket),
+    );
   }
 
+  /** Rejects with a `ListenError` (one line, the option to change) when the address cannot be had. */
   listen(port: number, host: string): Promise<AddressInfo> {
     return new Promise((resolve, reject) => {
-      this.http.once("error", reject);
+      const fail = (error: NodeJS.ErrnoException) => reject(new ListenError(host, port, error));
+      this.http.once("error", fail);
       this.http.listen(port, host, () => {
-        this.http.off("error", reject);
+        this.http.off("error", fail);
         resolve(this.http.address() as AddressInfo);
       });
     });
@@ -112,12 +180,23 @@ export class IdServer {
     return this.closing;
   }
 
+  /**
+   * Stops waiting for the requests in flight (the CLI's second signal): a
+   * drain in progress, or one started now, answers them 503 "draining" at
+   * once and closes every connection.
+   */
+  abort(): Promise<{ unfinished: number }> {
+    this.hurried = true;
+    this.drained?.();
+    return this.close();
+  }
+
   private async drain(): Promise<{ unfinished: number }> {
     this.draining = true;
     this.http.close();
     this.http.closeIdleConnections();
     let timer: ReturnType<typeof setTimeout> | undefined;
-    if (this.inFlight > 0) {
+    if (this.inFlight > 0 && !this.hurried) {
       await new Promise<void>((resolve) => {
         this.drained = resolve;
         timer = setTimeout(resolve, this.options.drainTimeoutMs);
@@ -125,12 +204,94 @@ export class IdServer {
     }
     clearTimeout(timer);
     const unfinished = this.inFlight;
+    await this.refuseUnanswered();
     this.http.closeAllConnections();
     return { unfinished };
   }
 
+  /**
+   * What the drain left unanswered (a body still arriving, IDs still being
+   * won) gets a JSON 503 "draining" rather than a bare reset: the client
+   * knows to retry elsewhere. Their IDs are never handed out.
+   */
+  private async refuseUnanswered(): Promise<void> {
+    const written: Promise<void>[] = [];
+    for (const [res, stop] of this.open) {
+      if (res.headersSent) continue;
+      const error = new HttpError(
+        503,
+        "draining",
+        "the server is shutting down and stopped waiting for this request: retry, on another instance",
+      );
+      stop(error);
+      res.setHeader("Retry-After", "1");
+      this.fail(res, error);
+      written.push(
+        new Promise((resolve) => {
+          res.once("finish", resolve);
+          res.once("close", resolve);
+        }),
+      );
+    }
+    if (written.length === 0) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(written),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, refusalFlushMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /**
+   * node's HTTP parser refused a request (a bad Content-Length, headers
+   * over the limit, the request or headers timeout): answer in JSON like
+   * every other error, where the connection still allows an answer, then
+   * close it (the parser cannot go on after an error).
+   */
+  private onClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+    const refusal = clientRefusal(error);
+    if (refusal === undefined || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const responses = [...this.open.keys()].filter((res) => res.req.socket === socket);
+    if (responses.length === 0) {
+      // No response under way: the answer goes on the socket itself.
+      const body = JSON.stringify({ error: { code: refusal.code, message: refusal.message } });
+      socket.write(
+        `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\n` +
+          "Content-Type: application/json\r\n" +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+          "Connection: close\r\n\r\n" +
+          body,
+      );
+      socket.destroy();
+      this.options.metrics.request(refusal.status, undefined, 0);
+      return;
+    }
+    // The response on the wire now, if its request is the one being read
+    // (a timeout mid-body): answer through it. A parse error in a later
+    // pipelined request cannot be told apart from the answer to an earlier
+    // one, so that connection is only closed.
+    const head = responses.find((res) => res.socket === socket);
+    if (head && !head.headersSent && !head.req.complete) {
+      this.open.get(head)?.(refusal);
+      head.setHeader("Connection", "close");
+      this.fail(head, refusal);
+      head.once("finish", () => socket.destroy());
+      // A client that reads nothing would keep it open otherwise.
+      setTimeout(() => socket.destroy(), refusalFlushMs).unref();
+      return;
+    }
+    socket.destroy();
+  }
+
   private route(req: IncomingMessage, res: ServerResponse): void {
     if (this.draining) res.setHeader("Connection", "close");
+    this.open.set(res, () => {});
+    res.once("close", () => this.open.delete(res));
     const path = (req.url ?? "/").split("?", 1)[0];
     if (path === "/v1/ids") {
       if (req.method === "POST") this.postIds(req, res);
@@ -156,6 +317,13 @@ export class IdServer {
 
   private postIds(req: IncomingMessage, res: ServerResponse): void {
     const startedMs = performance.now();
+    const refusal = requestRefusal(req);
+    if (refusal) {
+      if (refusal.status === 415) res.setHeader("Accept-Encoding", "identity");
+      this.fail(res, refusal, startedMs);
+      req.resume();
+      return;
+    }
     if (this.inFlight >= this.options.maxInFlight) {
       res.setHeader("Retry-After", "1");
       this.fail(
@@ -172,14 +340,17 @@ export class IdServer {
     }
     this.inFlight++;
     this.options.metrics.inFlight.inc();
-    // A client that goes away stops waiting for its IDs (they are never handed out).
-    const gone = new AbortController();
+    // A client that goes away stops waiting for its IDs (they are never
+    // handed out); so does one answered early (timeout, drain). The reason
+    // is the answer, if one is still to be given.
+    const work = new AbortController();
+    this.open.set(res, (reason) => work.abort(reason));
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
       forget();
-      if (!res.writableFinished) gone.abort();
+      if (!res.writableFinished) work.abort();
       this.inFlight--;
       this.options.metrics.inFlight.dec();
       if (this.inFlight === 0) this.drained?.();
@@ -189,12 +360,10 @@ export class IdServer {
     const forget = onSocketClose(req.socket, release);
     res.once("close", release);
     readBody(req, this.options.maxBodyBytes)
-      .then((body) => {
-        const count = this.countOf(body);
-        return this.ids.nextBatch(count, { signal: gone.signal });
-      })
+      .then((body) => this.take(this.countOf(body), work))
       .then(
         (ids) => {
+          if (released || res.headersSent) return; // answered or gone: the IDs are never handed out
           const body = `{"ids":[${ids.map((id) => `"${id}"`).join(",")}]}`;
           res.writeHead(200, {
             "Content-Type": "application/json",
@@ -204,13 +373,38 @@ export class IdServer {
           this.options.metrics.request(200, startedMs, ids.length);
         },
         (error: unknown) => {
-          if (gone.signal.aborted) return; // nobody to answer
+          if (released || res.headersSent) return; // nobody to answer, or answered already
+          const reason: unknown = work.signal.aborted ? work.signal.reason : undefined;
+          const answer = reason instanceof HttpError ? reason : this.httpErrorOf(error);
           // The rest of a refused body (413) must not be read as the next request.
-          if (error instanceof HttpError && error.status === 413)
-            res.setHeader("Connection", "close");
-          this.fail(res, this.httpErrorOf(error), startedMs);
+          if (answer.status === 413) res.setHeader("Connection", "close");
+          // Every 503 passes (a timeout, a majority back): say when to try again.
+          if (answer.status === 503) res.setHeader("Retry-After", "1");
+          this.fail(res, answer, startedMs);
         },
       );
+  }
+
+  /** `count` IDs, or a 503 "timeout" once `requestTimeoutMs` has passed. */
+  private async take(count: number, work: AbortController): Promise<bigint[]> {
+    const timeoutMs = this.options.requestTimeoutMs;
+    const timer = setTimeout(
+      () =>
+        work.abort(
+          new HttpError(
+            503,
+            "timeout",
+            `no IDs within ${timeoutMs} ms, the server's request timeout: ` +
+              "too few nodes answered in time; retry later",
+          ),
+        ),
+      timeoutMs,
+    );
+    try {
+      return await this.ids.nextBatch(count, { signal: work.signal });
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** `{"count": n}`, or an empty body for one ID. */
@@ -237,10 +431,16 @@ export class IdServer {
     const count = "count" in parsed ? (parsed as { count: unknown }).count : 1;
     const max = this.options.maxCount;
     if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > max) {
+      // A number as the client wrote it: 1e400 parses to Infinity, which
+      // JSON.stringify would show as null.
+      const given =
+        typeof count === "number"
+          ? `${countAsWritten(body) ?? String(count)}${Number.isFinite(count) ? "" : " (not a finite number)"}`
+          : JSON.stringify(count);
       throw new HttpError(
         400,
         "bad_count",
-        `"count" is ${JSON.stringify(count)}: expected an integer from 1 to ${max}`,
+        `"count" is ${given}: expected an integer from 1 to ${max}`,
       );
     }
     return count;
@@ -248,6 +448,11 @@ export class IdServer {
 
   private httpErrorOf(error: unknown): HttpError {
     if (error instanceof HttpError) return error;
+    if (error instanceof RedquorumError && error.code === "ERR_ID_OVERFLOW") {
+      // Expected at the end of the ID space, not a bug: no stack.
+      this.options.log.warn("ID space exhausted", { code: error.code, error: error.message });
+      return new HttpError(idSpaceExhaustedStatus, error.code, error.message);
+    }
     if (error instanceof RedquorumError && unavailableCodes.has(error.code)) {
       return new HttpError(503, error.code, error.message);
     }
@@ -297,6 +502,7 @@ export class IdServer {
   private async metrics(res: ServerResponse): Promise<void> {
     try {
       const text = await this.options.metrics.text();
+      if (res.headersSent || res.destroyed) return; // answered by the drain meanwhile
       res.writeHead(200, { "Content-Type": this.options.metrics.contentType });
       res.end(text);
       this.options.metrics.request(200, undefined, 0);
@@ -316,18 +522,84 @@ export class IdServer {
 
   private fail(res: ServerResponse, error: HttpError, startedMs?: number): void {
     const body: { error: ErrorBody } = { error: { code: error.code, message: error.message } };
-    this.sendJson(res, error.status, body);
-    this.options.metrics.request(error.status, startedMs, 0);
+    if (this.sendJson(res, error.status, body)) {
+      this.options.metrics.request(error.status, startedMs, 0);
+    }
   }
 
-  private sendJson(res: ServerResponse, status: number, value: unknown, headOnly = false): void {
-    if (res.headersSent || res.destroyed) return;
+  /** Whether it was sent (not when a response went out already, or the connection is gone). */
+  private sendJson(res: ServerResponse, status: number, value: unknown, headOnly = false): boolean {
+    if (res.headersSent || res.destroyed) return false;
     const body = JSON.stringify(value);
     res.writeHead(status, {
       "Content-Type": "application/json",
       "Content-Length": Buffer.byteLength(body),
     });
     res.end(headOnly ? undefined : body);
+    return true;
+  }
+}
+
+/**
+ * What POST /v1/ids refuses before reading the body: a query string (only
+ * the body is read: `?count=5` would silently give one ID) and a
+ * compressed body (it would be reported as bad JSON).
+ */
+function requestRefusal(req: IncomingMessage): HttpError | undefined {
+  const url = req.url ?? "";
+  const query = url.indexOf("?");
+  if (query >= 0) {
+    const text = url.slice(query);
+    const shown = text.length > 80 ? `${text.slice(0, 80)}…` : text;
+    return new HttpError(
+      400,
+      "bad_query",
+      `the query string ${JSON.stringify(shown)} is not read: POST /v1/ids reads only its JSON body, such as {"count": 10}`,
+    );
+  }
+  const encoding = req.headers["content-encoding"];
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
+    return new HttpError(
+      415,
+      "unsupported_encoding",
+      `Content-Encoding ${JSON.stringify(encoding)} is not supported: send the JSON body uncompressed`,
+    );
+  }
+  return undefined;
+}
+
+/** The last `"count": <number>` of a body as written, or undefined when it is not found. */
+function countAsWritten(body: string): string | undefined {
+  let last: string | undefined;
+  for (const match of body.matchAll(/"count"\s*:\s*(-?[0-9][0-9.eE+-]*)/g)) last = match[1];
+  return last;
+}
+
+/** The JSON answer to an error of node's HTTP parser, or undefined for none (the client went away). */
+function clientRefusal(error: NodeJS.ErrnoException): HttpError | undefined {
+  switch (error.code) {
+    case "ECONNRESET":
+    case "EPIPE":
+      return undefined;
+    case "HPE_HEADER_OVERFLOW":
+      return new HttpError(
+        431,
+        "headers_too_large",
+        `the request line and headers are larger than ${maxHeaderSize} bytes, the limit`,
+      );
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return new HttpError(
+        408,
+        "request_timeout",
+        `the request did not arrive whole within ${clientTimeoutMs / 1_000} s: send it at once`,
+      );
+    default:
+      return new HttpError(
+        400,
+        "bad_request",
+        `not a valid HTTP/1.1 request (${error.code ?? "error"}: ${error.message}): ` +
+          'expected POST /v1/ids with a JSON body such as {"count": 10}',
+      );
   }
 }
 

@@ -7,7 +7,9 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { createConnection } from "node:net";
+import { networkInterfaces } from "node:os";
 import { after, before, describe, it } from "node:test";
+import { send } from "../../src/cluster/local-sockets.js";
 import { LocalCluster, NextId } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
@@ -18,8 +20,10 @@ const startTimeoutMs = 20_000;
 interface Server {
   readonly url: string;
   readonly child: ChildProcess;
-  /** Every log line so far, parsed. */
+  /** Every log line so far, parsed (a line that is not JSON: `{ notJson: line }`). */
   readonly logs: Record<string, unknown>[];
+  /** Every line of stderr so far, as written. */
+  readonly lines: string[];
   readonly exited: Promise<number | null>;
 }
 
@@ -28,19 +32,22 @@ const servers = new Set<Server>();
 async function startServer(
   nodes: readonly string[],
   args: readonly string[] = [],
+  env: NodeJS.ProcessEnv = {},
 ): Promise<Server> {
   const child = spawn(
     process.execPath,
     ["--import", "tsx", "src/cli/main.ts", "serve", "--port", "0", ...args],
     {
-      env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
+      env: { ...process.env, REDQUORUM_NODES: nodes.join(","), ...env },
       stdio: ["ignore", "ignore", "pipe"],
     },
   );
   const logs: Record<string, unknown>[] = [];
+  const lines: string[] = [];
   let stderr = "";
   let buffered = "";
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  // "close", not "exit": the last log lines are read by then.
+  const exited = new Promise<number | null>((resolve) => child.once("close", resolve));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
@@ -49,10 +56,16 @@ async function startServer(
     child.stderr!.on("data", (chunk: Buffer) => {
       stderr += chunk;
       buffered += chunk;
-      const lines = buffered.split("\n");
-      buffered = lines.pop()!;
-      for (const line of lines) {
-        const entry = JSON.parse(line) as Record<string, unknown>;
+      const parts = buffered.split("\n");
+      buffered = parts.pop()!;
+      for (const line of parts) {
+        lines.push(line);
+        let entry: Record<string, unknown>;
+        try {
+          entry = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          entry = { notJson: line };
+        }
         logs.push(entry);
         if (entry.msg === "listening") {
           clearTimeout(timer);
@@ -65,7 +78,7 @@ async function startServer(
       reject(new Error(`server exited with ${code} before listening; stderr: ${stderr}`));
     });
   });
-  const server = { url, child, logs, exited };
+  const server = { url, child, logs, lines, exited };
   servers.add(server);
   return server;
 }
@@ -89,12 +102,17 @@ interface Reply {
 /** One HTTP request on a fresh connection (no pooling: every test sees the server as a new client would). */
 function http(
   url: string,
-  options: { method?: string; path?: string; body?: string } = {},
+  options: {
+    method?: string;
+    path?: string;
+    body?: string | Buffer;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}${options.path ?? "/v1/ids"}`,
-      { method: options.method ?? "POST", agent: false },
+      { method: options.method ?? "POST", agent: false, headers: options.headers },
       (res) => {
         let body = "";
         res.setEncoding("utf8");
@@ -115,6 +133,70 @@ async function takeIds(url: string, count?: number): Promise<bigint[]> {
   });
   assert.equal(reply.status, 200, reply.body);
   return (JSON.parse(reply.body) as { ids: string[] }).ids.map(BigInt);
+}
+
+interface RawReply {
+  /** The status line's code, or undefined when the server sent nothing. */
+  status: number | undefined;
+  body: string;
+  /** Milliseconds from the connection to its close by the server. */
+  elapsedMs: number;
+}
+
+/**
+ * `head` as written, on a socket of its own, then one byte of body every
+ * `trickleMs` if given (a client that stalls mid-request); what came back
+ * once the server closed the connection.
+ */
+function rawHttp(url: string, head: string, trickleMs?: number): Promise<RawReply> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const startMs = performance.now();
+    const socket = createConnection({ host: hostname, port: Number(port) });
+    let reply = "";
+    let timer: ReturnType<typeof setInterval> | undefined;
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      reply += chunk;
+    });
+    socket.on("error", () => {}); // a reset: what arrived before it is the reply
+    socket.once("connect", () => {
+      socket.write(head);
+      if (trickleMs !== undefined) {
+        timer = setInterval(() => {
+          if (socket.writable) socket.write(" ");
+        }, trickleMs);
+      }
+    });
+    socket.once("close", () => {
+      clearInterval(timer);
+      const [status, body] = parseReply(reply);
+      resolve({ status, body, elapsedMs: performance.now() - startMs });
+    });
+    socket.once("timeout", () => reject(new Error("no close")));
+  });
+}
+
+function parseReply(text: string): [number | undefined, string] {
+  const match = /^HTTP\/1\.1 (\d{3}) /.exec(text);
+  const end = text.indexOf("\r\n\r\n");
+  return [match ? Number(match[1]) : undefined, end >= 0 ? text.slice(end + 4) : ""];
+}
+
+/** The JSON error of a reply's body (fails when the body is not one). */
+function errorOf(body: string): { code: string; message: string } {
+  const parsed = JSON.parse(body) as { error?: { code: string; message: string } };
+  assert.ok(parsed.error, `not a JSON error: ${body}`);
+  return parsed.error;
+}
+
+/** `serve <args>` to its end (for runs that never listen). */
+function runServe(nodes: readonly string[], args: readonly string[]) {
+  return spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
+    env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
+    encoding: "utf8",
+    timeout: startTimeoutMs,
+  });
 }
 
 /** A metric's value from the Prometheus text (the series with exactly these labels). */
@@ -161,6 +243,9 @@ describe("redquorum serve (the HTTP ID server)", () => {
       [["--max-in-flight", "0"], "--max-in-flight"],
       [["--node-timeout", "5s"], "--node-timeout"],
       [["--drain-timeout", "10"], "--drain-timeout"],
+      // Up to an hour: it took up to 2^31 - 1 ms (24 days) before.
+      [["--drain-timeout", "2h"], "--drain-timeout"],
+      [["--request-timeout", "0ms"], "--request-timeout"],
     ] as const) {
       const run = spawnSync(
         process.execPath,
@@ -224,6 +309,9 @@ describe("redquorum serve (the HTTP ID server)", () => {
       { method: "PUT", body: "{}", status: 405, code: "method_not_allowed" },
       { path: "/v2/ids", status: 404, code: "not_found" },
       { method: "POST", path: "/healthz", status: 405, code: "method_not_allowed" },
+      // Only the body is read: ?count=5 gave one ID.
+      { path: "/v1/ids?count=5", status: 400, code: "bad_query" },
+      { path: "/v1/ids?count=2&x", body: '{"count": 2}', status: 400, code: "bad_query" },
     ];
     for (const row of table) {
       const reply = await http(main.url, row);
@@ -236,8 +324,61 @@ describe("redquorum serve (the HTTP ID server)", () => {
     }
     const bad = await http(main.url, { body: '{"count": 0}' });
     assert.match(bad.body, /expected an integer from 1 to 1000/);
+    // 1e400 is Infinity once parsed, which JSON shows as null: the value as given.
+    const huge = await http(main.url, { body: '{"count": 1e400}' });
+    assert.equal(huge.status, 400, huge.body);
+    assert.match(errorOf(huge.body).message, /^"count" is 1e400 \(not a finite number\)/);
+    // A compressed body was reported as bad JSON.
+    const gzip = await http(main.url, {
+      body: Buffer.from([0x1f, 0x8b, 0x08, 0x00]),
+      headers: { "Content-Encoding": "gzip" },
+    });
+    assert.equal(gzip.status, 415, gzip.body);
+    assert.equal(errorOf(gzip.body).code, "unsupported_encoding");
+    assert.equal(gzip.headers["accept-encoding"], "identity");
+    // What node's parser refuses was a bare 400 or 431 with no body.
+    for (const [head, status, code] of [
+      ["POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}", 400, "bad_request"],
+      [
+        `GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ${"a".repeat(20_000)}\r\n\r\n`,
+        431,
+        "headers_too_large",
+      ],
+      [`GET /${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, "headers_too_large"],
+      ["NOT HTTP\r\n\r\n", 400, "bad_request"],
+    ] as const) {
+      const reply = await rawHttp(main.url, head);
+      assert.equal(reply.status, status, `${head.slice(0, 40)}: ${reply.body}`);
+      assert.equal(errorOf(reply.body).code, code, head.slice(0, 40));
+    }
     // The server still serves after all that.
     assert.equal((await takeIds(main.url)).length, 1);
+  });
+
+  it("a taken --port, a --host that does not resolve or is no address of this machine: exit 2, one line naming the option", () => {
+    const ownAddresses = Object.values(networkInterfaces())
+      .flat()
+      .map((i) => i?.address);
+    const foreign = "10.1.2.3";
+    for (const [args, text] of [
+      // A node's port: taken for sure.
+      [["--port", String(cluster.node(0).port)], /address in use; choose another --port$/],
+      [["--port", "0", "--host", "nope.invalid"], /does not resolve .*; choose another --host$/],
+      ...(ownAddresses.includes(foreign)
+        ? []
+        : [
+            [
+              ["--port", "0", "--host", foreign],
+              /no interface .* that address; choose another --host$/,
+            ] as const,
+          ]),
+    ] as const) {
+      const run = runServe(nodes, args);
+      assert.equal(run.status, 2, `${args.join(" ")}: ${run.stderr}`);
+      assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+      assert.match(run.stderr.trimEnd(), /^redquorum: cannot listen on /);
+      assert.match(run.stderr.trimEnd(), text);
+    }
   });
 
   it("three servers on the same nodes (one with --proposals clock), many concurrent clients: IDs unique and in real-time order", async () => {
@@ -450,6 +591,234 @@ describe("redquorum serve (the HTTP ID server)", () => {
       assert.ok(!server.logs.some((l) => l.level === "error"), JSON.stringify(server.logs));
     } finally {
       for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  /** The server's requests in flight, from /metrics. */
+  const inFlightOf = async (server: Server) =>
+    metric(
+      (await http(server.url, { method: "GET", path: "/metrics" })).body,
+      "redquorum_id_requests_in_flight",
+    );
+
+  it("a client that stalls mid-body is cut off within the 10 s request timeout plus node's 1 s check, with a JSON 408", async () => {
+    // A new server: node's checks run every connectionsCheckingInterval from
+    // the listen, so with the default (30 s) the first check after the
+    // timeout would come 30 s after it.
+    const server = await startServer(nodes);
+    const requestTimeoutMs = 10_000;
+    const checkIntervalMs = 1_000;
+    try {
+      const reply = await rawHttp(
+        server.url,
+        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+        checkIntervalMs / 4,
+      );
+      assert.equal(reply.status, 408, reply.body);
+      assert.equal(errorOf(reply.body).code, "request_timeout");
+      assert.ok(reply.elapsedMs >= requestTimeoutMs - 50, `cut off early: ${reply.elapsedMs} ms`);
+      // One check interval late at most, and one more for a loaded machine.
+      assert.ok(
+        reply.elapsedMs < requestTimeoutMs + 2 * checkIntervalMs,
+        `cut off after ${Math.round(reply.elapsedMs)} ms`,
+      );
+      assert.equal(await inFlightOf(server), 0);
+    } finally {
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
+  it("SIGTERM: a request whose body is still arriving when --drain-timeout ends gets a JSON 503 draining, not a reset", async () => {
+    const drainTimeoutMs = 300;
+    const server = await startServer(nodes, ["--drain-timeout", `${drainTimeoutMs}ms`]);
+    const slow = rawHttp(
+      server.url,
+      "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+      drainTimeoutMs / 4,
+    );
+    await waitFor(
+      "the slow request in flight",
+      async () => (await inFlightOf(server)) === 1,
+      5_000,
+    );
+    server.child.kill("SIGTERM");
+    const reply = await slow;
+    assert.equal(reply.status, 503, reply.body);
+    assert.equal(errorOf(reply.body).code, "draining");
+    assert.equal(await server.exited, 0);
+    servers.delete(server);
+    const timedOut = server.logs.find((l) => l.msg === "drain timed out");
+    assert.equal(timedOut?.unfinished, 1, JSON.stringify(server.logs));
+  });
+
+  it("a second SIGTERM during the drain stops waiting: requests in flight get 503 draining, exit 128 + 15", async () => {
+    // The drain would wait up to a minute, and so would the requests: the
+    // second signal must not.
+    const server = await startServer(nodes, ["--drain-timeout", "1m"], {
+      REDQUORUM_REQUEST_TIMEOUT: "1m",
+    });
+    const paused = [0, 1, 2];
+    try {
+      for (const i of paused) cluster.pause(i);
+      const waiting = [http(server.url, { body: "{}" }), http(server.url, { body: "{}" })];
+      await waitFor("two requests in flight", async () => (await inFlightOf(server)) === 2, 5_000);
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      server.child.kill("SIGTERM");
+      const replies = await Promise.all(waiting);
+      for (const reply of replies) {
+        assert.equal(reply.status, 503, reply.body);
+        assert.equal(errorOf(reply.body).code, "draining");
+      }
+      assert.equal(await server.exited, 128 + 15);
+      servers.delete(server);
+      const second = server.logs.find(
+        (l) => l.msg === "second signal: stopped waiting for requests in flight",
+      );
+      assert.equal(second?.unfinished, 2, JSON.stringify(server.logs));
+      assert.ok(server.logs.some((l) => l.msg === "stopped"));
+    } finally {
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("with a majority stalled, a request gets 503 timeout after --request-timeout, not after NextId's retries", async () => {
+    const requestTimeoutMs = 300;
+    const server = await startServer(nodes, [], {
+      REDQUORUM_REQUEST_TIMEOUT: `${requestTimeoutMs}ms`,
+    });
+    const paused = [0, 1, 2];
+    try {
+      await takeIds(server.url); // first contact made: what follows waits only for rounds
+      for (const i of paused) cluster.pause(i);
+      const startMs = performance.now();
+      const reply = await http(server.url, { body: '{"count": 2}' });
+      const elapsedMs = performance.now() - startMs;
+      assert.equal(reply.status, 503, reply.body);
+      assert.equal(errorOf(reply.body).code, "timeout");
+      assert.equal(reply.headers["retry-after"], "1");
+      assert.ok(elapsedMs >= requestTimeoutMs - 5, `answered after ${elapsedMs} ms`);
+      for (const i of paused) cluster.resume(i);
+      // The slot was freed and the server serves again.
+      assert.equal(await inFlightOf(server), 0);
+      assert.equal((await takeIds(server.url, 2)).length, 2);
+    } finally {
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
+  it("at the end of the ID space: 507 with ERR_ID_OVERFLOW and a warning without stack; `id next` exits 6", async () => {
+    const key = "id-server-test:overflow";
+    const ids = new NextId(nodes, { key });
+    await ids.init();
+    await ids.close();
+    // 7 IDs left below 2^63 - 1.
+    for (const node of cluster.nodes) await send(node.port, ["SET", key, "9223372036854775800"]);
+    const server = await startServer(nodes, ["--key", key]);
+    try {
+      assert.deepEqual(
+        await takeIds(server.url, 5),
+        [1n, 2n, 3n, 4n, 5n].map((i) => 9223372036854775800n + i),
+      );
+      const reply = await http(server.url, { body: '{"count": 5}' });
+      assert.equal(reply.status, 507, reply.body);
+      assert.equal(errorOf(reply.body).code, "ERR_ID_OVERFLOW");
+      assert.equal(reply.headers["retry-after"], undefined);
+      // The log line may come after the answer (another pipe).
+      await waitFor(
+        "the warning logged",
+        async () => server.logs.some((l) => l.msg === "ID space exhausted"),
+        5_000,
+      );
+      const warning = server.logs.find((l) => l.msg === "ID space exhausted");
+      assert.equal(warning?.level, "warn", JSON.stringify(server.logs));
+      assert.ok(!String(warning.error).includes("\n    at "), String(warning.error));
+      assert.ok(!server.logs.some((l) => l.level === "error"), JSON.stringify(server.logs));
+    } finally {
+      assert.equal(await stopServer(server), 0);
+    }
+    const run = spawnSync(
+      process.execPath,
+      ["--import", "tsx", "src/cli/main.ts", "id", "next", "--key", key, "--count", "5"],
+      {
+        env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
+        encoding: "utf8",
+        timeout: startTimeoutMs,
+      },
+    );
+    assert.equal(run.status, 6, run.stderr);
+    assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+    assert.match(run.stderr, /the largest ID is 9223372036854775807/);
+  });
+
+  it("passwords in --nodes never reach the log: nodes are named host:port", async () => {
+    const secured = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always" });
+    const password = "s3cret-pw-in-url";
+    const wrong = "wr0ng-pw-in-url";
+    try {
+      for (const node of secured.nodes) {
+        await send(node.port, ["CONFIG", "SET", "requirepass", password]);
+      }
+      const url = (port: number, pw: string) => `redis://:${pw}@127.0.0.1:${port}`;
+      const urls = secured.nodes.map((n) => url(n.port, password));
+      const ids = new NextId(urls);
+      await ids.init();
+      await ids.close();
+      // The third with a wrong password: its refusals are logged too.
+      const given = [urls[0]!, urls[1]!, url(secured.node(2).port, wrong)];
+      const server = await startServer(given);
+      await takeIds(server.url, 3);
+      await http(server.url, { method: "GET", path: "/healthz" });
+      await waitFor(
+        "the wrong password logged",
+        async () => server.logs.some((l) => JSON.stringify(l).includes("WRONGPASS")),
+        5_000,
+      );
+      assert.equal(await stopServer(server), 0);
+      const listening = server.logs.find((l) => l.msg === "listening");
+      assert.deepEqual(
+        listening?.nodes,
+        secured.nodes.map((n) => `127.0.0.1:${n.port}`),
+      );
+      for (const line of server.lines) {
+        assert.ok(!line.includes(password) && !line.includes(wrong), line);
+      }
+    } finally {
+      await secured.stop();
+    }
+  });
+
+  it("a node restarted empty is repaired: a JSON warning, no process warning in the log", async () => {
+    const server = await startServer(nodes);
+    try {
+      await takeIds(server.url);
+      await cluster.restart(4, { keepData: false });
+      // Rounds meet the lost counter; it is repaired after NextId's repair delay (2 s).
+      await waitFor(
+        "the repair logged",
+        async () => {
+          await takeIds(server.url);
+          return server.logs.some((l) => l.state === "repaired");
+        },
+        15_000,
+      );
+      // Everything the server wrote, including a process warning on its way.
+      assert.equal(await stopServer(server), 0);
+      assert.deepEqual(
+        server.logs.filter((l) => "notJson" in l),
+        [],
+      );
+      const repaired = server.logs.find((l) => l.msg === "repaired a node's lost ID counter");
+      assert.equal(repaired?.level, "warn", JSON.stringify(server.logs));
+      assert.equal(repaired.node, `127.0.0.1:${cluster.node(4).port}`);
+      assert.match(String(repaired.value), /^\d+$/);
+    } finally {
+      if (servers.has(server)) await stopServer(server);
     }
   });
 });
