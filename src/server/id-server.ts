@@ -217,7 +217,7 @@ export class IdServer {
   private async refuseUnanswered(): Promise<void> {
     const written: Promise<void>[] = [];
     for (const [res, stop] of this.open) {
-      if (res.headersSent) continue;
+      if (res.headersSent || res.req.socket.destroyed) continue;
       const error = new HttpError(
         503,
         "draining",
@@ -291,17 +291,26 @@ export class IdServer {
   private route(req: IncomingMessage, res: ServerResponse): void {
     if (this.draining) res.setHeader("Connection", "close");
     this.open.set(res, () => {});
-    res.once("close", () => this.open.delete(res));
+    // A response queued behind another on a pipelined connection gets no
+    // socket of its own, so it never closes if the client goes: the
+    // socket's close forgets it too.
+    const forget = onSocketClose(req.socket, () => this.open.delete(res));
+    res.once("close", () => {
+      forget();
+      this.open.delete(res);
+    });
     const path = (req.url ?? "/").split("?", 1)[0];
     if (path === "/v1/ids") {
       if (req.method === "POST") this.postIds(req, res);
       else this.methodNotAllowed(req, res, "POST");
     } else if (path === "/healthz") {
-      if (req.method === "GET" || req.method === "HEAD") void this.healthz(req, res);
-      else this.methodNotAllowed(req, res, "GET, HEAD");
+      if (req.method === "GET" || req.method === "HEAD") {
+        this.healthz(req, res).catch((error: unknown) => this.crashed("/healthz", res, error));
+      } else this.methodNotAllowed(req, res, "GET, HEAD");
     } else if (path === "/metrics") {
-      if (req.method === "GET") void this.metrics(res);
-      else this.methodNotAllowed(req, res, "GET");
+      if (req.method === "GET") {
+        this.metrics(res).catch((error: unknown) => this.crashed("/metrics", res, error));
+      } else this.methodNotAllowed(req, res, "GET");
     } else {
       this.fail(
         res,
@@ -317,7 +326,12 @@ export class IdServer {
 
   private postIds(req: IncomingMessage, res: ServerResponse): void {
     const startedMs = performance.now();
-    const refusal = requestRefusal(req);
+    // A new request on a connection kept open while draining: not one in
+    // flight that the drain waits for, so it is told at once to go elsewhere.
+    const refusal = this.draining
+      ? new HttpError(503, "draining", "the server is shutting down: retry, on another instance")
+      : requestRefusal(req);
+    if (refusal?.status === 503) res.setHeader("Retry-After", "1");
     if (refusal) {
       if (refusal.status === 415) res.setHeader("Accept-Encoding", "identity");
       this.fail(res, refusal, startedMs);
@@ -485,9 +499,24 @@ export class IdServer {
         body = { status: "unavailable", reasons: [String(error)] };
       }
     }
+    // Answered meanwhile (a parse error of this request, the drain's end,
+    // the client gone): one answer per request, and a second one would
+    // throw out of this unawaited call and crash the server.
+    if (res.headersSent || res.destroyed) return;
     if (status !== 200) res.setHeader("Retry-After", "1");
-    this.sendJson(res, status, body, req.method === "HEAD");
-    this.options.metrics.request(status, undefined, 0);
+    if (this.sendJson(res, status, body, req.method === "HEAD")) {
+      this.options.metrics.request(status, undefined, 0);
+    }
+  }
+
+  /** A bug in a route: logged, the request ended; never an unhandled rejection that ends the server. */
+  private crashed(route: string, res: ServerResponse, error: unknown): void {
+    this.options.log.error("request failed", { route, error: String(error) });
+    if (!res.headersSent && !res.destroyed) {
+      this.fail(res, new HttpError(500, "internal", "the server failed this request"));
+    } else {
+      res.destroy();
+    }
   }
 
   /** One read of every node per `healthCacheMs`, shared by the probes that arrive meanwhile. */

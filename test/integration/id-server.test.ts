@@ -11,6 +11,9 @@ import { networkInterfaces } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { send } from "../../src/cluster/local-sockets.js";
 import { LocalCluster, NextId } from "../../src/index.js";
+import { IdServer } from "../../src/server/id-server.js";
+import { jsonLogger } from "../../src/server/json-log.js";
+import { IdServerMetrics } from "../../src/server/metrics.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 
@@ -517,6 +520,67 @@ describe("redquorum serve (the HTTP ID server)", () => {
       socket.destroy();
       for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
     }
+  });
+
+  it("pipelined requests of a client that goes away leave nothing of theirs in the server", async () => {
+    // In process, to see what the server keeps: a response queued behind
+    // another on its connection never gets the socket, so it never closes.
+    const ids = new NextId(nodes);
+    const server = new IdServer(ids, {
+      maxCount: 100,
+      maxBodyBytes: 1_024,
+      maxInFlight: 100,
+      drainTimeoutMs: 5_000,
+      requestTimeoutMs: 5_000,
+      healthCacheMs: 1_000,
+      log: jsonLogger(() => {}, "error"),
+      metrics: new IdServerMetrics(ids.endpoints),
+    });
+    const paused = [0, 1, 2];
+    const sockets: ReturnType<typeof createConnection>[] = [];
+    try {
+      const { port } = await server.listen(0, "127.0.0.1");
+      await ids.next(); // first contact over before the nodes pause
+      for (const i of paused) cluster.pause(i);
+      const body = '{"count": 1}';
+      const one = `POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      for (let c = 0; c < 5; c++) {
+        const socket = createConnection({ host: "127.0.0.1", port });
+        socket.on("error", () => {});
+        sockets.push(socket);
+        await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+        socket.write(one.repeat(3));
+      }
+      const open = (server as unknown as { open: Map<unknown, unknown> }).open;
+      await waitFor("15 requests held", async () => open.size === 15, 5_000);
+      for (const socket of sockets) socket.destroy();
+      for (const i of paused) cluster.resume(i);
+      await waitFor("nothing kept of the requests", async () => open.size === 0, 10_000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+      await server.close();
+      await ids.close();
+    }
+  });
+
+  it("a /healthz request the parser refuses while /healthz is 503 gets one JSON 400, and the server lives on", async () => {
+    // A counter never initialised: /healthz is 503 (after a node read).
+    const server = await startServer(nodes, ["--key", "redquorum:id:healthz-never"]);
+    const probe = await http(server.url, { method: "GET", path: "/healthz" });
+    assert.equal(probe.status, 503, probe.body);
+    // The parser's error comes in the tick of the request itself, before
+    // the verdict: the handler must not answer a second time.
+    const bad = await rawHttp(
+      server.url,
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    );
+    assert.equal(bad.status, 400, bad.body);
+    assert.equal(errorOf(bad.body).code, "bad_request");
+    await new Promise((r) => setTimeout(r, 1_500)); // the verdict (a node read) has come back
+    const after = await http(server.url, { method: "GET", path: "/healthz" });
+    assert.equal(after.status, 503, after.body);
+    assert.equal(await stopServer(server), 0);
   });
 
   it("/healthz is 200 with a majority usable and 503 without, saying why", async () => {
