@@ -14,6 +14,7 @@ const marked = report("not marked", "marked");
 const recovering = report("not marked", "left to recover");
 const unreachable = report("unreachable", "none");
 const waiting = report("not marked", "none");
+const quarantined = report("in quarantine", "none");
 
 describe("notReadyReason (redquorum init's exit code)", () => {
   it("is ready when a quorum is in service or marked now", () => {
@@ -26,6 +27,11 @@ describe("notReadyReason (redquorum init's exit code)", () => {
     assert.equal(
       notReadyReason([inService, inService, recovering, recovering, unreachable]),
       "not ready for locks: 2 of 5 nodes in service, 3 needed (2 left to recover, 1 unreachable); " +
+        "see each node's DETAIL for what to do",
+    );
+    assert.equal(
+      notReadyReason([quarantined, quarantined, inService]),
+      "not ready for locks: 1 of 3 nodes in service, 2 needed (2 in quarantine); " +
         "see each node's DETAIL for what to do",
     );
     assert.equal(

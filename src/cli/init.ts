@@ -56,9 +56,11 @@ export function notReadyReason(reports: readonly InitReport[]): string | undefin
   const needed = quorumOf(reports.length);
   if (serving >= needed) return undefined;
   const recovering = reports.filter((r) => r.action === "left to recover").length;
+  const quarantined = reports.filter((r) => r.found === "in quarantine").length;
   const unreachable = reports.filter((r) => r.found === "unreachable").length;
   const parts = [
     recovering > 0 ? `${recovering} left to recover` : "",
+    quarantined > 0 ? `${quarantined} in quarantine` : "",
     unreachable > 0 ? `${unreachable} unreachable` : "",
   ].filter(Boolean);
   return (

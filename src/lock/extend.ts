@@ -46,14 +46,14 @@ export async function extendLock(
   // Failed, but some nodes may have applied the new TTL: never trust more
   // than that TTL gives from the start of this call.
   lock.limitValidity(validUntil);
-  if (round.aborted) {
-    judgeHolders(lock, round, group.quorum);
-    throw signal?.reason;
-  }
-  // The round ends once decided; the answers after that (each within the
-  // node timeout) may still say our keys are gone.
-  await round.done;
-  if (judgeHolders(lock, round, group.quorum)) {
+  // Judged on the answers so far at once (a loss found now must not wait
+  // for the slowest node), and again once every node answered: the round
+  // ends once decided, and later answers (each within the node timeout)
+  // may still say our keys are gone.
+  const lostNow = judgeHolders(lock, round, group.quorum);
+  if (round.aborted) throw signal?.reason;
+  if (!lostNow) await round.done;
+  if (lostNow || judgeHolders(lock, round, group.quorum)) {
     throw new LockExpiredError(
       "extend",
       lock.resources,

@@ -23,7 +23,12 @@ import type { QuarantineJudge } from "./quarantine-judge.js";
 /** What `Redlock.init()` found and did on one node. */
 export interface InitReport {
   readonly endpoint: string;
-  readonly found: "in service" | "not marked" | "unreachable";
+  /**
+   * "in service": it keeps its fencing counters and serves locks; "in
+   * quarantine": it keeps (or was repaired to) known counters but serves
+   * the quarantine of a restart or loss first.
+   */
+  readonly found: "in service" | "in quarantine" | "not marked" | "unreachable";
   /**
    * "marked": now in service; "left to recover": it may have forgotten a
    * lock still held, so it serves its quarantine (and a fencing repair);
@@ -162,6 +167,16 @@ function reportOf(
   const [state] = reply;
   const marker = reply[1] ? `marker ${JSON.stringify(reply[1])}` : "no marker";
   if (state === initState.healthy) {
+    if (reply[3]) {
+      return {
+        endpoint,
+        found: "in quarantine",
+        action: "none",
+        detail:
+          `${marker}: its fencing counters are known, but it serves the quarantine of a restart ` +
+          "or loss first (up to the cluster's longest maxTtlMs): run init again after it, or wait",
+      };
+    }
     return { endpoint, found: "in service", action: "none", detail: marker };
   }
   if (plan === "mark" || plan === "lift") {

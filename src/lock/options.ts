@@ -99,9 +99,12 @@ export interface AcquireOptions {
 export interface UsingOptions extends AcquireOptions {
   /**
    * Extend once this much validity is left, in milliseconds. Default: half
-   * the TTL, or this minimum if it is more. At least the give-up margin (two node timeouts and `driftMs`,
-   * at most a quarter of the TTL) plus one node timeout, so that an
-   * extension can end before the routine is given up on.
+   * the TTL, or the minimum below if it is more. At least the give-up
+   * margin (two node timeouts and `driftMs`, at most a quarter of the TTL)
+   * plus one node timeout, so that an extension can end before the routine
+   * is given up on; at most three quarters of the TTL, so that extensions
+   * are a quarter TTL apart (the upper bound wins when the TTL is too
+   * short for both).
    */
   extendThresholdMs?: number;
 }

@@ -173,13 +173,21 @@ export class Redlock implements LockOwner {
       Math.floor(ttl / 4),
       2 * this.options.nodeTimeoutMs + this.options.driftMs,
     );
-    // An extension must have time to finish (a node timeout) before the
-    // deadline at marginMs aborts the routine.
-    const thresholdMinMs = Math.min(marginMs + this.options.nodeTimeoutMs + 1, ttl - 1);
+    // Extensions at least a quarter of the TTL apart: a threshold near
+    // what one extension gives would start the next one at once, a loop
+    // of rounds. Within that, an extension must have time to finish (a
+    // node timeout) before the deadline at marginMs aborts the routine.
+    const thresholdMaxMs = Math.floor((ttl * 3) / 4);
+    const thresholdMinMs = Math.min(marginMs + this.options.nodeTimeoutMs + 1, thresholdMaxMs);
     const threshold =
       extendThresholdMs === undefined
-        ? Math.max(Math.floor(ttl / 2), thresholdMinMs)
-        : requireInteger("options.extendThresholdMs", extendThresholdMs, thresholdMinMs, ttl - 1);
+        ? Math.min(Math.max(Math.floor(ttl / 2), thresholdMinMs), thresholdMaxMs)
+        : requireInteger(
+            "options.extendThresholdMs",
+            extendThresholdMs,
+            thresholdMinMs,
+            thresholdMaxMs,
+          );
     const lock = await this.acquire(resources, ttl, acquireOptions);
     return runKeepingAlive(lock, routine, {
       ttlMs: ttl,

@@ -230,7 +230,7 @@ export const initNodeScript = new LuaScript(
 local marker = redis.call('get', KEYS[1])
 local quarantine = redis.call('get', KEYS[2])
 local restarted = ${isRestartedLua("marker")} or quarantine == 'restart' or ${isUnjudgedRestartLua("quarantine")}
-if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or ''} end
+if marker == '1' or restarted or redis.call('exists', KEYS[3]) == 1 then return {${initState.healthy}, marker or '', '', quarantine or ''} end
 local state = quarantine and ${initState.quarantined} or (marker and ${initState.servesLocks} or ${initState.unmarked})
 if ARGV[1] == 'check' then return {state, marker or '', serverState(), quarantine or ''} end
 if serverState() ~= ARGV[2] then return {${initState.changed}} end

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { after, before, beforeEach, describe, it } from "node:test";
 import { LockExpiredError, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
@@ -17,6 +17,10 @@ describe("an extension that finds the lock gone from a majority", () => {
     cluster = await startCluster({ nodeCount: 5 });
   });
   after(() => cluster.stop());
+  beforeEach(async () => {
+    await cluster.restoreAll({ keepData: false });
+    await cluster.flushAll();
+  });
 
   it("leaves it no validity when the answers showing it come after the round was decided", async () => {
     /** How long nodes 1 and 2 are kept busy, so that they answer after the others. */
@@ -50,6 +54,30 @@ describe("an extension that finds the lock gone from a majority", () => {
     } finally {
       await holder.close();
       await rival.close();
+    }
+  });
+
+  it("fails at once when the answers so far show the lock gone, not once the slowest node answered", async () => {
+    const nodeTimeoutMs = 1_000;
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs, retry: { retries: 0 } });
+    try {
+      const lock = await holder.acquire(["s"], 30_000);
+      await sleep(50); // every node's grant is heard
+      for (const i of [0, 1, 2]) await cluster.client(i).del("s");
+      cluster.cluster.pause(3); // would answer only after its timeout
+      // Three of five say "no": the lock is known lost then. Waiting for
+      // node 3 would leave it reporting validity while a rival holds it.
+      const startedAt = performance.now();
+      await assert.rejects(lock.extend(30_000), LockExpiredError);
+      const elapsedMs = performance.now() - startedAt;
+      assert.equal(lock.remainingMs(), 0);
+      assert.ok(
+        elapsedMs < nodeTimeoutMs,
+        `failed after ${elapsedMs.toFixed(0)} ms: it waited for node 3`,
+      );
+    } finally {
+      if (cluster.cluster.node(3).state === "paused") cluster.cluster.resume(3);
+      await holder.close();
     }
   });
 });

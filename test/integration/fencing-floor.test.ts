@@ -133,6 +133,38 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     await assert.rejects(redlock.raiseFencingFloor({ atLeast: 1 }), { code: "ERR_CLOSED" });
   });
 
+  it("init reports a node repaired but still in quarantine as in quarantine, not in service", async () => {
+    await cluster.flushAll();
+    // A quarantine longer than the fencing repair's delay (2 s).
+    const redlock = new Redlock(cluster.urls, { maxTtlMs: 20_000, retry: { retries: 0 } });
+    try {
+      await redlock.init();
+      await (await redlock.acquire(["q"], 1_000)).release();
+      await cluster.client(0).flushall();
+      // Lock calls meet the loss (quarantine, judged from the others'
+      // records), and the fencing repair sets node 0's floor.
+      const deadline = performance.now() + 30_000;
+      while ((await cluster.client(0).exists("redquorum:fence-floor")) === 0) {
+        assert.ok(performance.now() < deadline, "node 0 was never repaired");
+        await redlock.acquire(["q"], 1_000).then(
+          (lock) => lock.release(),
+          () => {},
+        );
+        await sleep(100);
+      }
+      assert.ok((await cluster.client(0).pttl("redquorum:quarantine")) > 0);
+      const reports = await redlock.init();
+      assert.deepEqual(
+        reports.map((r) => r.found),
+        ["in quarantine", "in service", "in service"],
+        JSON.stringify(reports),
+      );
+      assert.match(reports[0]!.detail, /serves the quarantine/);
+    } finally {
+      await redlock.close();
+    }
+  });
+
   it("never sets a floor below a value a node still knows", async () => {
     await cluster.flushAll();
     const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });

@@ -184,6 +184,41 @@ describe("redlock.using: auto-extension, loss and release", () => {
     }
   });
 
+  it("a TTL short next to the node timeout is extended a quarter TTL apart, not back to back", async () => {
+    // TTL 60 ms, node timeout 50 ms: the threshold an extension needs
+    // (the margin plus a node timeout) is above what one extension gives;
+    // the threshold is held at three quarters of the TTL instead.
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 50 });
+    try {
+      const calls = async () => {
+        const text = await cluster.client(0).info("commandstats");
+        return (
+          Number(/cmdstat_evalsha:calls=(\d+)/.exec(text)?.[1] ?? 0) +
+          Number(/cmdstat_eval:calls=(\d+)/.exec(text)?.[1] ?? 0)
+        );
+      };
+      const before = await calls();
+      const routineMs = 600;
+      await holder
+        .using(["short"], 60, async (signal) => {
+          const end = performance.now() + routineMs;
+          while (performance.now() < end && !signal.aborted) await sleep(10);
+        })
+        .catch((error: unknown) => assert.ok(error instanceof LockLostError, String(error)));
+      const made = (await calls()) - before;
+      // Validity 57 ms (drift), extended at 45 ms left: one extension per
+      // 12 ms or so, at most one per 10 ms, plus the acquire and the
+      // release; back to back, one node took hundreds of calls in this time.
+      const most = Math.ceil(routineMs / 10) + 2;
+      assert.ok(
+        made <= most,
+        `${made} script calls on node 0 in ${routineMs} ms (at most ${most})`,
+      );
+    } finally {
+      await holder.close();
+    }
+  });
+
   it("refuses bad options to extend and using with a typed error, before any call", async () => {
     const holder = new Redlock(cluster.urls);
     try {
@@ -225,6 +260,11 @@ describe("redlock.using: auto-extension, loss and release", () => {
       assert.equal(
         await holder.using(["job"], 1_000, async () => 1, { extendThresholdMs: 153 }),
         1,
+      );
+      // At most three quarters of the TTL: extensions a quarter TTL apart.
+      await assert.rejects(
+        holder.using(["job"], 1_000, async () => 1, { extendThresholdMs: 751 }),
+        /extendThresholdMs.*153, 750/s,
       );
       await assert.rejects(holder.using(["job"], 1_000, undefined as never), {
         code: "ERR_INVALID_ARGUMENT",
