@@ -159,15 +159,38 @@ export class RangeRounds {
     const known = counter.knownMax;
     const base = this.roundsInFlight > 0 ? maxOf(known, this.proposedMax) : known;
     let proposal: bigint;
+    let clockFloor: bigint;
     try {
-      proposal = maxOf(base + BigInt(ids) + this.leapMargin(ids), this.clockFloor());
+      clockFloor = this.clockFloor();
+      proposal = maxOf(base + BigInt(ids) + this.leapMargin(ids), clockFloor);
     } catch (error) {
       for (const waiter of batch) settle(waiter, error);
       return;
     }
     if (proposal > maxId) {
-      for (const waiter of batch) settle(waiter, new IdOverflowError(base, waiter.count, maxId));
-      return;
+      // The end of the ID space: the calls that still fit (in arrival order,
+      // no leap) get this round, those after them wait for the next, and
+      // only a call that cannot fit after `base` fails: one call's count
+      // must not fail the others that share its round.
+      const fits: Waiter[] = [];
+      const later: Waiter[] = [];
+      let sum = 0n;
+      for (const waiter of batch) {
+        const count = BigInt(waiter.count);
+        if (base + count > maxId || clockFloor + count > maxId) {
+          settle(waiter, new IdOverflowError(maxOf(base, clockFloor), waiter.count, maxId));
+        } else if (later.length === 0 && maxOf(base + sum + count, clockFloor) <= maxId) {
+          fits.push(waiter);
+          sum += count;
+        } else {
+          later.push(waiter);
+        }
+      }
+      this.queue.unshift(...later);
+      if (fits.length === 0) return;
+      batch = fits;
+      ids = Number(sum);
+      proposal = maxOf(base + sum, clockFloor);
     }
     this.proposedMax = proposal;
     this.roundsInFlight++;

@@ -235,6 +235,37 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("near 2^63 - 1, calls that share a round and fit get their IDs; only the one that cannot fit fails", async () => {
+    const ids = new NextId(cluster().urls, { key: "big-shared" });
+    try {
+      await ids.init();
+      await cluster().onAll((c) => c.set("big-shared", (maxId - 7n).toString()));
+      // One tick: one round, 13 IDs, 7 left. The first fits; the second
+      // and the third (after it in arrival order) wait for the next round,
+      // where the second cannot fit and the third gets the last ID.
+      const [first, second, third] = await Promise.allSettled([
+        ids.nextBatch(6),
+        ids.nextBatch(6),
+        ids.next(),
+      ]);
+      assert.equal(first.status, "fulfilled", String((first as PromiseRejectedResult).reason));
+      assert.deepEqual((first as PromiseFulfilledResult<bigint[]>).value, [
+        maxId - 6n,
+        maxId - 5n,
+        maxId - 4n,
+        maxId - 3n,
+        maxId - 2n,
+        maxId - 1n,
+      ]);
+      assert.equal(second.status, "rejected");
+      assert.ok((second as PromiseRejectedResult).reason instanceof IdOverflowError);
+      assert.equal(third.status, "fulfilled", String((third as PromiseRejectedResult).reason));
+      assert.equal((third as PromiseFulfilledResult<bigint>).value, maxId);
+    } finally {
+      await ids.close();
+    }
+  });
+
   it("a clock whose epochMicros() is not a bigint, or is far ahead (nanoseconds), fails the call and moves no counter", async () => {
     let reading: unknown = Date.now();
     const ids = new NextId(cluster().urls, {
