@@ -4,6 +4,17 @@ import { InvalidArgumentError, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
+/** Takes and releases `resource` `times` times; the last fencing token. */
+async function lastTokenOf(redlock: Redlock, resource: string, times: number): Promise<bigint> {
+  let token = 0n;
+  for (let i = 0; i < times; i++) {
+    const lock = await redlock.acquire([resource], 1_000);
+    token = lock.fence!;
+    await lock.release();
+  }
+  return token;
+}
+
 /**
  * Redlock.raiseFencingFloor (fencing/floor.ts): the way out when more than
  * N - Q nodes lost their fencing counters before any repair, which leaves
@@ -21,12 +32,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     // A short maxTtlMs: the restarted nodes' quarantines end within the test.
     const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
     try {
-      let issued = 0n;
-      for (let i = 0; i < 5; i++) {
-        const lock = await redlock.acquire(["r"], 1_000);
-        issued = lock.fence!;
-        await lock.release();
-      }
+      const issued = await lastTokenOf(redlock, "r", 5);
       await cluster.cluster.restart(0, { keepData: false });
       await cluster.cluster.restart(1, { keepData: false });
       // Each try meets the lost nodes (quarantine, then its judgement);
@@ -89,12 +95,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
     try {
       await redlock.init();
-      let issued = 0n;
-      for (let i = 0; i < 3; i++) {
-        const lock = await redlock.acquire(["u"], 1_000);
-        issued = lock.fence!;
-        await lock.release();
-      }
+      const issued = await lastTokenOf(redlock, "u", 3);
       // Every node loses its memory at once: to init, a new cluster.
       for (const i of [0, 1, 2]) await cluster.client(i).flushall();
       const floor = issued + 1_000n;
@@ -170,12 +171,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
     try {
       await redlock.init();
-      let issued = 0n;
-      for (let i = 0; i < 3; i++) {
-        const lock = await redlock.acquire(["s"], 1_000);
-        issued = lock.fence!;
-        await lock.release();
-      }
+      const issued = await lastTokenOf(redlock, "s", 3);
       await cluster.cluster.restart(2, { keepData: false });
       // The lost node's loss is seen (and its run_id recorded) by a lock
       // call, once the client has reconnected to it.
