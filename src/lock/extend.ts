@@ -46,14 +46,16 @@ export async function extendLock(
   // Failed, but some nodes may have applied the new TTL: never trust more
   // than that TTL gives from the start of this call.
   lock.limitValidity(validUntil);
-  // Judged on the answers so far at once (a loss found now must not wait
-  // for the slowest node), and again once every node answered: the round
-  // ends once decided, and later answers (each within the node timeout)
-  // may still say our keys are gone.
-  const lostNow = judgeHolders(lock, round, group.quorum);
+  // Judged at once on the answers so far, a node still to answer taken to
+  // hold our keys (its grant may have timed out and still landed): lost
+  // even then, it is lost for sure, and must not wait for the slowest
+  // node. Otherwise judged again once every node answered: the round ends
+  // once decided, and later answers (each within the node timeout) may
+  // still say our keys are gone.
+  const lostNow = judgeHolders(lock, round, group.quorum, "yes");
   if (round.aborted) throw signal?.reason;
   if (!lostNow) await round.done;
-  if (lostNow || judgeHolders(lock, round, group.quorum)) {
+  if (lostNow || judgeHolders(lock, round, group.quorum, undefined)) {
     throw new LockExpiredError(
       "extend",
       lock.resources,
@@ -69,11 +71,17 @@ export async function extendLock(
  * evicted, deleted, restarted): if the nodes holding them now (those that
  * just said so, and the holders that did not say otherwise) are fewer than
  * a majority, another client may hold the lock, and ours has no validity
- * left, whatever its TTL said. Whether it was lost so.
+ * left, whatever its TTL said. A node with no answer yet counts as
+ * `unanswered` says. Whether it was lost so.
  */
-function judgeHolders(lock: Lock, round: RoundResult<unknown>, quorum: number): boolean {
+function judgeHolders(
+  lock: Lock,
+  round: RoundResult<unknown>,
+  quorum: number,
+  unanswered: "yes" | undefined,
+): boolean {
   const { settled } = round;
-  return lock.loseIfNotHeld((i) => settled[i]?.kind, quorum);
+  return lock.loseIfNotHeld((i) => settled[i]?.kind ?? unanswered, quorum);
 }
 
 function countNo(round: RoundResult<unknown>): number {

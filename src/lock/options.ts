@@ -102,9 +102,10 @@ export interface UsingOptions extends AcquireOptions {
    * the TTL, or the minimum below if it is more. At least the give-up
    * margin (two node timeouts and `driftMs`, at most a quarter of the TTL)
    * plus one node timeout, so that an extension can end before the routine
-   * is given up on; at most three quarters of the TTL, so that extensions
-   * are a quarter TTL apart (the upper bound wins when the TTL is too
-   * short for both).
+   * is given up on; at most what one extension gives (the TTL less the
+   * drift allowance) less a quarter of the TTL, so that extensions are a
+   * quarter TTL apart (the upper bound wins when the TTL is too short for
+   * both).
    */
   extendThresholdMs?: number;
 }

@@ -26,6 +26,7 @@ import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
+import { driftAllowanceMs } from "../quorum/validity.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
 import { acquireLock } from "./acquire.js";
@@ -174,10 +175,11 @@ export class Redlock implements LockOwner {
       2 * this.options.nodeTimeoutMs + this.options.driftMs,
     );
     // Extensions at least a quarter of the TTL apart: a threshold near
-    // what one extension gives would start the next one at once, a loop
-    // of rounds. Within that, an extension must have time to finish (a
+    // what one extension gives (the TTL less the drift allowance) would
+    // start the next one at once, a loop of rounds. Within that, an extension must have time to finish (a
     // node timeout) before the deadline at marginMs aborts the routine.
-    const thresholdMaxMs = Math.floor((ttl * 3) / 4);
+    const extendedMs = ttl - driftAllowanceMs(ttl, this.options.driftFactor, this.options.driftMs);
+    const thresholdMaxMs = Math.max(0, Math.floor(extendedMs - ttl / 4));
     const thresholdMinMs = Math.min(marginMs + this.options.nodeTimeoutMs + 1, thresholdMaxMs);
     const threshold =
       extendThresholdMs === undefined

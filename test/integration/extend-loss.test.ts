@@ -80,4 +80,49 @@ describe("an extension that finds the lock gone from a majority", () => {
       await holder.close();
     }
   });
+
+  it("keeps the validity while nodes still to answer may hold the keys (a grant that timed out and landed)", async () => {
+    const nodeTimeoutMs = 300;
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs, retry: { retries: 0 } });
+    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    try {
+      await (await holder.acquire(["warm-up"], 1_000)).release();
+      // Node 3's grant times out, then lands: it holds our keys, though
+      // the lock does not know it.
+      cluster.cluster.pause(3);
+      const lock = await holder.acquire(["t"], 30_000);
+      await sleep(nodeTimeoutMs * 1.5);
+      cluster.cluster.resume(3);
+      const deadline = performance.now() + 10_000;
+      while ((await cluster.client(3).get("t")) !== lock.value) {
+        assert.ok(performance.now() < deadline, "node 3's grant never landed");
+        await sleep(10);
+      }
+      // Gone from 0 and 1, node 2 down (it held them), 3 and 4 busy: they
+      // answer after the round is decided, and both still hold the keys.
+      for (const i of [0, 1]) await cluster.client(i).del("t");
+      await cluster.cluster.kill(2);
+      const busy = [3, 4].map((i) =>
+        cluster
+          .client(i)
+          .call("DEBUG", "SLEEP", String(nodeTimeoutMs / 2 / 1_000))
+          .catch(() => {}),
+      );
+      await sleep(nodeTimeoutMs / 8);
+      const failure = await lock.extend(30_000).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      await Promise.all(busy);
+      // 2 (down, a holder), 3 and 4 hold them: a majority, so the lock
+      // stands, and no rival can take it.
+      assert.ok(!(failure instanceof LockExpiredError), `declared lost: ${String(failure)}`);
+      assert.ok(lock.remainingMs() > 0, "a lock a majority holds lost its validity");
+      await assert.rejects(rival.acquire(["t"], 5_000));
+    } finally {
+      if (cluster.cluster.node(3).state === "paused") cluster.cluster.resume(3);
+      await holder.close();
+      await rival.close();
+    }
+  });
 });
