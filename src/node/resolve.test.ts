@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { InvalidArgumentError, NodeConfigurationError } from "../errors.js";
-import { createNodes, endpointOfUrl } from "./resolve.js";
+import { createNodes, endpointOfUrl, withoutPassword } from "./resolve.js";
 
 describe("endpointOfUrl", () => {
   it("names a node host:port, lower-cased, without credentials", () => {
@@ -16,6 +16,25 @@ describe("endpointOfUrl", () => {
     assert.throws(() => endpointOfUrl("127.0.0.1:7001", 2), InvalidArgumentError);
     assert.throws(() => endpointOfUrl("http://h:1", 0), /use redis:\/\/ or rediss:\/\//);
     assert.throws(() => endpointOfUrl("not a url", 0), /nodes\[0\]/);
+  });
+
+  it("a URL that does not parse is refused without its password in the message", () => {
+    assert.throws(
+      () => endpointOfUrl("redis://:s3cret@ho st:1", 0),
+      (error: unknown) =>
+        error instanceof InvalidArgumentError &&
+        !error.message.includes("s3cret") &&
+        error.message.includes("is not a URL"),
+    );
+  });
+});
+
+describe("withoutPassword (URLs in error messages)", () => {
+  it("hides the password, keeps the rest", () => {
+    assert.equal(withoutPassword("redis://:s3cret@host:1"), "redis://:***@host:1");
+    assert.equal(withoutPassword("rediss://user:s3cret@host:1/2"), "rediss://user:***@host:1/2");
+    assert.equal(withoutPassword("redis://host:6379"), "redis://host:6379");
+    assert.equal(withoutPassword("redis://user@host"), "redis://user@host");
   });
 });
 

@@ -92,12 +92,24 @@ function planNode(input: NodeInput, index: number): NodePlan {
 }
 
 /** host:port[/db] of a redis URL: the node's name in errors (credentials left out). */
+/**
+ * A URL as given, for an error message, with what may be a password
+ * (between "//" and "@", after the user's name) replaced: errors end up
+ * in logs.
+ */
+export function withoutPassword(url: string): string {
+  return url.replace(/(\/\/[^/@:]*:)[^/@]*@/, "$1***@");
+}
+
 export function endpointOfUrl(url: string, index: number): string {
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new InvalidArgumentError(`nodes[${index}]`, `${JSON.stringify(url)} is not a URL`);
+    throw new InvalidArgumentError(
+      `nodes[${index}]`,
+      `${JSON.stringify(withoutPassword(url))} is not a URL`,
+    );
   }
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
     throw new InvalidArgumentError(
