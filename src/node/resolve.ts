@@ -93,12 +93,12 @@ function planNode(input: NodeInput, index: number): NodePlan {
 
 /** host:port[/db] of a redis URL: the node's name in errors (credentials left out). */
 /**
- * A URL as given, for an error message, with what may be a password
- * (between "//" and "@", after the user's name) replaced: errors end up
- * in logs.
+ * A URL as given, for an error message, with its credentials (from "//"
+ * to the last "@": a password that does not parse may hold "/" or "@")
+ * replaced: errors end up in logs.
  */
 export function withoutPassword(url: string): string {
-  return url.replace(/(\/\/[^/@:]*:)[^/@]*@/, "$1***@");
+  return url.replace(/\/\/.*@/, "//***@");
 }
 
 export function endpointOfUrl(url: string, index: number): string {
