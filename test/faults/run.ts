@@ -11,6 +11,7 @@
  * injected here are "not run" and do not fail the run), 1 when one did not,
  * 2 on a usage error.
  */
+import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -98,6 +99,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const outDir = resolve(String(values.out ?? ".faults"));
+  const startedAt = new Date().toISOString(); // wall clock: for display only
   const outcomes: Array<{ row: Row; outcome: RowOutcome }> = [];
   let index = 0;
   const total = selected.length * seeds.length;
@@ -119,6 +121,10 @@ async function main(): Promise<number> {
   const ran = outcomes.filter((o) => o.outcome.status !== "not-run");
   const failed = outcomes.filter((o) => o.outcome.status === "fail");
   const summary = {
+    // What ran, so that a quoted result can be traced to its code and flags.
+    commit: commitOf(),
+    arguments: process.argv.slice(2),
+    startedAt,
     rows: new Set(outcomes.map((o) => o.row.id)).size,
     seeds: seeds.length,
     runs: ran.length,
@@ -147,9 +153,20 @@ async function main(): Promise<number> {
       `${summary.unexpectedViolations} violations where a checker expected none, ` +
       `${summary.negativeControlsFlagged}/${summary.negativeControls} negative controls flagged; ` +
       `${failed.length === 0 ? "all as expected" : `NOT as expected: ${summary.failed.join(", ")}`}\n` +
+      `commit ${summary.commit}, arguments: ${summary.arguments.join(" ")}, started ${startedAt}\n` +
       `output: ${outDir}\n`,
   );
   return failed.length === 0 ? 0 : 1;
+}
+
+/** The checkout's commit (short), "+ changes" if files differ from it; "unknown" without git. */
+function commitOf(): string {
+  const head = spawnSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" });
+  if (head.status !== 0) return "unknown";
+  const changes = spawnSync("git", ["status", "--porcelain", "--untracked-files=no"], {
+    encoding: "utf8",
+  });
+  return `${head.stdout.trim()}${changes.stdout.trim() ? " + changes" : ""}`;
 }
 
 // Ctrl-C: stop every process this run started, then exit 130 (a second Ctrl-C kills at once).
