@@ -266,6 +266,21 @@ export function fenceMaxOf(reply: unknown): Witness | undefined {
   return { value: maxOf(parseCounter(reply[1]), parseCounter(reply[2])), mayLag: reply[3] === 1 };
 }
 
+/**
+ * Lua statements of both floor writers (the repair, the operator's floor):
+ * the node's floor (KEYS[2]) set to `value` (a Lua expression), and its
+ * highest accepted value (KEYS[3]) raised to it, which a repair of another
+ * node reads. Needs `less` (decimal.ts).
+ */
+function setFloorLua(value: string): string {
+  return `redis.call('set', KEYS[2], ${value})
+local highest = redis.call('get', KEYS[3])
+if not highest or less(highest, ${value}) then redis.call('set', KEYS[3], ${value}) end`;
+}
+
+/** Lua expression: whether this server is the one its loss was recorded on (the run_id). */
+const lossRecordedHereLua = `redis.call('get', '${runKey}') == ${runIdLua}`;
+
 /** fenceRepairScript's reply when it raised the floor (else 0). */
 export const fenceRepairApplied = 1;
 
@@ -286,10 +301,8 @@ if redis.call('exists', KEYS[2]) == 1 then return 0 end
 -- restart): the repair is sent without a check first, and a node restored
 -- from an older copy meanwhile must meet its certify (lock/scripts.ts),
 -- which quarantines it, before anything counts its votes again.
-if redis.call('get', '${runKey}') ~= ${runIdLua} then return 0 end
-redis.call('set', KEYS[2], ARGV[2])
-local highest = redis.call('get', KEYS[3])
-if not highest or less(highest, ARGV[2]) then redis.call('set', KEYS[3], ARGV[2]) end
+if not ${lossRecordedHereLua} then return 0 end
+${setFloorLua("ARGV[2]")}
 return ${fenceRepairApplied}`,
 );
 
@@ -322,10 +335,8 @@ local found = redis.call('get', KEYS[1])
 local marker = checkQuarantine(found, redis.call('get', '${quarantineKey}'), '-1')
 local unmarked = found and 0 or 1
 if marker == '1' or redis.call('exists', KEYS[2]) == 1 then return {${fenceFloorReply.known}, marker, unmarked} end
-if redis.call('get', '${runKey}') ~= ${runIdLua} then return {${fenceFloorReply.unrecorded}, marker, unmarked} end
-redis.call('set', KEYS[2], ARGV[1])
-local highest = redis.call('get', KEYS[3])
-if not highest or less(highest, ARGV[1]) then redis.call('set', KEYS[3], ARGV[1]) end
+if not ${lossRecordedHereLua} then return {${fenceFloorReply.unrecorded}, marker, unmarked} end
+${setFloorLua("ARGV[1]")}
 return {${fenceFloorReply.raised}, marker, unmarked}`,
 );
 

@@ -18,10 +18,17 @@ export interface ClusterVerdict {
   readonly ids: Verdict;
 }
 
-/** Why a node cannot take part in locks, or undefined when it can. */
-function lockProblem(node: NodeStatus): string | undefined {
+/** Why a node cannot take part in anything: not reachable, or not a master. */
+function reachMasterProblem(node: NodeStatus): string | undefined {
   if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
   if (node.role !== "master") return `role ${node.role ?? "unknown"}, not master`;
+  return undefined;
+}
+
+/** Why a node cannot take part in locks, or undefined when it can. */
+function lockProblem(node: NodeStatus): string | undefined {
+  const problem = reachMasterProblem(node);
+  if (problem) return problem;
   if ((node.quarantineRemainingMs ?? 0) > 0 && node.quarantineJudged === false) {
     return "quarantined until its length is judged from the other nodes' maxTtlMs records (a client's next lock call there does it; it needs N - Q + 1 other nodes in service)";
   }
@@ -43,8 +50,8 @@ function lockProblem(node: NodeStatus): string | undefined {
  * marker do not concern IDs).
  */
 function idProblem(node: NodeStatus): string | undefined {
-  if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
-  if (node.role !== "master") return `role ${node.role ?? "unknown"}, not master`;
+  const problem = reachMasterProblem(node);
+  if (problem) return problem;
   if (!node.marker) {
     return node.markerValue === undefined
       ? "no ID counter marker: run `redquorum id init` (with your --key) on a new cluster"

@@ -259,7 +259,7 @@ export class IdServer {
     const responses = [...this.open.keys()].filter((res) => res.req.socket === socket);
     if (responses.length === 0) {
       // No response under way: the answer goes on the socket itself.
-      const body = JSON.stringify({ error: { code: refusal.code, message: refusal.message } });
+      const body = JSON.stringify(errorBodyOf(refusal));
       socket.write(
         `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\n` +
           "Content-Type: application/json\r\n" +
@@ -550,8 +550,7 @@ export class IdServer {
   }
 
   private fail(res: ServerResponse, error: HttpError, startedMs?: number): void {
-    const body: { error: ErrorBody } = { error: { code: error.code, message: error.message } };
-    if (this.sendJson(res, error.status, body)) {
+    if (this.sendJson(res, error.status, errorBodyOf(error))) {
       this.options.metrics.request(error.status, startedMs, 0);
     }
   }
@@ -567,6 +566,11 @@ export class IdServer {
     res.end(headOnly ? undefined : body);
     return true;
   }
+}
+
+/** Every error's JSON body, `{"error": {"code", "message"}}`. */
+function errorBodyOf(error: HttpError): { error: ErrorBody } {
+  return { error: { code: error.code, message: error.message } };
 }
 
 /**
