@@ -77,6 +77,13 @@ export const limits = {
    */
   repairDelayMs: 2_000,
   /**
+   * How long a node trusts its cached memory identity (node/memory-check.ts)
+   * before a vote script reads INFO again: a restore in place completed
+   * within this long of its copy being taken is seen only when it has
+   * passed. INFO commandstats costs Redis tens of µs, so not every call.
+   */
+  memoryCheckIntervalMs: 100,
+  /**
    * Handoffs in a row from one instance's lock holders to its own waiters
    * before the lock is really released (and announced), so that waiters in
    * other processes are not starved: `handoffRunMin` while another instance

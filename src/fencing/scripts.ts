@@ -11,14 +11,15 @@
 
 import { luaDecimalLess, maxOf, parseCounter } from "../decimal.js";
 import { LuaScript } from "../node/lua-script.js";
+import { aliveKey, memoryCheckLua } from "../node/memory-check.js";
 import {
   isRestartedLua,
   markerKey,
   quarantineCheck,
   quarantineKey,
-  runIdLua,
   runKey,
 } from "../node/node-state.js";
+import { sameMemoryLua, serverIdentityLua } from "../node/server-identity.js";
 import type { Witness } from "../quorum/counter-repair.js";
 
 /**
@@ -78,9 +79,10 @@ export function fencedScriptArgs(
  * above into the lock keys, the counters and the proposals.
  * `readNode(counters, extraKey[, got])` reads in one MGET what the node-wide
  * checks and the counters need: {marker, quarantined, floor, highest,
- * counters = {...}, extra} (false where missing; `extra`: one more key a
- * script needs, such as a reservation); `got`: the reply of that same MGET
- * when the script made it already (the acquire's fast path).
+ * counters = {...}, extra, alive} (false where missing; `extra`: one more
+ * key a script needs, such as a reservation; `alive`: the cached memory
+ * identity, node/memory-check.ts, read last); `got`: the reply of that
+ * same MGET when the script made it already (the acquire's fast path).
  *
  * A counter's value here is max(counter or 0, floor). A node that lost its
  * memory (marker not "1") and has no floor yet knows none of its counters:
@@ -119,6 +121,7 @@ end
 local function readNode(counters, extraKey, got)
   local fenced = #counters > 0
   local last = fenced and 4 + #counters or 2
+  local alive = last + (extraKey and 2 or 1)
   if not got then
     local keys = {'${markerKey}', '${quarantineKey}'}
     if fenced then
@@ -127,9 +130,10 @@ local function readNode(counters, extraKey, got)
       for i = 1, #counters do keys[4 + i] = counters[i] end
     end
     if extraKey then keys[last + 1] = extraKey end
+    keys[alive] = '${aliveKey}'
     got = redis.call('mget', unpack(keys))
   end
-  local node = {marker = got[1], quarantined = got[2], counters = {}}
+  local node = {marker = got[1], quarantined = got[2], counters = {}, alive = got[alive]}
   if fenced then
     node.floor, node.highest = got[3], got[4]
     for i = 1, #counters do node.counters[i] = got[4 + i] end
@@ -199,8 +203,9 @@ local function raiseFence(counterKey, raw, highest, proposal)
   end
 end`;
 
-/** The quarantine check and the counters, for a script that starts with both. */
+/** The quarantine and memory checks and the counters, for a script that starts with them. */
 export const fencedScriptPrelude = `${quarantineCheck}
+${memoryCheckLua}
 ${fenceVoteLua}
 ${fenceCountersLua}`;
 
@@ -215,6 +220,8 @@ export const fenceScript = new LuaScript(
   `${fencedScriptPrelude}
 local locks, counters, proposals = fencedLayout()
 local node = readNode(counters)
+-- A memory replaced in place puts the node in quarantine: read it again.
+if select(2, checkMemory(node.alive)) then node = readNode(counters) end
 local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
 if refusal then return refusal end
 for _, key in ipairs(locks) do
@@ -242,7 +249,9 @@ const fenceMaxReply = {
  */
 export const fenceMaxReadScript = new LuaScript(
   "fence-max-read",
-  `local floor = redis.call('get', KEYS[2])
+  `${memoryCheckLua}
+checkMemory()
+local floor = redis.call('get', KEYS[2])
 local marker = redis.call('get', KEYS[1])
 local restarted = ${isRestartedLua("marker")}
 if not floor and marker ~= '1' and not restarted then
@@ -278,8 +287,17 @@ local highest = redis.call('get', KEYS[3])
 if not highest or less(highest, ${value}) then redis.call('set', KEYS[3], ${value}) end`;
 }
 
-/** Lua expression: whether this server is the one its loss was recorded on (the run_id). */
-const lossRecordedHereLua = `redis.call('get', '${runKey}') == ${runIdLua}`;
+/**
+ * Lua expression: whether this server's memory is the one its loss was
+ * recorded on (the identity, node/server-identity.ts): not a restart, not
+ * a copy restored in place since.
+ */
+const lossRecordedHereLua = `(function()
+  local recorded = redis.call('get', '${runKey}')
+  if not recorded then return false end
+  local identity = ${serverIdentityLua}
+  return ${sameMemoryLua("recorded", "identity")}
+end)()`;
 
 /** fenceRepairScript's reply when it raised the floor (else 0). */
 export const fenceRepairApplied = 1;

@@ -18,8 +18,9 @@
 import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import { LuaScript } from "../node/lua-script.js";
-import { runIdLua } from "../node/node-state.js";
+import { identityCacheLua, memoryCheckLua } from "../node/memory-check.js";
 import type { RedisNode } from "../node/redis-node.js";
+import { sameMemoryLua, serverIdentityLua } from "../node/server-identity.js";
 import type { CounterKeys } from "./keys.js";
 
 /** The first element of a counter script's reply. */
@@ -63,14 +64,40 @@ local function lost(status)
   return {status, token}
 end`;
 
+/**
+ * Lua: `counterMemory()` compares the memory the counter was recorded on
+ * (KEYS[4]) with the node's now (node/memory-check.ts, checkMemory): a
+ * counter held on another memory (the server restarted, or a copy was
+ * restored in place) may be older than what the node acknowledged, and
+ * its marker becomes "suspect", as the certify makes it. Answers the
+ * marker as it is then.
+ */
+const counterMemory = `${memoryCheckLua}
+local function counterMemory()
+  local identity = checkMemory()
+  local got = redis.call('mget', KEYS[2], KEYS[4])
+  local marker, run = got[1], got[2]
+  if run and run ~= identity then
+    if ${sameMemoryLua("run", "identity")} then
+      redis.call('set', KEYS[4], identity)
+    elseif marker == '${markerHeld}' then
+      redis.call('set', KEYS[4], identity)
+      redis.call('set', KEYS[2], 'suspect')
+      marker = 'suspect'
+    end
+  end
+  return marker
+end`;
+
 /** ARGV[1] = proposal; ARGV[2] = "1" to skip the marker check (test-only negative control). */
 export const proposeScript = new LuaScript(
   "id-propose",
   `${luaDecimalLess}
 ${lossToken}
+${counterMemory}
 local skipMarker = ARGV[2] == '1'
 if not skipMarker then
-  local marker = redis.call('get', KEYS[2])
+  local marker = counterMemory()
   if marker == 'suspect' then return lost(${suspect}) end
   if marker ~= '${markerHeld}' then return lost(${amnesia}) end
 end
@@ -94,7 +121,8 @@ return {${refused}, current}`,
  */
 export const readScript = new LuaScript(
   "id-read",
-  `local marker = redis.call('get', KEYS[2])
+  `${counterMemory}
+local marker = counterMemory()
 if not marker then return {${amnesia}} end
 local current = redis.call('get', KEYS[1])
 if not current then return {${missing}} end
@@ -118,7 +146,7 @@ if not current or less(current, ARGV[1]) then
   redis.call('set', KEYS[1], ARGV[1])
 end
 redis.call('set', KEYS[2], '${markerHeld}')
-redis.call('set', KEYS[4], ${runIdLua})
+redis.call('set', KEYS[4], ${serverIdentityLua})
 redis.call('del', KEYS[3])
 return ${repairReply.applied}`,
 );
@@ -134,27 +162,33 @@ export const initScript = new LuaScript(
 if current and current ~= '0' then return {${refused}, current} end
 redis.call('set', KEYS[1], '0')
 redis.call('set', KEYS[2], '${markerHeld}')
-redis.call('set', KEYS[4], ${runIdLua})
+redis.call('set', KEYS[4], ${serverIdentityLua})
 redis.call('del', KEYS[3])
 return {${accepted}}`,
 );
 
 /**
- * Run whenever a client (re)checks a node: KEYS as counterKeys; ARGV[1]
- * the node's run_id now. A node restarted with its data (another run_id)
- * may have come back with an older counter and its marker intact (a
- * restored backup or disk snapshot, a replica promoted with lag): its
- * marker becomes "suspect", so it does not vote until repaired — raised to
- * what other nodes hold, which is always safe. init and every repair
- * record the run_id with the marker, so a copy of the node taken at any
- * time carries it. Reads still answer its value (it may lag, it did not
- * forget). madeSuspect or unchanged.
+ * Run whenever a client (re)checks a node: KEYS as counterKeys (ARGV[1],
+ * the run_id the client read, is not needed: the script reads the memory
+ * identity itself, node/server-identity.ts). A node restarted with its data
+ * (another run_id), or whose data was replaced in place, may have come back
+ * with an older counter and its marker intact (a restored backup or disk
+ * snapshot, a replica promoted with lag): its marker becomes "suspect", so
+ * it does not vote until repaired — raised to what other nodes hold, which
+ * is always safe. init and every repair record the identity with the
+ * marker, so a copy of the node taken at any time carries it. Reads still
+ * answer its value (it may lag, it did not forget). madeSuspect or
+ * unchanged.
  */
 export const certifyScript = new LuaScript(
   "id-certify",
-  `local run = redis.call('get', KEYS[4])
-if run == ARGV[1] then return ${certifyReply.unchanged} end
-redis.call('set', KEYS[4], ARGV[1])
+  `${identityCacheLua}
+local identity = ${serverIdentityLua}
+cacheIdentity(identity)
+local run = redis.call('get', KEYS[4])
+if run == identity then return ${certifyReply.unchanged} end
+redis.call('set', KEYS[4], identity)
+if run and ${sameMemoryLua("run", "identity")} then return ${certifyReply.unchanged} end
 if run and redis.call('get', KEYS[2]) == '${markerHeld}' then
   redis.call('set', KEYS[2], 'suspect')
   return ${certifyReply.madeSuspect}

@@ -27,7 +27,14 @@ import {
   fenceVote,
   fenceVoteLua,
 } from "../fencing/scripts.js";
+import { limits } from "../limits.js";
 import { LuaScript } from "../node/lua-script.js";
+import {
+  aliveKey,
+  identityCacheLua,
+  memoryCheckLua,
+  recordMemoryLua,
+} from "../node/memory-check.js";
 import {
   horizonKey,
   longestRecordLua,
@@ -44,6 +51,7 @@ import {
   uptimeSecondsLua,
 } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
+import { sameMemoryLua, sameServerLua, serverIdentityLua } from "../node/server-identity.js";
 import type { Observer } from "../observe.js";
 import { heirKeyPrefix, heirQueueLua, leaveQueueLua, queueKeyPrefix } from "./heir-queue.js";
 
@@ -109,15 +117,26 @@ if ${acquireFastPathCondition} then
   local counter = fenceCount == 1 and '${fenceKeyPrefix}' .. key
   local from = ARGV[5 + fenceCount]
   local waiter = ARGV[6 + fenceCount]
-  -- In readNode's order (marker, quarantine[, floor, highest, counter], reservation).
+  -- In readNode's order (marker, quarantine[, floor, highest, counter],
+  -- reservation, the memory identity's cache).
   if counter then
-    early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir)
+    early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir, '${aliveKey}')
   else
-    early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir)
+    early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir, '${aliveKey}')
   end
   local reserved = early[counter and 6 or 3]
   local mine = reserved and waiter and (reserved == waiter or reserved == string.match(waiter, '^[^:]*'))
-  if early[1] == '1' and not early[2] and (mine or not reserved) then
+  -- The node's memory checked lately (node/memory-check.ts, identityOf,
+  -- inline: the general path below checks it again, and recomputes).
+  local alive = early[counter and 7 or 4]
+  local checkedAt = alive and tonumber(string.match(alive, '^(%d+)|'))
+  local fresh = false
+  if checkedAt then
+    local t = redis.call('time')
+    local age = t[1] * 1000 + math.floor(t[2] / 1000) - checkedAt
+    fresh = age >= 0 and age < ${limits.memoryCheckIntervalMs}
+  end
+  if fresh and early[1] == '1' and not early[2] and (mine or not reserved) then
     local code, raw, current, accepted
     if from == '' then
       setTried = true
@@ -163,12 +182,16 @@ if ${acquireFastPathCondition} then
   end
 end
 ${quarantineCheck}
+${memoryCheckLua}
 ${fenceCountersLua}
 ${heirQueueLua}
 local locks, counters, proposals = fencedLayout()
 -- One MGET: the node's state, the counters and, for one resource, its
 -- reservation (made above already when the fast path was tried).
-local node = readNode(counters, #locks == 1 and heirKey(locks[1]) or nil, early)
+local reservation = #locks == 1 and heirKey(locks[1]) or nil
+local node = readNode(counters, reservation, early)
+-- A memory replaced in place puts the node in quarantine: read it again.
+if select(2, checkMemory(node.alive)) then node = readNode(counters, reservation) end
 local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
 if refusal then return refusal end
 local from = ARGV[5 + #counters]
@@ -477,7 +500,9 @@ return 1`,
  */
 export const certifyScript = new LuaScript(
   "lock-certify",
-  `-- The cluster's horizon (lock/horizon.ts): each client's maxTtlMs (member)
+  `${identityCacheLua}
+${recordMemoryLua}
+-- The cluster's horizon (lock/horizon.ts): each client's maxTtlMs (member)
 -- until its record lapses (score, server time in ms); the longest live one.
 ${nowMsLua}
 redis.call('zremrangebyscore', KEYS[5], '-inf', nowMs)
@@ -485,39 +510,28 @@ local expires = nowMs + tonumber(ARGV[4])
 local recorded = tonumber(redis.call('zscore', KEYS[5], ARGV[3]))
 if not recorded or recorded < expires then redis.call('zadd', KEYS[5], expires, ARGV[3]) end
 local horizon = ${longestRecordLua("KEYS[5]")}
+-- The memory identity, read now (node/server-identity.ts), and cached for
+-- the vote scripts (node/memory-check.ts).
+local identity = ${serverIdentityLua}
+cacheIdentity(identity)
 local run = redis.call('get', KEYS[3])
-if run == ARGV[1] then return {0, horizon} end
-redis.call('set', KEYS[3], ARGV[1])
-local marker = redis.call('get', KEYS[1])
--- No run_id recorded yet on a marked node: init and LocalCluster record it
+if run and ${sameMemoryLua("run", "identity")} then
+  -- Recorded as a bare run_id by an older version: the count too, now.
+  if run ~= identity then redis.call('set', KEYS[3], identity) end
+  return {0, horizon}
+end
+-- No memory recorded yet on a marked node: init and LocalCluster record it
 -- when they mark, and every client's check since, so this is a node marked
--- by an older version, or back from data older than its first check. It
--- may have restarted as well. Unmarked nodes: the lock scripts' own
--- quarantine (node-state.ts) decides.
-if not run and not marker then return {0, horizon} end
--- Out until its length is judged from the other nodes' records
--- (quarantine-judge.ts), counted from the server's start; "restart" kinds:
--- init() must not lift them (node-state.ts, initNodeScript).
-if ARGV[2] ~= '1' then
-  local current = redis.call('get', KEYS[4])
-  -- A loss already waiting for its judgement covers this one (after a
-  -- flush the run_id went with the rest). A judged quarantine still
-  -- running is kept as the judgement's floor.
-  if not (current and current:sub(1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}') then
-    local pttl = redis.call('pttl', KEYS[4])
-    local untilMs = pttl > 0 and nowMs + pttl or 0
-    redis.call('set', KEYS[4], ${unjudgedLua("restart", "string.format('%d', untilMs)")}, 'PX', ${unjudgedLifetimeMs})
-  end
-end
-if not run or not marker then return {0, horizon} end
-local repaired = redis.call('exists', KEYS[2]) == 1
-if marker == '1' or repaired then
-  local now = redis.call('time')
-  redis.call('set', KEYS[1], '${restartedMarkerPrefix}' .. now[1] .. '.' .. now[2])
-  redis.call('del', KEYS[2])
-  return {1, horizon}
-end
-return {0, horizon}`,
+-- by an older version, or back from data older than its first check: it
+-- counts as restarted. Unmarked nodes: the lock scripts' own quarantine
+-- (node-state.ts) decides. The same server with a memory replaced in place
+-- (its count moved) lost what it held whatever its persistence: quarantined
+-- from now. A restart is quarantined from the server's start unless the
+-- node keeps every write; "restart" and "replaced" kinds: init() must not
+-- lift them (node-state.ts, initNodeScript).
+local inPlace = run and ${sameServerLua("run", "identity")}
+local durable = not inPlace and ARGV[2] == '1'
+return {recordMemory(run, identity, durable, inPlace and 'replaced' or 'restart'), horizon}`,
 );
 
 /**
@@ -540,7 +554,11 @@ export const certifyKeys: readonly string[] = [
  */
 export const horizonReadScript = new LuaScript(
   "lock-horizon-read",
-  `${nowMsLua}
+  `${memoryCheckLua}
+-- A memory replaced in place (it may have lost records) starts its own
+-- quarantine here, which the reply then says.
+checkMemory()
+${nowMsLua}
 return {${longestRecordLua("KEYS[1]")}, redis.call('exists', KEYS[2])}`,
 );
 
@@ -570,8 +588,8 @@ export function readHorizonWitness(reply: unknown): { value: bigint; mayLag: boo
 export const judgeQuarantineScript = new LuaScript(
   "lock-judge-quarantine",
   `local value = redis.call('get', KEYS[2])
-local kind, untilMs
-if value then kind, untilMs = string.match(value, '^${unjudgedPrefix}(%a+):(%d+)$') end
+local kind, untilMs, foundMs
+if value then kind, untilMs, foundMs = string.match(value, '^${unjudgedPrefix}(%a+):(%d+):?(%d*)$') end
 if redis.call('get', KEYS[1]) ~= ARGV[1] or not kind then return 0 end
 ${nowMsLua}
 -- Redis counts uptime as the difference of two times in whole seconds: it
@@ -582,6 +600,9 @@ if kind == 'flushed' then
   local nowS = math.floor(nowMs / 1000)
   local found = tonumber(string.match(ARGV[1], '^lost:(%d+)')) or nowS
   sinceMs = math.min(sinceMs, math.max(0, nowS - found - 1) * 1000)
+elseif kind == 'replaced' then
+  -- Replaced in place: from when that was found (node/memory-check.ts).
+  sinceMs = math.min(sinceMs, math.max(0, nowMs - (tonumber(foundMs) or nowMs)))
 end
 -- Records this node kept (a restart from older data): a floor too.
 local horizon = math.max(tonumber(ARGV[2]), ${longestRecordLua("KEYS[3]")})
@@ -590,7 +611,7 @@ if left <= 0 then
   redis.call('del', KEYS[2])
   return 2
 end
-redis.call('set', KEYS[2], kind == 'restart' and 'restart' or '1', 'PX', math.floor(left))
+redis.call('set', KEYS[2], (kind == 'restart' or kind == 'replaced') and 'restart' or '1', 'PX', math.floor(left))
 return 1`,
 );
 

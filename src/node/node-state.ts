@@ -16,6 +16,7 @@
  */
 
 import { LuaScript } from "./lua-script.js";
+import { replacingCommands, serverIdentityLua } from "./server-identity.js";
 
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
@@ -58,9 +59,13 @@ export const unjudgedPrefix = "unjudged:";
 export function unjudgedLua(kind: "start" | "flushed" | "restart", untilMs = "'0'"): string {
   return `'${unjudgedPrefix}${kind}:' .. ${untilMs}`;
 }
-/** Lua: whether the Lua expression `value` (a quarantine's value, or false) is unjudged of kind restart. */
+/**
+ * Lua: whether the Lua expression `value` (a quarantine's value, or false)
+ * is unjudged of kind restart or replaced (a memory replaced in place:
+ * node/memory-check.ts), the kinds of a node that served before.
+ */
 export function isUnjudgedRestartLua(value: string): string {
-  return `(${value} and ${value}:sub(1, ${unjudgedPrefix.length + 8}) == '${unjudgedPrefix}restart:')`;
+  return `(${value} and (${value}:sub(1, ${unjudgedPrefix.length + 8}) == '${unjudgedPrefix}restart:' or ${value}:sub(1, ${unjudgedPrefix.length + 9}) == '${unjudgedPrefix}replaced:'))`;
 }
 /** Lua: the server's time now in whole ms, as the local `nowMs`. */
 export const nowMsLua = `local nowMs
@@ -106,14 +111,15 @@ export const quarantineReply = {
 } as const;
 
 /**
- * How many times the server was flushed (FLUSHALL, FLUSHDB, SWAPDB) since
- * it started or since the last CONFIG RESETSTAT, from INFO commandstats.
+ * How many times the server's data was emptied or swapped (FLUSHALL,
+ * FLUSHDB, SWAPDB, REPLICAOF: server-identity.ts) since it started or since
+ * the last CONFIG RESETSTAT, from INFO commandstats.
  */
 const flushCount = `
 local function flushCount()
   local stats = redis.call('info', 'commandstats')
   local flushes = 0
-  for _, name in ipairs({'flushall', 'flushdb', 'swapdb'}) do
+  for _, name in ipairs({'${replacingCommands.join("', '")}'}) do
     flushes = flushes + (tonumber(string.match(stats, 'cmdstat_' .. name .. ':calls=(%d+)')) or 0)
   end
   return flushes
@@ -152,10 +158,10 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     local now = redis.call('time')
     marker = 'lost:' .. now[1] .. '.' .. now[2]
     redis.call('set', '${markerKey}', marker)
-    -- With the marker, the run_id it was written on (a flush took the one
+    -- With the marker, the memory it was written on (a flush took the one
     -- recorded): a copy of the node taken from now on carries it, so its
-    -- restore is seen as a restart (lock/scripts.ts, certifyScript).
-    redis.call('set', '${runKey}', ${runIdLua})
+    -- restore is seen (lock/scripts.ts, certifyScript; memory-check.ts).
+    redis.call('set', '${runKey}', ${serverIdentityLua})
     local kind = flushCount() > 0 and ${unjudgedLua("flushed")} or ${unjudgedLua("start")}
     redis.call('set', '${quarantineKey}', kind, 'PX', ${unjudgedLifetimeMs})
     if waits then return marker, {${quarantineReply.quarantined}, marker, kind} end
@@ -163,26 +169,22 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
   return marker, nil
 end`;
 
-/**
- * What identifies the server's memory now: its run_id and how many times
- * it was flushed (FLUSHALL, FLUSHDB, SWAPDB since its start or the last
- * CONFIG RESETSTAT). A restart changes the first, a flush the second.
- */
-const serverState = `${flushCount}
+/** What identifies the server's memory now (server-identity.ts): a restart or a flush changes it. */
+const serverState = `
 local function serverState()
-  return ${runIdLua} .. '/' .. flushCount()
+  return ${serverIdentityLua}
 end`;
 
 /**
  * Lua that marks a node in service: the marker (Lua expression `marker`)
- * "1", and the run key (`run`) the server's run_id, as certified now
+ * "1", and the run key (`run`) the server's memory identity, as certified now
  * (lock/scripts.ts, certifyScript: a node marked without it could not tell
  * a later restart from its first check). What init, LocalCluster and the
  * tests' setup write.
  */
 export function markNodeLua(marker: string, run: string): string {
   return `redis.call('set', ${marker}, '1')
-redis.call('set', ${run}, ${runIdLua})`;
+redis.call('set', ${run}, ${serverIdentityLua})`;
 }
 
 /** What init found on a node (first element of the init script's reply). */

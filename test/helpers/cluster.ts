@@ -54,6 +54,7 @@ export function outlivesLocks(key: string): boolean {
     key === "redquorum:fence-floor" ||
     key === "redquorum:run" ||
     key === "redquorum:horizon" ||
+    key === "redquorum:alive" ||
     key === "redquorum:id" ||
     key.startsWith("redquorum:id:")
   );

@@ -21,7 +21,12 @@ export async function dumpKeys(client: Redis): Promise<string[]> {
     }
     const pttl = await client.pttl(name);
     const expires = pttl > 0 ? Math.round(pttl / 5_000) * 5 : pttl;
-    out.push(`${name} ${type} ${JSON.stringify(value).replace(/\d+\.\d+/g, "T")} ${expires}`);
+    // Times: "<s>.<µs>" in markers, ms since the epoch (13 digits) in the
+    // memory check's cache and a replaced memory's quarantine.
+    const masked = JSON.stringify(value)
+      .replace(/\d+\.\d+/g, "T")
+      .replace(/\d{13,}/g, "T");
+    out.push(`${name} ${type} ${masked} ${expires}`);
   }
   return out;
 }

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import { fenceVoteLua } from "../../src/fencing/scripts.js";
 import { LocalCluster } from "../../src/index.js";
+import { limits } from "../../src/limits.js";
 import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import {
   acquireBodyLua,
@@ -12,6 +13,8 @@ import {
   acquireScript,
 } from "../../src/lock/scripts.js";
 import { LuaScript } from "../../src/node/lua-script.js";
+import { aliveKey } from "../../src/node/memory-check.js";
+import { serverIdentityLua } from "../../src/node/server-identity.js";
 import { dumpKeys } from "../helpers/key-dump.js";
 import { describeSeed, testSeed } from "../helpers/seed.js";
 
@@ -99,6 +102,17 @@ const anyNodeState = fc.record({
     { arbitrary: fc.constant("none"), weight: 8 },
     fc.constantFrom("queue", "expiry"),
   ),
+  // The memory identity (node/memory-check.ts): its cache fresh, stale or
+  // gone; recorded as it is now, as another count (a replaced memory), as
+  // a bare run_id (an older version's record), or not at all.
+  cache: fc.oneof(
+    { arbitrary: fc.constant<"fresh" | "stale" | "absent">("fresh"), weight: 4 },
+    fc.constantFrom<"fresh" | "stale" | "absent">("stale", "absent"),
+  ),
+  recorded: fc.oneof(
+    { arbitrary: fc.constant<"current" | "other" | "bare" | "absent">("current"), weight: 4 },
+    fc.constantFrom<"current" | "other" | "bare" | "absent">("other", "bare", "absent"),
+  ),
 });
 const nodeState = fc.oneof(
   anyNodeState,
@@ -107,6 +121,7 @@ const nodeState = fc.oneof(
     marker: { string: "1" } as Slot,
     quarantined: false,
     heir: { absent: true } as Slot,
+    cache: "fresh" as const,
   })),
   // Healthy, and reserved for a waiter id or an instance: the caller's
   // (waiter "i:1", instance "i") or one that only looks alike ("i:2",
@@ -127,6 +142,7 @@ const nodeState = fc.oneof(
       marker: { string: "1" } as Slot,
       quarantined: false,
       heir,
+      cache: "fresh" as const,
     })),
 );
 
@@ -152,11 +168,32 @@ const callArgs = fc.record({
   ttlMs: fc.constantFrom("10000", "40000"),
 });
 
+/** The server's memory identity now (node/server-identity.ts). */
+const identityOf = async (client: Redis) =>
+  String(await client.eval(`return ${serverIdentityLua}`, 0));
+
 async function setState(
   client: Redis,
   state: typeof nodeState extends fc.Arbitrary<infer T> ? T : never,
 ) {
-  await client.flushdb();
+  // Each key deleted, not FLUSHDB: a flush would change the server's memory
+  // identity between the databases compared.
+  const keys = await client.keys("*");
+  if (keys.length > 0) await client.del(...keys);
+  const identity = await identityOf(client);
+  const recorded = {
+    current: identity,
+    other: `${identity.split("/")[0]}/999`,
+    bare: identity.split("/")[0],
+    absent: undefined,
+  }[state.recorded];
+  if (recorded !== undefined) await client.set("redquorum:run", recorded);
+  // A fresh cache is written by \`run\`, in the same transaction as the call.
+  if (state.cache === "stale") {
+    const [seconds, micros] = (await client.time()).map(Number);
+    const at = seconds! * 1_000 + Math.floor(micros! / 1_000) - 10 * limits.memoryCheckIntervalMs;
+    await client.set(aliveKey, `${at}|${identity}`);
+  }
   const put = async (name: string, value: Slot) => {
     if ("string" in value) await client.set(name, value.string);
     if ("list" in value) await client.rpush(name, value.list);
@@ -190,10 +227,33 @@ async function setState(
   }
 }
 
-async function run(client: Redis, sha: string, args: string[]): Promise<string> {
+/** Caches the memory identity as the scripts do, at the server's time now. */
+const cacheNow = `local t = redis.call('time')
+redis.call('set', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000) .. '|' .. ${serverIdentityLua})`;
+
+/**
+ * Runs the script; with \`fresh\`, right after caching the memory identity,
+ * in one transaction: the cache is then as fresh as it can be, however
+ * slow the machine.
+ */
+async function run(client: Redis, sha: string, args: string[], fresh: boolean): Promise<string> {
   try {
-    const reply = await client.evalsha(sha, 1, key, ...args);
-    return JSON.stringify(reply).replace(/\d+\.\d+/g, "T");
+    let reply: unknown;
+    if (fresh) {
+      const results = await client
+        .multi()
+        .eval(cacheNow, 1, aliveKey)
+        .evalsha(sha, 1, key, ...args)
+        .exec();
+      const [error, value] = results![1]!;
+      if (error) throw error;
+      reply = value;
+    } else {
+      reply = await client.evalsha(sha, 1, key, ...args);
+    }
+    return JSON.stringify(reply)
+      .replace(/\d+\.\d+/g, "T")
+      .replace(/\d{13,}/g, "T");
   } catch (error) {
     // The same error, whatever line of which script raised it.
     return `error: ${(error as Error).message.replace(/user_script:\d+|script: \w+|@user_script:\d+/g, "")}`;
@@ -252,8 +312,8 @@ describe("the acquire script's fast path", () => {
           await setState(fast, state);
           await setState(general, state);
           const replies = {
-            fast: await run(fast, shas.fast, args),
-            general: await run(general, shas.general, args),
+            fast: await run(fast, shas.fast, args, state.cache === "fresh"),
+            general: await run(general, shas.general, args, state.cache === "fresh"),
           };
           assert.equal(
             replies.fast,
@@ -275,6 +335,7 @@ describe("the acquire script's fast path", () => {
             (state.heir.string === call.waiter ||
               state.heir.string === instanceOfWaiter(call.waiter));
           const healthy =
+            state.cache === "fresh" &&
             call.fenceCount === undefined &&
             "string" in state.marker &&
             state.marker.string === "1" &&
@@ -289,7 +350,7 @@ describe("the acquire script's fast path", () => {
           if (grant || handoff) {
             await setState(onlyFast, state);
             assert.equal(
-              await run(onlyFast, shas.fastOnly, args),
+              await run(onlyFast, shas.fastOnly, args, state.cache === "fresh"),
               replies.fast,
               `the fast path alone, for ${JSON.stringify({ state, call })}`,
             );

@@ -413,9 +413,9 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       assert.equal(await cluster().client(0).get("token:marker"), "1");
       const runId = /run_id:(\w+)/.exec(await cluster().client(0).info("server"))?.[1];
       assert.equal(
-        await cluster().client(0).get("token:run"),
+        (await cluster().client(0).get("token:run"))?.split("/")[0],
         runId,
-        "the repair records the run_id",
+        "the repair records the run_id (with the count of data-replacing commands)",
       );
       // Applied once: the same repair arriving late does nothing.
       await cluster().client(0).set("token", "500");

@@ -216,7 +216,10 @@ describe("the restart quarantine covers restarts from data that may be older", (
         assert.ok(performance.now() < deadline, "node 0 not met again after its restart");
       }
       assert.ok((await quarantineLeft(cluster, 0)) < 0, "quarantined after maxTtlMs of uptime");
-      assert.equal(await cluster.client(0).get("redquorum:run"), await runIdOf(cluster, 0));
+      assert.equal(
+        (await cluster.client(0).get("redquorum:run"))?.split("/")[0],
+        await runIdOf(cluster, 0),
+      );
     } finally {
       await client.close();
       await cluster.stop();

@@ -1,0 +1,194 @@
+/**
+ * A node whose data is replaced while it runs — FLUSHALL, then an older copy
+ * replayed into the same server — keeps its run_id, and the copy brings back
+ * its marker and its recorded identity: only the server's count of
+ * data-replacing commands (node/server-identity.ts) says the data is older
+ * than what the node acknowledged. The vote scripts must see it on their
+ * first call after the restore (node/memory-check.ts), for IDs, locks and
+ * fences alike. Two forms of copy: the node's own AOF replayed as
+ * `redis-cli --pipe` does (it never holds the memory-check cache, written
+ * outside the AOF), and every key DUMPed and RESTOREd (a copy made from
+ * memory, like a converted RDB snapshot: it holds the cache, stale by the
+ * time it is restored).
+ */
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { createConnection } from "node:net";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import type { Redis } from "ioredis";
+import { NextId, Redlock } from "../../src/index.js";
+import { limits } from "../../src/limits.js";
+import { useCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
+
+/** A node's copy, restored later: its AOF (incr files) or every key's DUMP. */
+type Copy = { readonly kind: "aof"; readonly bytes: Buffer } | DumpCopy;
+interface DumpCopy {
+  readonly kind: "dump";
+  readonly keys: ReadonlyArray<{ key: string; dump: Buffer; pttl: number }>;
+}
+
+/** Node `dataDir`'s AOF as it stands: its incremental files, which hold every command since the start. */
+function aofCopy(dataDir: string): Copy {
+  const dir = join(dataDir, "appendonlydir");
+  const files = readdirSync(dir)
+    .filter((name) => name.endsWith(".incr.aof"))
+    .sort();
+  assert.ok(files.length > 0, `no incremental AOF file in ${dir}`);
+  return { kind: "aof", bytes: Buffer.concat(files.map((name) => readFileSync(join(dir, name)))) };
+}
+
+async function dumpCopy(client: Redis): Promise<Copy> {
+  const keys = [];
+  for (const key of await client.keys("*")) {
+    const dump = await client.dumpBuffer(key);
+    if (dump) keys.push({ key, dump, pttl: await client.pttl(key) });
+  }
+  return { kind: "dump", keys };
+}
+
+/** Sends raw RESP bytes to a node and waits for every reply, as `redis-cli --pipe` does. */
+function pipe(port: number, bytes: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ host: "127.0.0.1", port }, () => {
+      socket.write(bytes);
+      // PING last: its PONG is the last reply, after every replayed command.
+      socket.write("*1\r\n$4\r\nPING\r\n");
+    });
+    let seen = "";
+    socket.on("data", (chunk) => {
+      seen = (seen + chunk.toString("latin1")).slice(-16);
+      if (seen.endsWith("+PONG\r\n")) {
+        socket.end();
+        resolve();
+      }
+    });
+    socket.on("error", reject);
+  });
+}
+
+/** FLUSHALL, then the copy replayed into the running server. */
+async function restoreInPlace(client: Redis, port: number, copy: Copy): Promise<void> {
+  await client.flushall();
+  if (copy.kind === "aof") return pipe(port, copy.bytes);
+  for (const { key, dump, pttl } of copy.keys) {
+    await client.restore(key, Math.max(pttl, 0), dump, "REPLACE");
+  }
+}
+
+const runIdOf = async (client: Redis) => /run_id:(\w+)/.exec(await client.info("server"))?.[1];
+
+for (const form of ["aof", "dump"] as const) {
+  describe(`NextId: a node restored in place (${form === "aof" ? "its AOF replayed" : "a DUMP/RESTORE copy"}) repeats no ID`, () => {
+    const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
+
+    it("X draws 1–10; D and E lag while Y draws 11–30; A is restored to before Y: X's next ID is above 30", async () => {
+      const urls = cluster().urls;
+      const options = { key: `restore-${form}`, repairDelayMs: 1_100 };
+      const x = new NextId(urls, options);
+      const y = new NextId(urls, options);
+      try {
+        await x.init();
+        const first = await x.nextBatch(10);
+        assert.deepEqual(
+          first,
+          Array.from({ length: 10 }, (_, i) => BigInt(i + 1)),
+        );
+        const a = cluster().client(0);
+        const copy =
+          form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a);
+        cluster().cluster.pause(3);
+        cluster().cluster.pause(4);
+        let last = 0n;
+        try {
+          for (let i = 0; i < 20; i++) last = await y.next();
+        } finally {
+          cluster().cluster.resume(3);
+          cluster().cluster.resume(4);
+        }
+        assert.equal(last, 30n);
+        // The copy is older than the cache's trust by the time it is restored.
+        await sleep(2 * limits.memoryCheckIntervalMs);
+        const runId = await runIdOf(a);
+        await restoreInPlace(a, cluster().cluster.node(0).port, copy);
+        assert.equal(await runIdOf(a), runId, "the same server: no restart");
+        assert.equal(await a.get(`restore-${form}`), "10", "A is back at 10, with its marker");
+        assert.equal(await a.get(`restore-${form}:marker`), "1");
+
+        const next = await x.next();
+        assert.ok(next > 30n, `X's next ID after the restore is ${next}, not above 30`);
+        assert.equal(
+          await a.get(`restore-${form}:marker`),
+          "suspect",
+          "A is excluded until repaired",
+        );
+        if (copy.kind === "aof") {
+          // The memory check's cache is never written to the AOF.
+          assert.equal(copy.bytes.includes("redquorum:alive"), false);
+        } else {
+          // A copy made from memory holds the cache, stale when restored.
+          assert.ok(copy.keys.some(({ key }) => key === "redquorum:alive"));
+        }
+      } finally {
+        await Promise.all([x.close(), y.close()]);
+      }
+    });
+  });
+}
+
+describe("Redlock: a node restored in place is quarantined and out of fencing", () => {
+  const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
+
+  for (const form of ["aof", "dump"] as const) {
+    it(`(${form}) a lock held on A, B, C is not granted again on A, D, E after A is restored to before it`, async () => {
+      const urls = cluster().urls;
+      const a = cluster().client(0);
+      const options = { nodeTimeoutMs: 200, retry: { retries: 0 } };
+      const one = new Redlock(urls, options);
+      const two = new Redlock(urls, options);
+      try {
+        await cluster().restoreAll({ keepData: true });
+        await cluster().flushAll();
+        // A lock and its token before the copy, so A's fencing counter is older in the copy.
+        const before = await one.acquire([`r-${form}`], 30_000);
+        await before.release();
+        const copy =
+          form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a);
+        const held = await one.acquire([`r-${form}`], 30_000);
+        // As if the grant never reached D and E (it timed out there): held on A, B, C.
+        await cluster().client(3).del(`r-${form}`);
+        await cluster().client(4).del(`r-${form}`);
+        await sleep(2 * limits.memoryCheckIntervalMs);
+        await restoreInPlace(a, cluster().cluster.node(0).port, copy);
+        assert.equal(await a.exists(`r-${form}`), 0, "A forgot the lock held");
+        assert.equal(
+          await a.get("redquorum:marker"),
+          "1",
+          "and its marker came back with the copy",
+        );
+
+        await assert.rejects(two.acquire([`r-${form}`], 5_000), (error: Error) => {
+          const code = (error as { code?: string }).code;
+          assert.ok(code === "ERR_QUORUM" || code === "ERR_RESOURCE_LOCKED", String(error));
+          return true;
+        });
+        assert.ok(held.remainingMs() > 0, "the first holder's lock is still valid");
+        const quarantine = await a.get("redquorum:quarantine");
+        assert.ok(
+          quarantine === "restart" || quarantine?.startsWith("unjudged:replaced:"),
+          `A is in the quarantine of a replaced memory (${quarantine})`,
+        );
+        assert.match(
+          String(await a.get("redquorum:marker")),
+          /^restarted:/,
+          "its fencing counters are unknown",
+        );
+        // A, D and E no longer hold it: its release says the lock was lost.
+        await assert.rejects(held.release(), { code: "ERR_LOCK_EXPIRED" });
+      } finally {
+        await Promise.all([one.quit(), two.quit()]);
+      }
+    });
+  }
+});
