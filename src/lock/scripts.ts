@@ -473,8 +473,9 @@ return 1`,
 
 /**
  * Run whenever a client (re)checks a lock node, before its votes count
- * (node/admission.ts): KEYS as certifyKeys; ARGV[1] the node's run_id now,
- * ARGV[2] "1" when the node keeps every acknowledged write (appendonly
+ * (node/admission.ts): KEYS as certifyKeys; ARGV[1] the node's run_id as
+ * the client read it (unused: the script reads the memory identity itself,
+ * node/server-identity.ts), ARGV[2] "1" when the node keeps every acknowledged write (appendonly
  * yes, appendfsync always, no-appendfsync-on-rewrite no:
  * node/durability.ts), ARGV[3] the client's own maxTtlMs and ARGV[4] how
  * long the node keeps that record after this check (lock/horizon.ts).
@@ -494,7 +495,10 @@ return 1`,
  * repair witness only when every other node answers:
  * quorum/counter-repair.ts). A node that lost its memory and is not
  * repaired yet stays "lost:". A marked node without a recorded run_id
- * counts as restarted for the quarantine (see the script). Replies {1
+ * counts as restarted for the quarantine (see the script). The same
+ * server with its data replaced in place (its count of data-replacing
+ * commands moved) is quarantined from now whatever its persistence
+ * (node/memory-check.ts, recordMemory, which the vote scripts share). Replies {1
  * when it was taken out of fencing, else 0; the longest maxTtlMs the node
  * records now (horizonKey), this client's included}.
  */

@@ -20,7 +20,11 @@ import { replacingCommands, serverIdentityLua } from "./server-identity.js";
 
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
-/** The run_id of the server a lock node was last certified on (lock/scripts.ts, certifyScript). */
+/**
+ * The memory a lock node was last certified on: "<run_id>/<count of
+ * data-replacing commands>" (server-identity.ts; a bare run_id from older
+ * versions); lock/scripts.ts, certifyScript, and memory-check.ts.
+ */
 export const runKey = "redquorum:run";
 /**
  * The maxTtlMs of the clients that checked this node lately, each until
