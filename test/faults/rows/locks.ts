@@ -163,7 +163,7 @@ export const lockRows: Row[] = [
   {
     id: "L5-mixed-max-ttl",
     title:
-      "as L5 with clients on a shorter maxTtlMs: B (0.5 s) meets the restart first, C (0.5 s) still cannot take A's lock (3 s) after 0.5 s",
+      "as L5 with clients on a shorter maxTtlMs: B (0.5 s) meets the restart first, C (0.5 s) still cannot take A's lock (6 s) after 0.5 s",
     expected: "safe",
     setup: { store: true },
     checks: { MX: "clean", RS: "clean" },
@@ -171,17 +171,24 @@ export const lockRows: Row[] = [
       // The quarantine lasts the cluster's longest maxTtlMs (lock/horizon.ts),
       // not that of the client that met the loss: before 2026-12-02, C
       // took r over node 2 once B's 0.5 s were up.
-      const longMs = 3_000;
+      // A's lock outlasts what the row does while it is held (a restart, B's
+      // first contact, the 0.5 s, C's attempt) with room for a loaded
+      // machine; C's process starts before it is taken, so that a slow
+      // start (2.5 s was seen) cannot let A's lock expire first.
+      const longMs = 6_000;
       const shortMs = 500;
       const long = { library: { maxTtlMs: longMs }, fencing: false };
       const short = { library: { maxTtlMs: shortMs }, fencing: false, ttlMs: shortMs };
-      const [a, b] = await all(ctx.spawn("lock-set", "A", long), ctx.spawn("lock-set", "B", short));
+      const [a, b, c] = await all(
+        ctx.spawn("lock-set", "A", long),
+        ctx.spawn("lock-set", "B", short),
+        ctx.spawn("lock-set", "C", short),
+      );
       await warm(a);
       await holdOn(ctx, a, "r", [3, 4], longMs);
       await ctx.restart(2, false);
       await warm(b); // B's first contact: it meets node 2's loss
       await new Promise((resolve) => setTimeout(resolve, shortMs + 200));
-      const c = await ctx.spawn("lock-set", "C", short);
       const refused = await c.attempt("acquire", {
         resource: "r",
         acquireOptions: { retry: { retries: 0 } },
