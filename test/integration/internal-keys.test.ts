@@ -20,7 +20,8 @@ describe("resource names and redquorum's own keys (FAULTS.md L27)", () => {
 
   before(async () => {
     cluster = await startCluster({ nodeCount: 5 });
-    redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    // Not about node timeouts: not on the 50 ms default, which a loaded machine can exceed.
+    redlock = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
   });
   after(async () => {
     await redlock.close();

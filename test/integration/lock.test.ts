@@ -13,7 +13,9 @@ import {
 } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
-const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 } };
+// Not about node timeouts: a node answer slowed by a loaded machine must
+// not fail these tests on the 50 ms default.
+const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 }, nodeTimeoutMs: 500 };
 
 describe("Redlock on 5 real redis-server nodes", () => {
   let cluster: TestCluster;

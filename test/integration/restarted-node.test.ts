@@ -133,7 +133,8 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
 
   it("Redlock fencing: a majority that came back older never issues a token at or below one issued", async () => {
     await cluster().restoreAll({ keepData: true });
-    const redlock = new Redlock(cluster().urls, { retry: { retries: 0 } });
+    // Not about node timeouts: not on the 50 ms default, which a loaded machine can exceed.
+    const redlock = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     let highest = 0n;
     const take = async (client: Redlock) => {
       const lock = await client.acquire(["stale:fence"], 2_000);
@@ -160,7 +161,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
     }
     await cluster().cluster.restart(1);
     await cluster().cluster.kill(2);
-    const fresh = new Redlock(cluster().urls, { retry: { retries: 0 } });
+    const fresh = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     try {
       for (let i = 0; i < 5; i++) {
         try {
@@ -188,7 +189,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
     // A short maxTtlMs, so the flush's quarantine is over soon: the records
     // of the longer one of the closed client above would still set it.
     await cluster().onAll((c) => c.del("redquorum:horizon"));
-    const options = { retry: { retries: 0 }, maxTtlMs: 1_000 } as const;
+    const options = { retry: { retries: 0 }, maxTtlMs: 1_000, nodeTimeoutMs: 200 } as const;
     const redlock = new Redlock(cluster().urls, options);
     const resource = "stale:flushed";
     let highest = 0n;
