@@ -32,9 +32,12 @@ import type { Duplex } from "node:stream";
 import { RedquorumError } from "../errors.js";
 import type { NodeStatus } from "../node/status.js";
 import { type Verdict, verdictOf } from "../node/verdict.js";
+import { errorBodyOf, HttpError } from "./http-error.js";
+import { countOf, requestRefusal } from "./id-request.js";
 import type { JsonLogger } from "./json-log.js";
 import { ListenError } from "./listen-error.js";
 import type { IdServerMetrics } from "./metrics.js";
+import { readBody } from "./request-body.js";
 
 /** What the server needs from NextId (an interface, so tests and embedders can pass their own). */
 export interface IdSource {
@@ -61,22 +64,6 @@ export interface IdServerOptions {
   healthCacheMs: number;
   log: JsonLogger;
   metrics: IdServerMetrics;
-}
-
-/** The JSON error body: a stable code and a sentence saying what was wrong and what is allowed. */
-interface ErrorBody {
-  readonly code: string;
-  readonly message: string;
-}
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**
@@ -374,7 +361,7 @@ export class IdServer {
     const forget = onSocketClose(req.socket, release);
     res.once("close", release);
     readBody(req, this.options.maxBodyBytes)
-      .then((body) => this.take(this.countOf(body), work))
+      .then((body) => this.take(countOf(body, this.options.maxCount), work))
       .then(
         (ids) => {
           if (released || res.headersSent) return; // answered or gone: the IDs are never handed out
@@ -419,45 +406,6 @@ export class IdServer {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  /** `{"count": n}`, or an empty body for one ID. */
-  private countOf(body: string): number {
-    if (body.trim() === "") return 1;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch (error) {
-      throw new HttpError(400, "bad_json", `the body is not JSON (${(error as Error).message})`);
-    }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-      throw new HttpError(400, "bad_body", 'expected a JSON object such as {"count": 10}');
-    }
-    for (const field of Object.keys(parsed)) {
-      if (field !== "count") {
-        throw new HttpError(
-          400,
-          "bad_body",
-          `unknown field ${JSON.stringify(field)}: the only field is "count"`,
-        );
-      }
-    }
-    const count = "count" in parsed ? (parsed as { count: unknown }).count : 1;
-    const max = this.options.maxCount;
-    if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > max) {
-      // A number as the client wrote it: 1e400 parses to Infinity, which
-      // JSON.stringify would show as null.
-      const given =
-        typeof count === "number"
-          ? `${countAsWritten(body) ?? String(count)}${Number.isFinite(count) ? "" : " (not a finite number)"}`
-          : JSON.stringify(count);
-      throw new HttpError(
-        400,
-        "bad_count",
-        `"count" is ${given}: expected an integer from 1 to ${max}`,
-      );
-    }
-    return count;
   }
 
   private httpErrorOf(error: unknown): HttpError {
@@ -568,46 +516,6 @@ export class IdServer {
   }
 }
 
-/** Every error's JSON body, `{"error": {"code", "message"}}`. */
-function errorBodyOf(error: HttpError): { error: ErrorBody } {
-  return { error: { code: error.code, message: error.message } };
-}
-
-/**
- * What POST /v1/ids refuses before reading the body: a query string (only
- * the body is read: `?count=5` would silently give one ID) and a
- * compressed body (it would be reported as bad JSON).
- */
-function requestRefusal(req: IncomingMessage): HttpError | undefined {
-  const url = req.url ?? "";
-  const query = url.indexOf("?");
-  if (query >= 0) {
-    const text = url.slice(query);
-    const shown = text.length > 80 ? `${text.slice(0, 80)}…` : text;
-    return new HttpError(
-      400,
-      "bad_query",
-      `the query string ${JSON.stringify(shown)} is not read: POST /v1/ids reads only its JSON body, such as {"count": 10}`,
-    );
-  }
-  const encoding = req.headers["content-encoding"];
-  if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
-    return new HttpError(
-      415,
-      "unsupported_encoding",
-      `Content-Encoding ${JSON.stringify(encoding)} is not supported: send the JSON body uncompressed`,
-    );
-  }
-  return undefined;
-}
-
-/** The last `"count": <number>` of a body as written, or undefined when it is not found. */
-function countAsWritten(body: string): string | undefined {
-  let last: string | undefined;
-  for (const match of body.matchAll(/"count"\s*:\s*(-?[0-9][0-9.eE+-]*)/g)) last = match[1];
-  return last;
-}
-
 /** The JSON answer to an error of node's HTTP parser, or undefined for none (the client went away). */
 function clientRefusal(error: NodeJS.ErrnoException): HttpError | undefined {
   switch (error.code) {
@@ -653,35 +561,4 @@ function onSocketClose(socket: Socket, hook: () => void): () => void {
   }
   hooks.add(hook);
   return () => hooks.delete(hook);
-}
-
-/** The request body as text, refused with 413 once it passes `maxBytes` (also when Content-Length says so up front). */
-function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
-  const tooLarge = () =>
-    new HttpError(413, "body_too_large", `the body is larger than ${maxBytes} bytes, the limit`);
-  const declared = Number(req.headers["content-length"]);
-  if (declared > maxBytes) {
-    req.resume();
-    return Promise.reject(tooLarge());
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
-        req.removeAllListeners("data");
-        req.resume();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.once("error", reject);
-    // A client gone mid-body: settle, so nothing waits for an end that never comes.
-    req.once("close", () => {
-      if (!req.complete) reject(new HttpError(400, "aborted", "the request ended before its body"));
-    });
-  });
 }
