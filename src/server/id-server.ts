@@ -9,6 +9,9 @@
  *   GET  /healthz               → 200 when a majority of nodes is usable for IDs, else 503
  *   GET  /metrics               → Prometheus text format
  *
+ * HEAD is answered wherever GET is (RFC 9110 §9.1), with GET's status and
+ * headers and no body.
+ *
  * Every error is JSON, {"error": {"code": "…", "message": "…"}}, also the
  * ones node's HTTP parser finds (400, 408, 431: the 'clientError' handler).
  * The statuses a client must tell apart: 400/404/405/408/413/415/431 its
@@ -23,6 +26,7 @@ import {
   createServer,
   type IncomingMessage,
   maxHeaderSize,
+  type OutgoingHttpHeaders,
   type Server,
   type ServerResponse,
   STATUS_CODES,
@@ -287,17 +291,19 @@ export class IdServer {
       this.open.delete(res);
     });
     const path = (req.url ?? "/").split("?", 1)[0];
+    // HEAD wherever GET (RFC 9110 §9.1): the same answer, whose body send() leaves out.
+    const get = req.method === "GET" || req.method === "HEAD";
     if (path === "/v1/ids") {
       if (req.method === "POST") this.postIds(req, res);
       else this.methodNotAllowed(req, res, "POST");
     } else if (path === "/healthz") {
-      if (req.method === "GET" || req.method === "HEAD") {
+      if (get) {
         this.healthz(req, res).catch((error: unknown) => this.crashed("/healthz", res, error));
       } else this.methodNotAllowed(req, res, "GET, HEAD");
     } else if (path === "/metrics") {
-      if (req.method === "GET") {
+      if (get) {
         this.metrics(res).catch((error: unknown) => this.crashed("/metrics", res, error));
-      } else this.methodNotAllowed(req, res, "GET");
+      } else this.methodNotAllowed(req, res, "GET, HEAD");
     } else {
       this.fail(
         res,
@@ -366,12 +372,9 @@ export class IdServer {
         (ids) => {
           if (released || res.headersSent) return; // answered or gone: the IDs are never handed out
           const body = `{"ids":[${ids.map((id) => `"${id}"`).join(",")}]}`;
-          res.writeHead(200, {
-            "Content-Type": "application/json",
-            "Content-Length": Buffer.byteLength(body),
-          });
-          res.end(body);
-          this.options.metrics.request(200, startedMs, ids.length);
+          this.send(res, 200, { "Content-Type": "application/json" }, body, () =>
+            this.options.metrics.request(200, startedMs, ids.length),
+          );
         },
         (error: unknown) => {
           if (released || res.headersSent) return; // nobody to answer, or answered already
@@ -452,9 +455,7 @@ export class IdServer {
     // throw out of this unawaited call and crash the server.
     if (res.headersSent || res.destroyed) return;
     if (status !== 200) res.setHeader("Retry-After", "1");
-    if (this.sendJson(res, status, body, req.method === "HEAD")) {
-      this.options.metrics.request(status, undefined, 0);
-    }
+    this.sendJson(res, status, body, () => this.options.metrics.request(status, undefined, 0));
   }
 
   /** A bug in a route: logged, the request ended; never an unhandled rejection that ends the server. */
@@ -480,9 +481,9 @@ export class IdServer {
     try {
       const text = await this.options.metrics.text();
       if (res.headersSent || res.destroyed) return; // answered by the drain meanwhile
-      res.writeHead(200, { "Content-Type": this.options.metrics.contentType });
-      res.end(text);
-      this.options.metrics.request(200, undefined, 0);
+      this.send(res, 200, { "Content-Type": this.options.metrics.contentType }, text, () =>
+        this.options.metrics.request(200, undefined, 0),
+      );
     } catch (error) {
       this.fail(res, this.httpErrorOf(error));
     }
@@ -498,21 +499,32 @@ export class IdServer {
   }
 
   private fail(res: ServerResponse, error: HttpError, startedMs?: number): void {
-    if (this.sendJson(res, error.status, errorBodyOf(error))) {
-      this.options.metrics.request(error.status, startedMs, 0);
-    }
+    this.sendJson(res, error.status, errorBodyOf(error), () =>
+      this.options.metrics.request(error.status, startedMs, 0),
+    );
   }
 
-  /** Whether it was sent (not when a response went out already, or the connection is gone). */
-  private sendJson(res: ServerResponse, status: number, value: unknown, headOnly = false): boolean {
-    if (res.headersSent || res.destroyed) return false;
-    const body = JSON.stringify(value);
-    res.writeHead(status, {
-      "Content-Type": "application/json",
-      "Content-Length": Buffer.byteLength(body),
-    });
-    res.end(headOnly ? undefined : body);
-    return true;
+  private sendJson(res: ServerResponse, status: number, value: unknown, sent: () => void): void {
+    const headers = { "Content-Type": "application/json" };
+    this.send(res, status, headers, JSON.stringify(value), sent);
+  }
+
+  /**
+   * Every response goes out here: with its Content-Length and without its
+   * body for HEAD. `sent` runs once it is written; nothing is written when a
+   * response went out already or the connection is gone.
+   */
+  private send(
+    res: ServerResponse,
+    status: number,
+    headers: OutgoingHttpHeaders,
+    body: string,
+    sent: () => void,
+  ): void {
+    if (res.headersSent || res.destroyed) return;
+    res.writeHead(status, { ...headers, "Content-Length": Buffer.byteLength(body) });
+    res.end(res.req.method === "HEAD" ? undefined : body);
+    sent();
   }
 }
 

@@ -463,6 +463,37 @@ describe("redquorum serve (the HTTP ID server)", () => {
     }
   });
 
+  it("HEAD works wherever GET does: the same status and headers, no body; a 405 lists HEAD beside GET", async () => {
+    for (const path of ["/metrics", "/healthz"]) {
+      const get = await http(main.url, { method: "GET", path });
+      const head = await http(main.url, { method: "HEAD", path });
+      assert.equal(head.status, get.status, `HEAD ${path}: ${head.status}`);
+      assert.equal(head.status, 200, `HEAD ${path}`);
+      assert.equal(head.body, "", `HEAD ${path}`);
+      assert.equal(head.headers["content-type"], get.headers["content-type"], `HEAD ${path}`);
+      // The length of the body GET would send (/metrics changes between two reads).
+      assert.ok(Number(head.headers["content-length"]) > 0, `HEAD ${path}: no Content-Length`);
+      if (path === "/healthz") {
+        assert.equal(head.headers["content-length"], get.headers["content-length"]);
+      }
+    }
+    for (const [method, path, allow] of [
+      ["POST", "/metrics", "GET, HEAD"],
+      ["DELETE", "/healthz", "GET, HEAD"],
+      ["GET", "/v1/ids", "POST"],
+      ["HEAD", "/v1/ids", "POST"],
+    ] as const) {
+      const reply = await http(main.url, { method, path });
+      assert.equal(reply.status, 405, `${method} ${path}`);
+      assert.equal(reply.headers.allow, allow, `${method} ${path}`);
+      if (method === "HEAD") assert.equal(reply.body, "");
+      else assert.equal(errorOf(reply.body).code, "method_not_allowed");
+    }
+    const missing = await http(main.url, { method: "HEAD", path: "/nope" });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body, "");
+  });
+
   it("more requests in flight than --max-in-flight get 503 with Retry-After; the rest are served", async () => {
     const small = await startServer(nodes, ["--max-in-flight", "2"]);
     const paused = [0, 1, 2];
