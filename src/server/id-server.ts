@@ -54,8 +54,19 @@ export interface IdServerOptions {
   maxCount: number;
   /** Largest request body, in bytes. */
   maxBodyBytes: number;
-  /** POST /v1/ids requests answered at once; more get 503 with Retry-After. */
+  /**
+   * POST /v1/ids requests whose body is in and that wait for their IDs, at
+   * once; more get 503 "overloaded" with Retry-After. A request still
+   * receiving its body is not counted: --body-timeout bounds it instead.
+   */
   maxInFlight: number;
+  /**
+   * How long a POST /v1/ids body may take to arrive whole after its
+   * headers, in milliseconds; then 408 "body_timeout" and the connection
+   * is closed. At most the 10 s node allows the whole request.
+   */
+  bodyTimeoutMs: number;
+
   /** How long a shutdown waits for requests in flight, in milliseconds. */
   drainTimeoutMs: number;
   /**
@@ -87,8 +98,11 @@ const idSpaceExhaustedStatus = 507;
  */
 const connectionsCheckingIntervalMs = 1_000;
 
-/** Bound on the whole request (headers and body) and on its headers. */
-const clientTimeoutMs = 10_000;
+/**
+ * Bound on the whole request (headers and body) and on its headers; the
+ * body has a shorter bound of its own (`bodyTimeoutMs`).
+ */
+export const clientTimeoutMs = 10_000;
 
 /**
  * How long the end of a drain waits for its 503 "draining" answers to be
@@ -114,7 +128,10 @@ export class IdServer {
   private readonly http: Server;
   private readonly options: IdServerOptions;
   private readonly ids: IdSource;
+  /** POST /v1/ids requests waiting for their IDs (counted against `maxInFlight`). */
   private inFlight = 0;
+  /** POST /v1/ids requests whose body is still arriving. */
+  private reading = 0;
   private draining = false;
   private drained: (() => void) | undefined;
   /** `abort()` was called: the drain stops waiting for requests in flight. */
@@ -161,8 +178,9 @@ export class IdServer {
 
   /**
    * Graceful shutdown: stop accepting connections, answer the requests in
-   * flight (every response from now on closes its connection), then close
-   * what is left once they are done or after `drainTimeoutMs`. /healthz
+   * flight and those whose body is arriving (every response from now on
+   * closes its connection), then close what is left once they are done or
+   * after `drainTimeoutMs`. /healthz
    * says 503 meanwhile, so a load balancer stops sending.
    */
   close(): Promise<{ unfinished: number }> {
@@ -187,14 +205,14 @@ export class IdServer {
     this.http.close();
     this.http.closeIdleConnections();
     let timer: ReturnType<typeof setTimeout> | undefined;
-    if (this.inFlight > 0 && !this.hurried) {
+    if (this.inFlight + this.reading > 0 && !this.hurried) {
       await new Promise<void>((resolve) => {
         this.drained = resolve;
         timer = setTimeout(resolve, this.options.drainTimeoutMs);
       });
     }
     clearTimeout(timer);
-    const unfinished = this.inFlight;
+    const unfinished = this.inFlight + this.reading;
     await this.refuseUnanswered();
     this.http.closeAllConnections();
     return { unfinished };
@@ -331,57 +349,77 @@ export class IdServer {
       req.resume();
       return;
     }
-    if (this.inFlight >= this.options.maxInFlight) {
-      res.setHeader("Retry-After", "1");
-      this.fail(
-        res,
-        new HttpError(
-          503,
-          "overloaded",
-          `${this.inFlight} requests in flight, the limit is ${this.options.maxInFlight}: retry later`,
-        ),
-        startedMs,
-      );
-      req.resume();
-      return;
-    }
-    this.inFlight++;
-    this.options.metrics.inFlight.inc();
+    // The body is read first, bounded by bodyTimeoutMs; only then does the
+    // request take a slot of maxInFlight. Counted from its headers, slow
+    // bodies (a client stalling, or a flood of them) held every slot for up
+    // to the 10 s request timeout and ready requests got 503.
+    let stage: "reading" | "in flight" | "done" = "reading";
+    this.reading++;
+    this.options.metrics.readingBody.inc();
     // A client that goes away stops waiting for its IDs (they are never
     // handed out); so does one answered early (timeout, drain). The reason
     // is the answer, if one is still to be given.
     const work = new AbortController();
     this.open.set(res, (reason) => work.abort(reason));
-    let released = false;
+    const leave = () => {
+      if (stage === "reading") {
+        this.reading--;
+        this.options.metrics.readingBody.dec();
+      } else if (stage === "in flight") {
+        this.inFlight--;
+        this.options.metrics.inFlight.dec();
+      }
+      stage = "done";
+      if (this.inFlight + this.reading === 0) this.drained?.();
+    };
     const release = () => {
-      if (released) return;
-      released = true;
+      if (stage === "done") return;
       forget();
       if (!res.writableFinished) work.abort();
-      this.inFlight--;
-      this.options.metrics.inFlight.dec();
-      if (this.inFlight === 0) this.drained?.();
+      leave();
     };
     // A request queued behind another on a pipelined connection never sees
     // its response's "close" when the client goes: the socket's tells.
     const forget = onSocketClose(req.socket, release);
     res.once("close", release);
-    readBody(req, this.options.maxBodyBytes)
-      .then((body) => this.take(countOf(body, this.options.maxCount), work))
+    const limits = {
+      maxBytes: this.options.maxBodyBytes,
+      timeoutMs: this.options.bodyTimeoutMs,
+      signal: work.signal,
+    };
+    readBody(req, limits)
+      .then((body) => {
+        const count = countOf(body, this.options.maxCount);
+        if (work.signal.aborted) throw work.signal.reason;
+        if (this.inFlight >= this.options.maxInFlight) {
+          throw new HttpError(
+            503,
+            "overloaded",
+            `${this.inFlight} requests in flight, the limit is ${this.options.maxInFlight}: retry later`,
+          );
+        }
+        this.reading--;
+        this.options.metrics.readingBody.dec();
+        this.inFlight++;
+        this.options.metrics.inFlight.inc();
+        stage = "in flight";
+        return this.take(count, work);
+      })
       .then(
         (ids) => {
-          if (released || res.headersSent) return; // answered or gone: the IDs are never handed out
+          if (stage === "done" || res.headersSent) return; // answered or gone: the IDs are never handed out
           const body = `{"ids":[${ids.map((id) => `"${id}"`).join(",")}]}`;
           this.send(res, 200, { "Content-Type": "application/json" }, body, () =>
             this.options.metrics.request(200, startedMs, ids.length),
           );
         },
         (error: unknown) => {
-          if (released || res.headersSent) return; // nobody to answer, or answered already
+          if (stage === "done" || res.headersSent) return; // nobody to answer, or answered already
           const reason: unknown = work.signal.aborted ? work.signal.reason : undefined;
           const answer = reason instanceof HttpError ? reason : this.httpErrorOf(error);
-          // The rest of a refused body (413) must not be read as the next request.
-          if (answer.status === 413) res.setHeader("Connection", "close");
+          // The rest of a refused or late body must not be read as the next
+          // request; the connection is closed after the answer.
+          if (answer.status === 413 || answer.status === 408) res.setHeader("Connection", "close");
           // Every 503 passes (a timeout, a majority back): say when to try again.
           if (answer.status === 503) res.setHeader("Retry-After", "1");
           this.fail(res, answer, startedMs);

@@ -180,6 +180,85 @@ function rawHttp(url: string, head: string, trickleMs?: number): Promise<RawRepl
   });
 }
 
+/**
+ * A raw connection kept open across requests (keep-alive, pipelining):
+ * what the server wrote on it, and how it ended.
+ */
+class RawConnection {
+  text = "";
+  /** The socket's error, if it ended with one (a reset: ECONNRESET, EPIPE). */
+  error: NodeJS.ErrnoException | undefined;
+  readonly closed: Promise<void>;
+  private readonly socket: ReturnType<typeof createConnection>;
+
+  private constructor(socket: ReturnType<typeof createConnection>) {
+    this.socket = socket;
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      this.text += chunk;
+    });
+    socket.on("error", (error) => {
+      this.error = error;
+    });
+    this.closed = new Promise((resolve) => socket.once("close", () => resolve()));
+  }
+
+  static async open(url: string): Promise<RawConnection> {
+    const { hostname, port } = new URL(url);
+    const socket = createConnection({ host: hostname, port: Number(port) });
+    const connection = new RawConnection(socket);
+    await new Promise<void>((resolve, reject) => {
+      socket.once("connect", () => resolve());
+      socket.once("error", reject);
+    });
+    return connection;
+  }
+
+  send(text: string): void {
+    this.socket.write(text);
+  }
+
+  /** The complete responses so far. */
+  replies(): RawResponse[] {
+    return parseResponses(this.text);
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+}
+
+interface RawResponse {
+  status: number;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The complete HTTP/1.1 responses in `text`, in order (each with a Content-Length). */
+function parseResponses(text: string): RawResponse[] {
+  const responses: RawResponse[] = [];
+  let rest = text;
+  for (;;) {
+    const end = rest.indexOf("\r\n\r\n");
+    if (end < 0) return responses;
+    const [statusLine, ...lines] = rest.slice(0, end).split("\r\n");
+    const headers: Record<string, string> = {};
+    for (const line of lines) {
+      const colon = line.indexOf(":");
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    const length = Number(headers["content-length"] ?? 0);
+    if (rest.length < end + 4 + length) return responses;
+    responses.push({
+      status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(statusLine!)?.[1]),
+      headers,
+      body: rest.slice(end + 4, end + 4 + length),
+    });
+    rest = rest.slice(end + 4 + length);
+  }
+}
+
 function parseReply(text: string): [number | undefined, string] {
   const match = /^HTTP\/1\.1 (\d{3}) /.exec(text);
   const end = text.indexOf("\r\n\r\n");
@@ -207,6 +286,12 @@ function metric(text: string, series: string): number {
   const line = text.split("\n").find((l) => l.startsWith(`${series} `));
   assert.ok(line, `no series ${series} in /metrics`);
   return Number(line.slice(series.length + 1));
+}
+
+/** A metric's value, or 0 when the server has no such series. */
+function metricOrZero(text: string, series: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
 async function waitFor(
@@ -249,6 +334,9 @@ describe("redquorum serve (the HTTP ID server)", () => {
       // Up to an hour: it took up to 2^31 - 1 ms (24 days) before.
       [["--drain-timeout", "2h"], "--drain-timeout"],
       [["--request-timeout", "0ms"], "--request-timeout"],
+      [["--body-timeout", "0ms"], "--body-timeout"],
+      // Node's 10 s bound on the whole request comes first.
+      [["--body-timeout", "11s"], "--body-timeout"],
     ] as const) {
       const run = spawnSync(
         process.execPath,
@@ -561,6 +649,7 @@ describe("redquorum serve (the HTTP ID server)", () => {
       maxCount: 100,
       maxBodyBytes: 1_024,
       maxInFlight: 100,
+      bodyTimeoutMs: 2_000,
       drainTimeoutMs: 5_000,
       requestTimeoutMs: 5_000,
       healthCacheMs: 1_000,
@@ -696,17 +785,26 @@ describe("redquorum serve (the HTTP ID server)", () => {
       "redquorum_id_requests_in_flight",
     );
 
-  it("a client that stalls mid-body is cut off within the 10 s request timeout plus node's 1 s check, with a JSON 408", async () => {
+  /** The server's requests whose body is still arriving, from /metrics. */
+  const readingOf = async (server: Server) =>
+    metric(
+      (await http(server.url, { method: "GET", path: "/metrics" })).body,
+      "redquorum_id_requests_reading_body",
+    );
+
+  it("a client that stalls mid-headers is cut off within the 10 s headers timeout plus node's 1 s check, with a JSON 408", async () => {
     // A new server: node's checks run every connectionsCheckingInterval from
     // the listen, so with the default (30 s) the first check after the
-    // timeout would come 30 s after it.
+    // timeout would come 30 s after it. (A stalled body is cut off sooner,
+    // by --body-timeout: the next tests.)
     const server = await startServer(nodes);
     const requestTimeoutMs = 10_000;
     const checkIntervalMs = 1_000;
     try {
+      // One byte of a header value at a time, the headers never ended.
       const reply = await rawHttp(
         server.url,
-        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nX-Slow: ",
         checkIntervalMs / 4,
       );
       assert.equal(reply.status, 408, reply.body);
@@ -723,19 +821,103 @@ describe("redquorum serve (the HTTP ID server)", () => {
     }
   });
 
+  it("bodies still arriving do not count against --max-in-flight: slow-body clients cannot crowd out ready requests", async () => {
+    const maxInFlight = 2;
+    const slowClients = 4 * maxInFlight;
+    // The environment, not a flag: the server must start either way. The
+    // body bound at its most, so the slow clients are still held when the
+    // ready request comes.
+    const server = await startServer(nodes, ["--max-in-flight", String(maxInFlight)], {
+      REDQUORUM_BODY_TIMEOUT: "10s",
+    });
+    const slow: RawConnection[] = [];
+    try {
+      for (let i = 0; i < slowClients; i++) {
+        const connection = await RawConnection.open(server.url);
+        slow.push(connection);
+        // Full headers and one byte of a 20-byte body, then nothing.
+        connection.send("POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{");
+      }
+      // Received: waiting for its body, in flight, or answered already (a
+      // server that counted them against --max-in-flight refused the rest).
+      await waitFor(
+        "every slow request received",
+        async () => {
+          const text = (await http(server.url, { method: "GET", path: "/metrics" })).body;
+          const answered = slow.filter((c) => c.replies().length > 0).length;
+          return (
+            metricOrZero(text, "redquorum_id_requests_reading_body") +
+              metric(text, "redquorum_id_requests_in_flight") +
+              answered ===
+            slowClients
+          );
+        },
+        5_000,
+      );
+      const reply = await http(server.url, { body: '{"count": 2}' });
+      assert.equal(reply.status, 200, reply.body);
+      assert.equal((JSON.parse(reply.body) as { ids: string[] }).ids.length, 2);
+      // The slow ones were still there, waiting for their bodies, not in flight.
+      const text = (await http(server.url, { method: "GET", path: "/metrics" })).body;
+      assert.equal(metric(text, "redquorum_id_requests_reading_body"), slowClients);
+      assert.equal(metric(text, "redquorum_id_requests_in_flight"), 0);
+      for (const connection of slow) connection.destroy();
+      await waitFor(
+        "the slow bodies forgotten",
+        async () => (await readingOf(server)) === 0,
+        5_000,
+      );
+    } finally {
+      for (const connection of slow) connection.destroy();
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
+  it("a client whose body stalls gets a JSON 408 body_timeout after --body-timeout, not after the 10 s request timeout", async () => {
+    const bodyTimeoutMs = 500;
+    const requestTimeoutMs = 10_000;
+    const server = await startServer(nodes, [], { REDQUORUM_BODY_TIMEOUT: `${bodyTimeoutMs}ms` });
+    try {
+      // The body keeps coming, a byte at a time: the bound is on the whole
+      // body, not on a pause in it.
+      const reply = await rawHttp(
+        server.url,
+        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+        bodyTimeoutMs / 5,
+      );
+      assert.equal(reply.status, 408, reply.body);
+      const error = errorOf(reply.body);
+      assert.equal(error.code, "body_timeout");
+      assert.match(error.message, /within 500 ms of its headers, the server's body timeout/);
+      assert.ok(reply.elapsedMs >= bodyTimeoutMs, `cut off early: ${reply.elapsedMs} ms`);
+      assert.ok(
+        reply.elapsedMs < requestTimeoutMs,
+        `cut off after ${Math.round(reply.elapsedMs)} ms`,
+      );
+      assert.equal(await readingOf(server), 0);
+      assert.equal(await inFlightOf(server), 0);
+      // The server serves on.
+      assert.equal((await takeIds(server.url)).length, 1);
+    } finally {
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
   it("SIGTERM: a request whose body is still arriving when --drain-timeout ends gets a JSON 503 draining, not a reset", async () => {
     const drainTimeoutMs = 300;
-    const server = await startServer(nodes, ["--drain-timeout", `${drainTimeoutMs}ms`]);
+    // The body's own bound far beyond the drain's: the drain ends first.
+    const server = await startServer(nodes, [
+      "--drain-timeout",
+      `${drainTimeoutMs}ms`,
+      "--body-timeout",
+      "10s",
+    ]);
     const slow = rawHttp(
       server.url,
       "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
       drainTimeoutMs / 4,
     );
-    await waitFor(
-      "the slow request in flight",
-      async () => (await inFlightOf(server)) === 1,
-      5_000,
-    );
+    await waitFor("the slow body being read", async () => (await readingOf(server)) === 1, 5_000);
     server.child.kill("SIGTERM");
     const reply = await slow;
     assert.equal(reply.status, 503, reply.body);
