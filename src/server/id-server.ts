@@ -36,6 +36,7 @@ import type { Duplex } from "node:stream";
 import { RedquorumError } from "../errors.js";
 import type { NodeStatus } from "../node/status.js";
 import { type Verdict, verdictOf } from "../node/verdict.js";
+import { OpenConnections, stopAccepting, writeInTurn } from "./drain.js";
 import { errorBodyOf, HttpError } from "./http-error.js";
 import { countOf, requestRefusal } from "./id-request.js";
 import type { JsonLogger } from "./json-log.js";
@@ -66,7 +67,6 @@ export interface IdServerOptions {
    * is closed. At most the 10 s node allows the whole request.
    */
   bodyTimeoutMs: number;
-
   /** How long a shutdown waits for requests in flight, in milliseconds. */
   drainTimeoutMs: number;
   /**
@@ -111,6 +111,13 @@ export const clientTimeoutMs = 10_000;
  */
 const refusalFlushMs = 1_000;
 
+/**
+ * How long the end of a drain keeps idle keep-alive connections open for a
+ * request their client may have sent already (see OpenConnections.linger).
+ * It ends sooner once every connection has closed.
+ */
+const idleLingerMs = 1_000;
+
 /** Library errors that mean "the cluster cannot serve now": 503, try again later. */
 const unavailableCodes = new Set([
   "ERR_QUORUM",
@@ -134,8 +141,9 @@ export class IdServer {
   private reading = 0;
   private draining = false;
   private drained: (() => void) | undefined;
-  /** `abort()` was called: the drain stops waiting for requests in flight. */
-  private hurried = false;
+  /** Aborted by `abort()`: the drain stops waiting for requests in flight and idle connections. */
+  private readonly hurry = new AbortController();
+  private readonly connections: OpenConnections;
   /**
    * Every response not yet closed, with what stops its work (the wait for
    * IDs): the drain answers those still unanswered at its end, and a
@@ -159,6 +167,7 @@ export class IdServer {
       },
       (req, res) => this.route(req, res),
     );
+    this.connections = new OpenConnections(this.http);
     this.http.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) =>
       this.onClientError(error, socket),
     );
@@ -178,10 +187,12 @@ export class IdServer {
 
   /**
    * Graceful shutdown: stop accepting connections, answer the requests in
-   * flight and those whose body is arriving (every response from now on
-   * closes its connection), then close what is left once they are done or
-   * after `drainTimeoutMs`. /healthz
-   * says 503 meanwhile, so a load balancer stops sending.
+   * flight and those whose body is arriving, then close what is left once
+   * they are done or after `drainTimeoutMs`. Open connections stay open
+   * meanwhile: a request arriving on one gets 503 "draining", and the last
+   * response on each closes it (Connection: close), so a keep-alive client
+   * is never reset. /healthz says 503 meanwhile, so a load balancer stops
+   * sending.
    */
   close(): Promise<{ unfinished: number }> {
     // Once: a second call (the CLI's finally after its drain) gets the first one's outcome.
@@ -195,17 +206,16 @@ export class IdServer {
    * once and closes every connection.
    */
   abort(): Promise<{ unfinished: number }> {
-    this.hurried = true;
+    this.hurry.abort();
     this.drained?.();
     return this.close();
   }
 
   private async drain(): Promise<{ unfinished: number }> {
     this.draining = true;
-    this.http.close();
-    this.http.closeIdleConnections();
+    stopAccepting(this.http);
     let timer: ReturnType<typeof setTimeout> | undefined;
-    if (this.inFlight + this.reading > 0 && !this.hurried) {
+    if (this.inFlight + this.reading > 0 && !this.hurry.signal.aborted) {
       await new Promise<void>((resolve) => {
         this.drained = resolve;
         timer = setTimeout(resolve, this.options.drainTimeoutMs);
@@ -214,6 +224,12 @@ export class IdServer {
     clearTimeout(timer);
     const unfinished = this.inFlight + this.reading;
     await this.refuseUnanswered();
+    await this.connections.linger(idleLingerMs, this.hurry.signal);
+    // What arrived meanwhile is answered 503 "draining" at once; what is
+    // still being written, waited for.
+    await this.refuseUnanswered();
+    // The idle connections closed and node's timeout checks stopped, then the rest.
+    this.http.close();
     this.http.closeAllConnections();
     return { unfinished };
   }
@@ -221,20 +237,26 @@ export class IdServer {
   /**
    * What the drain left unanswered (a body still arriving, IDs still being
    * won) gets a JSON 503 "draining" rather than a bare reset: the client
-   * knows to retry elsewhere. Their IDs are never handed out.
+   * knows to retry elsewhere. Their IDs are never handed out. Then a wait
+   * for every response under way to be written, as the connections are
+   * closed next.
    */
   private async refuseUnanswered(): Promise<void> {
     const written: Promise<void>[] = [];
     for (const [res, stop] of this.open) {
-      if (res.headersSent || res.req.socket.destroyed) continue;
-      const error = new HttpError(
-        503,
-        "draining",
-        "the server is shutting down and stopped waiting for this request: retry, on another instance",
-      );
-      stop(error);
-      res.setHeader("Retry-After", "1");
-      this.fail(res, error);
+      if (res.req.socket.destroyed || res.writableFinished) continue;
+      // Not yet written: also one waiting for its turn on its connection,
+      // whose own answer goes first (writeInTurn writes one answer only).
+      if (!res.headersSent) {
+        const error = new HttpError(
+          503,
+          "draining",
+          "the server is shutting down and stopped waiting for this request: retry, on another instance",
+        );
+        stop(error);
+        res.setHeader("Retry-After", "1");
+        this.fail(res, error);
+      }
       written.push(
         new Promise((resolve) => {
           res.once("finish", resolve);
@@ -298,7 +320,6 @@ export class IdServer {
   }
 
   private route(req: IncomingMessage, res: ServerResponse): void {
-    if (this.draining) res.setHeader("Connection", "close");
     this.open.set(res, () => {});
     // A response queued behind another on a pipelined connection gets no
     // socket of its own, so it never closes if the client goes: the
@@ -548,9 +569,10 @@ export class IdServer {
   }
 
   /**
-   * Every response goes out here: with its Content-Length and without its
-   * body for HEAD. `sent` runs once it is written; nothing is written when a
-   * response went out already or the connection is gone.
+   * Every response goes out here: with its Content-Length, without its body
+   * for HEAD, and during a drain in its turn on its connection, the last
+   * one there closing it. `sent` runs once it is written; nothing is written
+   * when a response went out already or the connection is gone.
    */
   private send(
     res: ServerResponse,
@@ -560,9 +582,14 @@ export class IdServer {
     sent: () => void,
   ): void {
     if (res.headersSent || res.destroyed) return;
-    res.writeHead(status, { ...headers, "Content-Length": Buffer.byteLength(body) });
-    res.end(res.req.method === "HEAD" ? undefined : body);
-    sent();
+    const write = (last: boolean) => {
+      if (last) res.setHeader("Connection", "close");
+      res.writeHead(status, { ...headers, "Content-Length": Buffer.byteLength(body) });
+      res.end(res.req.method === "HEAD" ? undefined : body);
+      sent();
+    };
+    if (this.draining) writeInTurn(res, () => this.open.keys(), write);
+    else write(false);
   }
 }
 

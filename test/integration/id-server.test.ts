@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { request } from "node:http";
+import { Agent, request } from "node:http";
 import { createConnection } from "node:net";
 import { networkInterfaces } from "node:os";
 import { after, before, describe, it } from "node:test";
@@ -16,6 +16,7 @@ import { jsonLogger } from "../../src/server/json-log.js";
 import { IdServerMetrics } from "../../src/server/metrics.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
+import { sleep } from "../helpers/sleep.js";
 
 /** tsx's start (about 1 s here) plus first contact with the nodes. */
 const startTimeoutMs = 20_000;
@@ -110,12 +111,18 @@ function http(
     path?: string;
     body?: string | Buffer;
     headers?: Record<string, string>;
+    /** A keep-alive agent, for tests of what a client reusing connections sees. */
+    agent?: Agent;
   } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}${options.path ?? "/v1/ids"}`,
-      { method: options.method ?? "POST", agent: false, headers: options.headers },
+      {
+        method: options.method ?? "POST",
+        agent: options.agent ?? false,
+        headers: options.headers,
+      },
       (res) => {
         let body = "";
         res.setEncoding("utf8");
@@ -190,12 +197,18 @@ class RawConnection {
   error: NodeJS.ErrnoException | undefined;
   readonly closed: Promise<void>;
   private readonly socket: ReturnType<typeof createConnection>;
+  /** Told of every chunk and of the close. */
+  private readonly listeners = new Set<() => void>();
 
   private constructor(socket: ReturnType<typeof createConnection>) {
     this.socket = socket;
     socket.setEncoding("utf8");
     socket.on("data", (chunk: string) => {
       this.text += chunk;
+      for (const listener of this.listeners) listener();
+    });
+    socket.once("close", () => {
+      for (const listener of this.listeners) listener();
     });
     socket.on("error", (error) => {
       this.error = error;
@@ -223,9 +236,28 @@ class RawConnection {
     return parseResponses(this.text);
   }
 
+  /** Resolves once `n` responses are in or the connection is closed, whichever first. */
+  until(n: number): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.replies().length >= n || this.socket.closed) {
+          this.listeners.delete(check);
+          resolve();
+        }
+      };
+      this.listeners.add(check);
+      check();
+    });
+  }
+
   destroy(): void {
     this.socket.destroy();
   }
+}
+
+/** A connection's error code, if it ended with one. */
+function connectionError(connection: RawConnection): string | undefined {
+  return connection.error?.code ?? connection.error?.message;
 }
 
 interface RawResponse {
@@ -293,6 +325,9 @@ function metricOrZero(text: string, series: string): number {
   const line = text.split("\n").find((l) => l.startsWith(`${series} `));
   return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
+
+/** `POST /v1/ids` of one ID, as written on the wire. */
+const postOne = "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
 
 async function waitFor(
   what: string,
@@ -959,6 +994,204 @@ describe("redquorum serve (the HTTP ID server)", () => {
       assert.equal(second?.unfinished, 2, JSON.stringify(server.logs));
       assert.ok(server.logs.some((l) => l.msg === "stopped"));
     } finally {
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("SIGTERM: responses in flight close their keep-alive connections; the clients' next requests are refused, never reset", async () => {
+    const server = await startServer(nodes, ["--drain-timeout", "1m"]);
+    const clients = 8;
+    const agent = new Agent({ keepAlive: true, maxSockets: clients });
+    const paused = [0, 1, 2];
+    try {
+      for (const i of paused) cluster.pause(i);
+      // One keep-alive connection per client, each with a request in flight.
+      const first = Array.from({ length: clients }, () => http(server.url, { body: "{}", agent }));
+      await waitFor(
+        "every client's request in flight",
+        async () => (await inFlightOf(server)) === clients,
+        5_000,
+      );
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      for (const i of paused) cluster.resume(i);
+      // Each client asks again as soon as it has its answer, as a client
+      // in a loop does.
+      const outcomes = await Promise.all(
+        first.map(async (reply) => {
+          const answer = await reply;
+          const next = await http(server.url, { body: "{}", agent }).then(
+            (r) => `${r.status} ${r.status === 503 ? errorOf(r.body).code : ""}`,
+            (error: NodeJS.ErrnoException) => `${error.code}: ${error.message}`,
+          );
+          return { answer, next };
+        }),
+      );
+      for (const { answer, next } of outcomes) {
+        assert.equal(answer.status, 200, answer.body);
+        assert.equal(answer.headers.connection, "close", JSON.stringify(answer.headers));
+        // A new connection (refused: the server no longer accepts) or, on
+        // one still open, 503 draining; a reset would leave the client
+        // unsure whether its request was served.
+        assert.match(next, /^(ECONNREFUSED|503 draining)/);
+      }
+      assert.equal(await server.exited, 0);
+      servers.delete(server);
+    } finally {
+      agent.destroy();
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("SIGTERM: keep-alive clients asking in a loop get every request answered, 200 or 503 draining, the last closing the connection; never a reset", async () => {
+    const server = await startServer(nodes);
+    const clients = 4;
+    const connections = await Promise.all(
+      Array.from({ length: clients }, () => RawConnection.open(server.url)),
+    );
+    let answered = 0;
+    // One request at a time on each connection, the next sent as soon as
+    // the answer is in, until the server closes it: at the signal some are
+    // in flight, some idle with their next request on its way.
+    // A client stops sending on a connection once an answer says
+    // Connection: close, or the connection is gone.
+    const loops = connections.map(async (connection) => {
+      let sent = 0;
+      for (;;) {
+        connection.send(postOne);
+        sent++;
+        await connection.until(sent);
+        const last = connection.replies().at(-1);
+        if (connection.replies().length < sent || last?.headers.connection === "close") break;
+        answered++;
+      }
+      return sent;
+    });
+    await waitFor("a few answers each", async () => answered >= 5 * clients, 10_000);
+    server.child.kill("SIGTERM");
+    const sent = await Promise.all(loops);
+    for (const [c, connection] of connections.entries()) {
+      const replies = connection.replies();
+      const what = `client ${c}: ${connection.text.slice(-400)}`;
+      assert.equal(connection.error, undefined, `${what}: ${connection.error?.code}`);
+      // Every request sent was answered (the last one sent was the close's).
+      assert.equal(replies.length, sent[c], what);
+      for (const reply of replies) {
+        if (reply.status !== 200) {
+          assert.equal(reply.status, 503, what);
+          assert.equal(errorOf(reply.body).code, "draining", what);
+        }
+      }
+      assert.equal(replies.at(-1)!.headers.connection, "close", what);
+      for (const reply of replies.slice(0, -1)) {
+        assert.equal(reply.headers.connection, "keep-alive", what);
+      }
+    }
+    assert.equal(await server.exited, 0);
+    servers.delete(server);
+  });
+
+  it("SIGTERM: requests arriving during the drain on open connections, idle or pipelined, get 503 draining in order; the last one closes the connection", async () => {
+    const server = await startServer(nodes, ["--drain-timeout", "1m"]);
+    const paused = [0, 1, 2];
+    let idle: RawConnection | undefined;
+    let busy: RawConnection | undefined;
+    try {
+      // A keep-alive connection that has been answered and is idle at SIGTERM.
+      idle = await RawConnection.open(server.url);
+      idle.send(postOne);
+      const connection = idle;
+      await waitFor("the first answer", async () => connection.replies().length === 1, 5_000);
+      assert.equal(idle.replies()[0]!.status, 200, idle.text);
+      // Another with a request in flight: the drain waits for it.
+      for (const i of paused) cluster.pause(i);
+      busy = await RawConnection.open(server.url);
+      busy.send(postOne);
+      await waitFor("a request in flight", async () => (await inFlightOf(server)) === 1, 5_000);
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      // Two requests on each, sent at once (pipelined).
+      idle.send(postOne + postOne);
+      busy.send(postOne + postOne);
+      await idle.closed;
+      for (const i of paused) cluster.resume(i);
+      await busy.closed;
+      const expect = (connection: RawConnection, statuses: number[]) => {
+        const replies = connection.replies();
+        assert.deepEqual(
+          replies.map((r) => r.status),
+          statuses,
+          connection.text,
+        );
+        for (const [n, reply] of replies.entries()) {
+          if (reply.status === 503) assert.equal(errorOf(reply.body).code, "draining");
+          const last = n === replies.length - 1;
+          // Close on the last only: one before would leave those after it unanswered.
+          assert.equal(reply.headers.connection, last ? "close" : "keep-alive", connection.text);
+        }
+        assert.equal(connection.error, undefined, `${connection.error?.code}`);
+      };
+      expect(idle, [200, 503, 503]);
+      expect(busy, [200, 503, 503]);
+      assert.equal(await server.exited, 0);
+      servers.delete(server);
+    } finally {
+      idle?.destroy();
+      busy?.destroy();
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("SIGTERM: a keep-alive connection idle when the drain's last request is answered stays open a moment: a request its client sends then gets 503 draining", async () => {
+    const server = await startServer(nodes, ["--drain-timeout", "1m"]);
+    const paused = [0, 1, 2];
+    let idle: RawConnection | undefined;
+    let busy: RawConnection | undefined;
+    try {
+      idle = await RawConnection.open(server.url);
+      idle.send(postOne);
+      await idle.until(1);
+      for (const i of paused) cluster.pause(i);
+      busy = await RawConnection.open(server.url);
+      busy.send(postOne);
+      await waitFor("a request in flight", async () => (await inFlightOf(server)) === 1, 5_000);
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      for (const i of paused) cluster.resume(i);
+      // The drain's last request answered: the drain ends now, and the idle
+      // connection's client, told nothing, sends its next request a moment
+      // later (well within the server's 1 s linger for idle connections;
+      // closing them at once took the server a few milliseconds).
+      await busy.until(1);
+      await sleep(100);
+      idle.send(postOne);
+      await idle.closed;
+      const replies = idle.replies();
+      assert.equal(connectionError(idle), undefined);
+      assert.deepEqual(
+        replies.map((r) => r.status),
+        [200, 503],
+        idle.text,
+      );
+      assert.equal(errorOf(replies[1]!.body).code, "draining");
+      assert.equal(replies[1]!.headers.connection, "close");
+      assert.equal(await server.exited, 0);
+      servers.delete(server);
+    } finally {
+      idle?.destroy();
+      busy?.destroy();
       for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
     }
   });
