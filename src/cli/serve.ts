@@ -12,7 +12,7 @@ import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
 import type { IdProposals } from "../id/options.js";
 import { idDefaults, idLimits } from "../limits.js";
-import { IdServer } from "../server/id-server.js";
+import { clientTimeoutMs, IdServer } from "../server/id-server.js";
 import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
 import { IdServerMetrics } from "../server/metrics.js";
 import { type NodesOptions, nodesFrom, nodesOption, proposalsOption } from "./common.js";
@@ -27,6 +27,7 @@ interface ServeOptions extends NodesOptions {
   maxCount: number;
   maxBodyBytes: number;
   maxInFlight: number;
+  bodyTimeout: number;
   drainTimeout: number;
   requestTimeout: number;
   nodeTimeout: number;
@@ -103,12 +104,20 @@ export function serveCommand(): Command {
     .addOption(
       integerOption(
         "--max-in-flight <n>",
-        "ID requests answered at once; more get 503 with Retry-After",
+        "ID requests waiting for IDs at once (counted once their body is in); more get 503 with Retry-After",
         "REDQUORUM_MAX_IN_FLIGHT",
         1,
         100_000,
         1_024,
       ),
+    )
+    .addOption(
+      durationOption(
+        "--body-timeout <duration>",
+        `how long a POST /v1/ids body may take after its headers, at most ${clientTimeoutMs / 1_000}s (node's bound on the whole request); then 408 "body_timeout"`,
+        "2s",
+        { minMs: 1, maxMs: clientTimeoutMs },
+      ).env("REDQUORUM_BODY_TIMEOUT"),
     )
     .addOption(
       durationOption(
@@ -183,6 +192,7 @@ async function serve(options: ServeOptions): Promise<void> {
     maxCount: options.maxCount,
     maxBodyBytes: options.maxBodyBytes,
     maxInFlight: options.maxInFlight,
+    bodyTimeoutMs: options.bodyTimeout,
     drainTimeoutMs: options.drainTimeout,
     requestTimeoutMs: options.requestTimeout,
     healthCacheMs: 1_000,

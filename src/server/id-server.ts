@@ -9,6 +9,9 @@
  *   GET  /healthz               → 200 when a majority of nodes is usable for IDs, else 503
  *   GET  /metrics               → Prometheus text format
  *
+ * HEAD is answered wherever GET is (RFC 9110 §9.1), with GET's status and
+ * headers and no body.
+ *
  * Every error is JSON, {"error": {"code": "…", "message": "…"}}, also the
  * ones node's HTTP parser finds (400, 408, 431: the 'clientError' handler).
  * The statuses a client must tell apart: 400/404/405/408/413/415/431 its
@@ -23,6 +26,7 @@ import {
   createServer,
   type IncomingMessage,
   maxHeaderSize,
+  type OutgoingHttpHeaders,
   type Server,
   type ServerResponse,
   STATUS_CODES,
@@ -32,9 +36,13 @@ import type { Duplex } from "node:stream";
 import { RedquorumError } from "../errors.js";
 import type { NodeStatus } from "../node/status.js";
 import { type Verdict, verdictOf } from "../node/verdict.js";
+import { OpenConnections, stopAccepting, writeInTurn } from "./drain.js";
+import { errorBodyOf, HttpError } from "./http-error.js";
+import { countOf, requestRefusal } from "./id-request.js";
 import type { JsonLogger } from "./json-log.js";
 import { ListenError } from "./listen-error.js";
 import type { IdServerMetrics } from "./metrics.js";
+import { readBody } from "./request-body.js";
 
 /** What the server needs from NextId (an interface, so tests and embedders can pass their own). */
 export interface IdSource {
@@ -47,8 +55,18 @@ export interface IdServerOptions {
   maxCount: number;
   /** Largest request body, in bytes. */
   maxBodyBytes: number;
-  /** POST /v1/ids requests answered at once; more get 503 with Retry-After. */
+  /**
+   * POST /v1/ids requests whose body is in and that wait for their IDs, at
+   * once; more get 503 "overloaded" with Retry-After. A request still
+   * receiving its body is not counted: --body-timeout bounds it instead.
+   */
   maxInFlight: number;
+  /**
+   * How long a POST /v1/ids body may take to arrive whole after its
+   * headers, in milliseconds; then 408 "body_timeout" and the connection
+   * is closed. At most the 10 s node allows the whole request.
+   */
+  bodyTimeoutMs: number;
   /** How long a shutdown waits for requests in flight, in milliseconds. */
   drainTimeoutMs: number;
   /**
@@ -61,22 +79,6 @@ export interface IdServerOptions {
   healthCacheMs: number;
   log: JsonLogger;
   metrics: IdServerMetrics;
-}
-
-/** The JSON error body: a stable code and a sentence saying what was wrong and what is allowed. */
-interface ErrorBody {
-  readonly code: string;
-  readonly message: string;
-}
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**
@@ -96,8 +98,11 @@ const idSpaceExhaustedStatus = 507;
  */
 const connectionsCheckingIntervalMs = 1_000;
 
-/** Bound on the whole request (headers and body) and on its headers. */
-const clientTimeoutMs = 10_000;
+/**
+ * Bound on the whole request (headers and body) and on its headers; the
+ * body has a shorter bound of its own (`bodyTimeoutMs`).
+ */
+export const clientTimeoutMs = 10_000;
 
 /**
  * How long the end of a drain waits for its 503 "draining" answers to be
@@ -105,6 +110,13 @@ const clientTimeoutMs = 10_000;
  * at once unless a client stopped reading.
  */
 const refusalFlushMs = 1_000;
+
+/**
+ * How long the end of a drain keeps idle keep-alive connections open for a
+ * request their client may have sent already (see OpenConnections.linger).
+ * It ends sooner once every connection has closed.
+ */
+const idleLingerMs = 1_000;
 
 /** Library errors that mean "the cluster cannot serve now": 503, try again later. */
 const unavailableCodes = new Set([
@@ -123,11 +135,15 @@ export class IdServer {
   private readonly http: Server;
   private readonly options: IdServerOptions;
   private readonly ids: IdSource;
+  /** POST /v1/ids requests waiting for their IDs (counted against `maxInFlight`). */
   private inFlight = 0;
+  /** POST /v1/ids requests whose body is still arriving. */
+  private reading = 0;
   private draining = false;
   private drained: (() => void) | undefined;
-  /** `abort()` was called: the drain stops waiting for requests in flight. */
-  private hurried = false;
+  /** Aborted by `abort()`: the drain stops waiting for requests in flight and idle connections. */
+  private readonly hurry = new AbortController();
+  private readonly connections: OpenConnections;
   /**
    * Every response not yet closed, with what stops its work (the wait for
    * IDs): the drain answers those still unanswered at its end, and a
@@ -151,6 +167,7 @@ export class IdServer {
       },
       (req, res) => this.route(req, res),
     );
+    this.connections = new OpenConnections(this.http);
     this.http.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) =>
       this.onClientError(error, socket),
     );
@@ -170,9 +187,12 @@ export class IdServer {
 
   /**
    * Graceful shutdown: stop accepting connections, answer the requests in
-   * flight (every response from now on closes its connection), then close
-   * what is left once they are done or after `drainTimeoutMs`. /healthz
-   * says 503 meanwhile, so a load balancer stops sending.
+   * flight and those whose body is arriving, then close what is left once
+   * they are done or after `drainTimeoutMs`. Open connections stay open
+   * meanwhile: a request arriving on one gets 503 "draining", and the last
+   * response on each closes it (Connection: close), so a keep-alive client
+   * is never reset. /healthz says 503 meanwhile, so a load balancer stops
+   * sending.
    */
   close(): Promise<{ unfinished: number }> {
     // Once: a second call (the CLI's finally after its drain) gets the first one's outcome.
@@ -186,25 +206,30 @@ export class IdServer {
    * once and closes every connection.
    */
   abort(): Promise<{ unfinished: number }> {
-    this.hurried = true;
+    this.hurry.abort();
     this.drained?.();
     return this.close();
   }
 
   private async drain(): Promise<{ unfinished: number }> {
     this.draining = true;
-    this.http.close();
-    this.http.closeIdleConnections();
+    stopAccepting(this.http);
     let timer: ReturnType<typeof setTimeout> | undefined;
-    if (this.inFlight > 0 && !this.hurried) {
+    if (this.inFlight + this.reading > 0 && !this.hurry.signal.aborted) {
       await new Promise<void>((resolve) => {
         this.drained = resolve;
         timer = setTimeout(resolve, this.options.drainTimeoutMs);
       });
     }
     clearTimeout(timer);
-    const unfinished = this.inFlight;
+    const unfinished = this.inFlight + this.reading;
     await this.refuseUnanswered();
+    await this.connections.linger(idleLingerMs, this.hurry.signal);
+    // What arrived meanwhile is answered 503 "draining" at once; what is
+    // still being written, waited for.
+    await this.refuseUnanswered();
+    // The idle connections closed and node's timeout checks stopped, then the rest.
+    this.http.close();
     this.http.closeAllConnections();
     return { unfinished };
   }
@@ -212,20 +237,26 @@ export class IdServer {
   /**
    * What the drain left unanswered (a body still arriving, IDs still being
    * won) gets a JSON 503 "draining" rather than a bare reset: the client
-   * knows to retry elsewhere. Their IDs are never handed out.
+   * knows to retry elsewhere. Their IDs are never handed out. Then a wait
+   * for every response under way to be written, as the connections are
+   * closed next.
    */
   private async refuseUnanswered(): Promise<void> {
     const written: Promise<void>[] = [];
     for (const [res, stop] of this.open) {
-      if (res.headersSent || res.req.socket.destroyed) continue;
-      const error = new HttpError(
-        503,
-        "draining",
-        "the server is shutting down and stopped waiting for this request: retry, on another instance",
-      );
-      stop(error);
-      res.setHeader("Retry-After", "1");
-      this.fail(res, error);
+      if (res.req.socket.destroyed || res.writableFinished) continue;
+      // Not yet written: also one waiting for its turn on its connection,
+      // whose own answer goes first (writeInTurn writes one answer only).
+      if (!res.headersSent) {
+        const error = new HttpError(
+          503,
+          "draining",
+          "the server is shutting down and stopped waiting for this request: retry, on another instance",
+        );
+        stop(error);
+        res.setHeader("Retry-After", "1");
+        this.fail(res, error);
+      }
       written.push(
         new Promise((resolve) => {
           res.once("finish", resolve);
@@ -289,7 +320,6 @@ export class IdServer {
   }
 
   private route(req: IncomingMessage, res: ServerResponse): void {
-    if (this.draining) res.setHeader("Connection", "close");
     this.open.set(res, () => {});
     // A response queued behind another on a pipelined connection gets no
     // socket of its own, so it never closes if the client goes: the
@@ -300,17 +330,19 @@ export class IdServer {
       this.open.delete(res);
     });
     const path = (req.url ?? "/").split("?", 1)[0];
+    // HEAD wherever GET (RFC 9110 §9.1): the same answer, whose body send() leaves out.
+    const get = req.method === "GET" || req.method === "HEAD";
     if (path === "/v1/ids") {
       if (req.method === "POST") this.postIds(req, res);
       else this.methodNotAllowed(req, res, "POST");
     } else if (path === "/healthz") {
-      if (req.method === "GET" || req.method === "HEAD") {
+      if (get) {
         this.healthz(req, res).catch((error: unknown) => this.crashed("/healthz", res, error));
       } else this.methodNotAllowed(req, res, "GET, HEAD");
     } else if (path === "/metrics") {
-      if (req.method === "GET") {
+      if (get) {
         this.metrics(res).catch((error: unknown) => this.crashed("/metrics", res, error));
-      } else this.methodNotAllowed(req, res, "GET");
+      } else this.methodNotAllowed(req, res, "GET, HEAD");
     } else {
       this.fail(
         res,
@@ -338,60 +370,77 @@ export class IdServer {
       req.resume();
       return;
     }
-    if (this.inFlight >= this.options.maxInFlight) {
-      res.setHeader("Retry-After", "1");
-      this.fail(
-        res,
-        new HttpError(
-          503,
-          "overloaded",
-          `${this.inFlight} requests in flight, the limit is ${this.options.maxInFlight}: retry later`,
-        ),
-        startedMs,
-      );
-      req.resume();
-      return;
-    }
-    this.inFlight++;
-    this.options.metrics.inFlight.inc();
+    // The body is read first, bounded by bodyTimeoutMs; only then does the
+    // request take a slot of maxInFlight. Counted from its headers, slow
+    // bodies (a client stalling, or a flood of them) held every slot for up
+    // to the 10 s request timeout and ready requests got 503.
+    let stage: "reading" | "in flight" | "done" = "reading";
+    this.reading++;
+    this.options.metrics.readingBody.inc();
     // A client that goes away stops waiting for its IDs (they are never
     // handed out); so does one answered early (timeout, drain). The reason
     // is the answer, if one is still to be given.
     const work = new AbortController();
     this.open.set(res, (reason) => work.abort(reason));
-    let released = false;
+    const leave = () => {
+      if (stage === "reading") {
+        this.reading--;
+        this.options.metrics.readingBody.dec();
+      } else if (stage === "in flight") {
+        this.inFlight--;
+        this.options.metrics.inFlight.dec();
+      }
+      stage = "done";
+      if (this.inFlight + this.reading === 0) this.drained?.();
+    };
     const release = () => {
-      if (released) return;
-      released = true;
+      if (stage === "done") return;
       forget();
       if (!res.writableFinished) work.abort();
-      this.inFlight--;
-      this.options.metrics.inFlight.dec();
-      if (this.inFlight === 0) this.drained?.();
+      leave();
     };
     // A request queued behind another on a pipelined connection never sees
     // its response's "close" when the client goes: the socket's tells.
     const forget = onSocketClose(req.socket, release);
     res.once("close", release);
-    readBody(req, this.options.maxBodyBytes)
-      .then((body) => this.take(this.countOf(body), work))
+    const limits = {
+      maxBytes: this.options.maxBodyBytes,
+      timeoutMs: this.options.bodyTimeoutMs,
+      signal: work.signal,
+    };
+    readBody(req, limits)
+      .then((body) => {
+        const count = countOf(body, this.options.maxCount);
+        if (work.signal.aborted) throw work.signal.reason;
+        if (this.inFlight >= this.options.maxInFlight) {
+          throw new HttpError(
+            503,
+            "overloaded",
+            `${this.inFlight} requests in flight, the limit is ${this.options.maxInFlight}: retry later`,
+          );
+        }
+        this.reading--;
+        this.options.metrics.readingBody.dec();
+        this.inFlight++;
+        this.options.metrics.inFlight.inc();
+        stage = "in flight";
+        return this.take(count, work);
+      })
       .then(
         (ids) => {
-          if (released || res.headersSent) return; // answered or gone: the IDs are never handed out
+          if (stage === "done" || res.headersSent) return; // answered or gone: the IDs are never handed out
           const body = `{"ids":[${ids.map((id) => `"${id}"`).join(",")}]}`;
-          res.writeHead(200, {
-            "Content-Type": "application/json",
-            "Content-Length": Buffer.byteLength(body),
-          });
-          res.end(body);
-          this.options.metrics.request(200, startedMs, ids.length);
+          this.send(res, 200, { "Content-Type": "application/json" }, body, () =>
+            this.options.metrics.request(200, startedMs, ids.length),
+          );
         },
         (error: unknown) => {
-          if (released || res.headersSent) return; // nobody to answer, or answered already
+          if (stage === "done" || res.headersSent) return; // nobody to answer, or answered already
           const reason: unknown = work.signal.aborted ? work.signal.reason : undefined;
           const answer = reason instanceof HttpError ? reason : this.httpErrorOf(error);
-          // The rest of a refused body (413) must not be read as the next request.
-          if (answer.status === 413) res.setHeader("Connection", "close");
+          // The rest of a refused or late body must not be read as the next
+          // request; the connection is closed after the answer.
+          if (answer.status === 413 || answer.status === 408) res.setHeader("Connection", "close");
           // Every 503 passes (a timeout, a majority back): say when to try again.
           if (answer.status === 503) res.setHeader("Retry-After", "1");
           this.fail(res, answer, startedMs);
@@ -419,45 +468,6 @@ export class IdServer {
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  /** `{"count": n}`, or an empty body for one ID. */
-  private countOf(body: string): number {
-    if (body.trim() === "") return 1;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch (error) {
-      throw new HttpError(400, "bad_json", `the body is not JSON (${(error as Error).message})`);
-    }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-      throw new HttpError(400, "bad_body", 'expected a JSON object such as {"count": 10}');
-    }
-    for (const field of Object.keys(parsed)) {
-      if (field !== "count") {
-        throw new HttpError(
-          400,
-          "bad_body",
-          `unknown field ${JSON.stringify(field)}: the only field is "count"`,
-        );
-      }
-    }
-    const count = "count" in parsed ? (parsed as { count: unknown }).count : 1;
-    const max = this.options.maxCount;
-    if (typeof count !== "number" || !Number.isInteger(count) || count < 1 || count > max) {
-      // A number as the client wrote it: 1e400 parses to Infinity, which
-      // JSON.stringify would show as null.
-      const given =
-        typeof count === "number"
-          ? `${countAsWritten(body) ?? String(count)}${Number.isFinite(count) ? "" : " (not a finite number)"}`
-          : JSON.stringify(count);
-      throw new HttpError(
-        400,
-        "bad_count",
-        `"count" is ${given}: expected an integer from 1 to ${max}`,
-      );
-    }
-    return count;
   }
 
   private httpErrorOf(error: unknown): HttpError {
@@ -504,9 +514,7 @@ export class IdServer {
     // throw out of this unawaited call and crash the server.
     if (res.headersSent || res.destroyed) return;
     if (status !== 200) res.setHeader("Retry-After", "1");
-    if (this.sendJson(res, status, body, req.method === "HEAD")) {
-      this.options.metrics.request(status, undefined, 0);
-    }
+    this.sendJson(res, status, body, () => this.options.metrics.request(status, undefined, 0));
   }
 
   /** A bug in a route: logged, the request ended; never an unhandled rejection that ends the server. */
@@ -532,9 +540,9 @@ export class IdServer {
     try {
       const text = await this.options.metrics.text();
       if (res.headersSent || res.destroyed) return; // answered by the drain meanwhile
-      res.writeHead(200, { "Content-Type": this.options.metrics.contentType });
-      res.end(text);
-      this.options.metrics.request(200, undefined, 0);
+      this.send(res, 200, { "Content-Type": this.options.metrics.contentType }, text, () =>
+        this.options.metrics.request(200, undefined, 0),
+      );
     } catch (error) {
       this.fail(res, this.httpErrorOf(error));
     }
@@ -550,62 +558,39 @@ export class IdServer {
   }
 
   private fail(res: ServerResponse, error: HttpError, startedMs?: number): void {
-    if (this.sendJson(res, error.status, errorBodyOf(error))) {
-      this.options.metrics.request(error.status, startedMs, 0);
-    }
-  }
-
-  /** Whether it was sent (not when a response went out already, or the connection is gone). */
-  private sendJson(res: ServerResponse, status: number, value: unknown, headOnly = false): boolean {
-    if (res.headersSent || res.destroyed) return false;
-    const body = JSON.stringify(value);
-    res.writeHead(status, {
-      "Content-Type": "application/json",
-      "Content-Length": Buffer.byteLength(body),
-    });
-    res.end(headOnly ? undefined : body);
-    return true;
-  }
-}
-
-/** Every error's JSON body, `{"error": {"code", "message"}}`. */
-function errorBodyOf(error: HttpError): { error: ErrorBody } {
-  return { error: { code: error.code, message: error.message } };
-}
-
-/**
- * What POST /v1/ids refuses before reading the body: a query string (only
- * the body is read: `?count=5` would silently give one ID) and a
- * compressed body (it would be reported as bad JSON).
- */
-function requestRefusal(req: IncomingMessage): HttpError | undefined {
-  const url = req.url ?? "";
-  const query = url.indexOf("?");
-  if (query >= 0) {
-    const text = url.slice(query);
-    const shown = text.length > 80 ? `${text.slice(0, 80)}…` : text;
-    return new HttpError(
-      400,
-      "bad_query",
-      `the query string ${JSON.stringify(shown)} is not read: POST /v1/ids reads only its JSON body, such as {"count": 10}`,
+    this.sendJson(res, error.status, errorBodyOf(error), () =>
+      this.options.metrics.request(error.status, startedMs, 0),
     );
   }
-  const encoding = req.headers["content-encoding"];
-  if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
-    return new HttpError(
-      415,
-      "unsupported_encoding",
-      `Content-Encoding ${JSON.stringify(encoding)} is not supported: send the JSON body uncompressed`,
-    );
-  }
-  return undefined;
-}
 
-/** The last `"count": <number>` of a body as written, or undefined when it is not found. */
-function countAsWritten(body: string): string | undefined {
-  let last: string | undefined;
-  for (const match of body.matchAll(/"count"\s*:\s*(-?[0-9][0-9.eE+-]*)/g)) last = match[1];
-  return last;
+  private sendJson(res: ServerResponse, status: number, value: unknown, sent: () => void): void {
+    const headers = { "Content-Type": "application/json" };
+    this.send(res, status, headers, JSON.stringify(value), sent);
+  }
+
+  /**
+   * Every response goes out here: with its Content-Length, without its body
+   * for HEAD, and during a drain in its turn on its connection, the last
+   * one there closing it. `sent` runs once it is written; nothing is written
+   * when a response went out already or the connection is gone.
+   */
+  private send(
+    res: ServerResponse,
+    status: number,
+    headers: OutgoingHttpHeaders,
+    body: string,
+    sent: () => void,
+  ): void {
+    if (res.headersSent || res.destroyed) return;
+    const write = (last: boolean) => {
+      if (last) res.setHeader("Connection", "close");
+      res.writeHead(status, { ...headers, "Content-Length": Buffer.byteLength(body) });
+      res.end(res.req.method === "HEAD" ? undefined : body);
+      sent();
+    };
+    if (this.draining) writeInTurn(res, () => this.open.keys(), write);
+    else write(false);
+  }
 }
 
 /** The JSON answer to an error of node's HTTP parser, or undefined for none (the client went away). */
@@ -653,35 +638,4 @@ function onSocketClose(socket: Socket, hook: () => void): () => void {
   }
   hooks.add(hook);
   return () => hooks.delete(hook);
-}
-
-/** The request body as text, refused with 413 once it passes `maxBytes` (also when Content-Length says so up front). */
-function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
-  const tooLarge = () =>
-    new HttpError(413, "body_too_large", `the body is larger than ${maxBytes} bytes, the limit`);
-  const declared = Number(req.headers["content-length"]);
-  if (declared > maxBytes) {
-    req.resume();
-    return Promise.reject(tooLarge());
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
-        req.removeAllListeners("data");
-        req.resume();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    req.once("error", reject);
-    // A client gone mid-body: settle, so nothing waits for an end that never comes.
-    req.once("close", () => {
-      if (!req.complete) reject(new HttpError(400, "aborted", "the request ended before its body"));
-    });
-  });
 }

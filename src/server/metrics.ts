@@ -31,6 +31,7 @@ export class IdServerMetrics {
   private readonly quarantined: Counter<"node">;
   private readonly nodeInService: Gauge<"node">;
   readonly inFlight: Gauge;
+  readonly readingBody: Gauge;
 
   constructor(endpoints: readonly string[]) {
     const registers = [this.registry];
@@ -95,7 +96,12 @@ export class IdServerMetrics {
     });
     this.inFlight = new Gauge({
       name: "redquorum_id_requests_in_flight",
-      help: "POST /v1/ids requests received and not yet answered",
+      help: "POST /v1/ids requests whose body is in, not yet answered (bounded by --max-in-flight)",
+      registers,
+    });
+    this.readingBody = new Gauge({
+      name: "redquorum_id_requests_reading_body",
+      help: "POST /v1/ids requests whose body is still arriving (bounded in time by --body-timeout)",
       registers,
     });
     for (const node of endpoints) {

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { request } from "node:http";
+import { Agent, request } from "node:http";
 import { createConnection } from "node:net";
 import { networkInterfaces } from "node:os";
 import { after, before, describe, it } from "node:test";
@@ -16,6 +16,7 @@ import { jsonLogger } from "../../src/server/json-log.js";
 import { IdServerMetrics } from "../../src/server/metrics.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
+import { sleep } from "../helpers/sleep.js";
 
 /** tsx's start (about 1 s here) plus first contact with the nodes. */
 const startTimeoutMs = 20_000;
@@ -110,12 +111,18 @@ function http(
     path?: string;
     body?: string | Buffer;
     headers?: Record<string, string>;
+    /** A keep-alive agent, for tests of what a client reusing connections sees. */
+    agent?: Agent;
   } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}${options.path ?? "/v1/ids"}`,
-      { method: options.method ?? "POST", agent: false, headers: options.headers },
+      {
+        method: options.method ?? "POST",
+        agent: options.agent ?? false,
+        headers: options.headers,
+      },
       (res) => {
         let body = "";
         res.setEncoding("utf8");
@@ -180,6 +187,110 @@ function rawHttp(url: string, head: string, trickleMs?: number): Promise<RawRepl
   });
 }
 
+/**
+ * A raw connection kept open across requests (keep-alive, pipelining):
+ * what the server wrote on it, and how it ended.
+ */
+class RawConnection {
+  text = "";
+  /** The socket's error, if it ended with one (a reset: ECONNRESET, EPIPE). */
+  error: NodeJS.ErrnoException | undefined;
+  readonly closed: Promise<void>;
+  private readonly socket: ReturnType<typeof createConnection>;
+  /** Told of every chunk and of the close. */
+  private readonly listeners = new Set<() => void>();
+
+  private constructor(socket: ReturnType<typeof createConnection>) {
+    this.socket = socket;
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => {
+      this.text += chunk;
+      for (const listener of this.listeners) listener();
+    });
+    socket.once("close", () => {
+      for (const listener of this.listeners) listener();
+    });
+    socket.on("error", (error) => {
+      this.error = error;
+    });
+    this.closed = new Promise((resolve) => socket.once("close", () => resolve()));
+  }
+
+  static async open(url: string): Promise<RawConnection> {
+    const { hostname, port } = new URL(url);
+    const socket = createConnection({ host: hostname, port: Number(port) });
+    const connection = new RawConnection(socket);
+    await new Promise<void>((resolve, reject) => {
+      socket.once("connect", () => resolve());
+      socket.once("error", reject);
+    });
+    return connection;
+  }
+
+  send(text: string): void {
+    this.socket.write(text);
+  }
+
+  /** The complete responses so far. */
+  replies(): RawResponse[] {
+    return parseResponses(this.text);
+  }
+
+  /** Resolves once `n` responses are in or the connection is closed, whichever first. */
+  until(n: number): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.replies().length >= n || this.socket.closed) {
+          this.listeners.delete(check);
+          resolve();
+        }
+      };
+      this.listeners.add(check);
+      check();
+    });
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+}
+
+/** A connection's error code, if it ended with one. */
+function connectionError(connection: RawConnection): string | undefined {
+  return connection.error?.code ?? connection.error?.message;
+}
+
+interface RawResponse {
+  status: number;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** The complete HTTP/1.1 responses in `text`, in order (each with a Content-Length). */
+function parseResponses(text: string): RawResponse[] {
+  const responses: RawResponse[] = [];
+  let rest = text;
+  for (;;) {
+    const end = rest.indexOf("\r\n\r\n");
+    if (end < 0) return responses;
+    const [statusLine, ...lines] = rest.slice(0, end).split("\r\n");
+    const headers: Record<string, string> = {};
+    for (const line of lines) {
+      const colon = line.indexOf(":");
+      headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+    }
+    const length = Number(headers["content-length"] ?? 0);
+    if (rest.length < end + 4 + length) return responses;
+    responses.push({
+      status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(statusLine!)?.[1]),
+      headers,
+      body: rest.slice(end + 4, end + 4 + length),
+    });
+    rest = rest.slice(end + 4 + length);
+  }
+}
+
 function parseReply(text: string): [number | undefined, string] {
   const match = /^HTTP\/1\.1 (\d{3}) /.exec(text);
   const end = text.indexOf("\r\n\r\n");
@@ -208,6 +319,15 @@ function metric(text: string, series: string): number {
   assert.ok(line, `no series ${series} in /metrics`);
   return Number(line.slice(series.length + 1));
 }
+
+/** A metric's value, or 0 when the server has no such series. */
+function metricOrZero(text: string, series: string): number {
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+}
+
+/** `POST /v1/ids` of one ID, as written on the wire. */
+const postOne = "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
 
 async function waitFor(
   what: string,
@@ -249,6 +369,9 @@ describe("redquorum serve (the HTTP ID server)", () => {
       // Up to an hour: it took up to 2^31 - 1 ms (24 days) before.
       [["--drain-timeout", "2h"], "--drain-timeout"],
       [["--request-timeout", "0ms"], "--request-timeout"],
+      [["--body-timeout", "0ms"], "--body-timeout"],
+      // Node's 10 s bound on the whole request comes first.
+      [["--body-timeout", "11s"], "--body-timeout"],
     ] as const) {
       const run = spawnSync(
         process.execPath,
@@ -463,6 +586,37 @@ describe("redquorum serve (the HTTP ID server)", () => {
     }
   });
 
+  it("HEAD works wherever GET does: the same status and headers, no body; a 405 lists HEAD beside GET", async () => {
+    for (const path of ["/metrics", "/healthz"]) {
+      const get = await http(main.url, { method: "GET", path });
+      const head = await http(main.url, { method: "HEAD", path });
+      assert.equal(head.status, get.status, `HEAD ${path}: ${head.status}`);
+      assert.equal(head.status, 200, `HEAD ${path}`);
+      assert.equal(head.body, "", `HEAD ${path}`);
+      assert.equal(head.headers["content-type"], get.headers["content-type"], `HEAD ${path}`);
+      // The length of the body GET would send (/metrics changes between two reads).
+      assert.ok(Number(head.headers["content-length"]) > 0, `HEAD ${path}: no Content-Length`);
+      if (path === "/healthz") {
+        assert.equal(head.headers["content-length"], get.headers["content-length"]);
+      }
+    }
+    for (const [method, path, allow] of [
+      ["POST", "/metrics", "GET, HEAD"],
+      ["DELETE", "/healthz", "GET, HEAD"],
+      ["GET", "/v1/ids", "POST"],
+      ["HEAD", "/v1/ids", "POST"],
+    ] as const) {
+      const reply = await http(main.url, { method, path });
+      assert.equal(reply.status, 405, `${method} ${path}`);
+      assert.equal(reply.headers.allow, allow, `${method} ${path}`);
+      if (method === "HEAD") assert.equal(reply.body, "");
+      else assert.equal(errorOf(reply.body).code, "method_not_allowed");
+    }
+    const missing = await http(main.url, { method: "HEAD", path: "/nope" });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body, "");
+  });
+
   it("more requests in flight than --max-in-flight get 503 with Retry-After; the rest are served", async () => {
     const small = await startServer(nodes, ["--max-in-flight", "2"]);
     const paused = [0, 1, 2];
@@ -530,6 +684,7 @@ describe("redquorum serve (the HTTP ID server)", () => {
       maxCount: 100,
       maxBodyBytes: 1_024,
       maxInFlight: 100,
+      bodyTimeoutMs: 2_000,
       drainTimeoutMs: 5_000,
       requestTimeoutMs: 5_000,
       healthCacheMs: 1_000,
@@ -665,17 +820,26 @@ describe("redquorum serve (the HTTP ID server)", () => {
       "redquorum_id_requests_in_flight",
     );
 
-  it("a client that stalls mid-body is cut off within the 10 s request timeout plus node's 1 s check, with a JSON 408", async () => {
+  /** The server's requests whose body is still arriving, from /metrics. */
+  const readingOf = async (server: Server) =>
+    metric(
+      (await http(server.url, { method: "GET", path: "/metrics" })).body,
+      "redquorum_id_requests_reading_body",
+    );
+
+  it("a client that stalls mid-headers is cut off within the 10 s headers timeout plus node's 1 s check, with a JSON 408", async () => {
     // A new server: node's checks run every connectionsCheckingInterval from
     // the listen, so with the default (30 s) the first check after the
-    // timeout would come 30 s after it.
+    // timeout would come 30 s after it. (A stalled body is cut off sooner,
+    // by --body-timeout: the next tests.)
     const server = await startServer(nodes);
     const requestTimeoutMs = 10_000;
     const checkIntervalMs = 1_000;
     try {
+      // One byte of a header value at a time, the headers never ended.
       const reply = await rawHttp(
         server.url,
-        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nX-Slow: ",
         checkIntervalMs / 4,
       );
       assert.equal(reply.status, 408, reply.body);
@@ -692,19 +856,103 @@ describe("redquorum serve (the HTTP ID server)", () => {
     }
   });
 
+  it("bodies still arriving do not count against --max-in-flight: slow-body clients cannot crowd out ready requests", async () => {
+    const maxInFlight = 2;
+    const slowClients = 4 * maxInFlight;
+    // The environment, not a flag: the server must start either way. The
+    // body bound at its most, so the slow clients are still held when the
+    // ready request comes.
+    const server = await startServer(nodes, ["--max-in-flight", String(maxInFlight)], {
+      REDQUORUM_BODY_TIMEOUT: "10s",
+    });
+    const slow: RawConnection[] = [];
+    try {
+      for (let i = 0; i < slowClients; i++) {
+        const connection = await RawConnection.open(server.url);
+        slow.push(connection);
+        // Full headers and one byte of a 20-byte body, then nothing.
+        connection.send("POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{");
+      }
+      // Received: waiting for its body, in flight, or answered already (a
+      // server that counted them against --max-in-flight refused the rest).
+      await waitFor(
+        "every slow request received",
+        async () => {
+          const text = (await http(server.url, { method: "GET", path: "/metrics" })).body;
+          const answered = slow.filter((c) => c.replies().length > 0).length;
+          return (
+            metricOrZero(text, "redquorum_id_requests_reading_body") +
+              metric(text, "redquorum_id_requests_in_flight") +
+              answered ===
+            slowClients
+          );
+        },
+        5_000,
+      );
+      const reply = await http(server.url, { body: '{"count": 2}' });
+      assert.equal(reply.status, 200, reply.body);
+      assert.equal((JSON.parse(reply.body) as { ids: string[] }).ids.length, 2);
+      // The slow ones were still there, waiting for their bodies, not in flight.
+      const text = (await http(server.url, { method: "GET", path: "/metrics" })).body;
+      assert.equal(metric(text, "redquorum_id_requests_reading_body"), slowClients);
+      assert.equal(metric(text, "redquorum_id_requests_in_flight"), 0);
+      for (const connection of slow) connection.destroy();
+      await waitFor(
+        "the slow bodies forgotten",
+        async () => (await readingOf(server)) === 0,
+        5_000,
+      );
+    } finally {
+      for (const connection of slow) connection.destroy();
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
+  it("a client whose body stalls gets a JSON 408 body_timeout after --body-timeout, not after the 10 s request timeout", async () => {
+    const bodyTimeoutMs = 500;
+    const requestTimeoutMs = 10_000;
+    const server = await startServer(nodes, [], { REDQUORUM_BODY_TIMEOUT: `${bodyTimeoutMs}ms` });
+    try {
+      // The body keeps coming, a byte at a time: the bound is on the whole
+      // body, not on a pause in it.
+      const reply = await rawHttp(
+        server.url,
+        "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+        bodyTimeoutMs / 5,
+      );
+      assert.equal(reply.status, 408, reply.body);
+      const error = errorOf(reply.body);
+      assert.equal(error.code, "body_timeout");
+      assert.match(error.message, /within 500 ms of its headers, the server's body timeout/);
+      assert.ok(reply.elapsedMs >= bodyTimeoutMs, `cut off early: ${reply.elapsedMs} ms`);
+      assert.ok(
+        reply.elapsedMs < requestTimeoutMs,
+        `cut off after ${Math.round(reply.elapsedMs)} ms`,
+      );
+      assert.equal(await readingOf(server), 0);
+      assert.equal(await inFlightOf(server), 0);
+      // The server serves on.
+      assert.equal((await takeIds(server.url)).length, 1);
+    } finally {
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
   it("SIGTERM: a request whose body is still arriving when --drain-timeout ends gets a JSON 503 draining, not a reset", async () => {
     const drainTimeoutMs = 300;
-    const server = await startServer(nodes, ["--drain-timeout", `${drainTimeoutMs}ms`]);
+    // The body's own bound far beyond the drain's: the drain ends first.
+    const server = await startServer(nodes, [
+      "--drain-timeout",
+      `${drainTimeoutMs}ms`,
+      "--body-timeout",
+      "10s",
+    ]);
     const slow = rawHttp(
       server.url,
       "POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
       drainTimeoutMs / 4,
     );
-    await waitFor(
-      "the slow request in flight",
-      async () => (await inFlightOf(server)) === 1,
-      5_000,
-    );
+    await waitFor("the slow body being read", async () => (await readingOf(server)) === 1, 5_000);
     server.child.kill("SIGTERM");
     const reply = await slow;
     assert.equal(reply.status, 503, reply.body);
@@ -746,6 +994,204 @@ describe("redquorum serve (the HTTP ID server)", () => {
       assert.equal(second?.unfinished, 2, JSON.stringify(server.logs));
       assert.ok(server.logs.some((l) => l.msg === "stopped"));
     } finally {
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("SIGTERM: responses in flight close their keep-alive connections; the clients' next requests are refused, never reset", async () => {
+    const server = await startServer(nodes, ["--drain-timeout", "1m"]);
+    const clients = 8;
+    const agent = new Agent({ keepAlive: true, maxSockets: clients });
+    const paused = [0, 1, 2];
+    try {
+      for (const i of paused) cluster.pause(i);
+      // One keep-alive connection per client, each with a request in flight.
+      const first = Array.from({ length: clients }, () => http(server.url, { body: "{}", agent }));
+      await waitFor(
+        "every client's request in flight",
+        async () => (await inFlightOf(server)) === clients,
+        5_000,
+      );
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      for (const i of paused) cluster.resume(i);
+      // Each client asks again as soon as it has its answer, as a client
+      // in a loop does.
+      const outcomes = await Promise.all(
+        first.map(async (reply) => {
+          const answer = await reply;
+          const next = await http(server.url, { body: "{}", agent }).then(
+            (r) => `${r.status} ${r.status === 503 ? errorOf(r.body).code : ""}`,
+            (error: NodeJS.ErrnoException) => `${error.code}: ${error.message}`,
+          );
+          return { answer, next };
+        }),
+      );
+      for (const { answer, next } of outcomes) {
+        assert.equal(answer.status, 200, answer.body);
+        assert.equal(answer.headers.connection, "close", JSON.stringify(answer.headers));
+        // A new connection (refused: the server no longer accepts) or, on
+        // one still open, 503 draining; a reset would leave the client
+        // unsure whether its request was served.
+        assert.match(next, /^(ECONNREFUSED|503 draining)/);
+      }
+      assert.equal(await server.exited, 0);
+      servers.delete(server);
+    } finally {
+      agent.destroy();
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("SIGTERM: keep-alive clients asking in a loop get every request answered, 200 or 503 draining, the last closing the connection; never a reset", async () => {
+    const server = await startServer(nodes);
+    const clients = 4;
+    const connections = await Promise.all(
+      Array.from({ length: clients }, () => RawConnection.open(server.url)),
+    );
+    let answered = 0;
+    // One request at a time on each connection, the next sent as soon as
+    // the answer is in, until the server closes it: at the signal some are
+    // in flight, some idle with their next request on its way.
+    // A client stops sending on a connection once an answer says
+    // Connection: close, or the connection is gone.
+    const loops = connections.map(async (connection) => {
+      let sent = 0;
+      for (;;) {
+        connection.send(postOne);
+        sent++;
+        await connection.until(sent);
+        const last = connection.replies().at(-1);
+        if (connection.replies().length < sent || last?.headers.connection === "close") break;
+        answered++;
+      }
+      return sent;
+    });
+    await waitFor("a few answers each", async () => answered >= 5 * clients, 10_000);
+    server.child.kill("SIGTERM");
+    const sent = await Promise.all(loops);
+    for (const [c, connection] of connections.entries()) {
+      const replies = connection.replies();
+      const what = `client ${c}: ${connection.text.slice(-400)}`;
+      assert.equal(connection.error, undefined, `${what}: ${connection.error?.code}`);
+      // Every request sent was answered (the last one sent was the close's).
+      assert.equal(replies.length, sent[c], what);
+      for (const reply of replies) {
+        if (reply.status !== 200) {
+          assert.equal(reply.status, 503, what);
+          assert.equal(errorOf(reply.body).code, "draining", what);
+        }
+      }
+      assert.equal(replies.at(-1)!.headers.connection, "close", what);
+      for (const reply of replies.slice(0, -1)) {
+        assert.equal(reply.headers.connection, "keep-alive", what);
+      }
+    }
+    assert.equal(await server.exited, 0);
+    servers.delete(server);
+  });
+
+  it("SIGTERM: requests arriving during the drain on open connections, idle or pipelined, get 503 draining in order; the last one closes the connection", async () => {
+    const server = await startServer(nodes, ["--drain-timeout", "1m"]);
+    const paused = [0, 1, 2];
+    let idle: RawConnection | undefined;
+    let busy: RawConnection | undefined;
+    try {
+      // A keep-alive connection that has been answered and is idle at SIGTERM.
+      idle = await RawConnection.open(server.url);
+      idle.send(postOne);
+      const connection = idle;
+      await waitFor("the first answer", async () => connection.replies().length === 1, 5_000);
+      assert.equal(idle.replies()[0]!.status, 200, idle.text);
+      // Another with a request in flight: the drain waits for it.
+      for (const i of paused) cluster.pause(i);
+      busy = await RawConnection.open(server.url);
+      busy.send(postOne);
+      await waitFor("a request in flight", async () => (await inFlightOf(server)) === 1, 5_000);
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      // Two requests on each, sent at once (pipelined).
+      idle.send(postOne + postOne);
+      busy.send(postOne + postOne);
+      await idle.closed;
+      for (const i of paused) cluster.resume(i);
+      await busy.closed;
+      const expect = (connection: RawConnection, statuses: number[]) => {
+        const replies = connection.replies();
+        assert.deepEqual(
+          replies.map((r) => r.status),
+          statuses,
+          connection.text,
+        );
+        for (const [n, reply] of replies.entries()) {
+          if (reply.status === 503) assert.equal(errorOf(reply.body).code, "draining");
+          const last = n === replies.length - 1;
+          // Close on the last only: one before would leave those after it unanswered.
+          assert.equal(reply.headers.connection, last ? "close" : "keep-alive", connection.text);
+        }
+        assert.equal(connection.error, undefined, `${connection.error?.code}`);
+      };
+      expect(idle, [200, 503, 503]);
+      expect(busy, [200, 503, 503]);
+      assert.equal(await server.exited, 0);
+      servers.delete(server);
+    } finally {
+      idle?.destroy();
+      busy?.destroy();
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+    }
+  });
+
+  it("SIGTERM: a keep-alive connection idle when the drain's last request is answered stays open a moment: a request its client sends then gets 503 draining", async () => {
+    const server = await startServer(nodes, ["--drain-timeout", "1m"]);
+    const paused = [0, 1, 2];
+    let idle: RawConnection | undefined;
+    let busy: RawConnection | undefined;
+    try {
+      idle = await RawConnection.open(server.url);
+      idle.send(postOne);
+      await idle.until(1);
+      for (const i of paused) cluster.pause(i);
+      busy = await RawConnection.open(server.url);
+      busy.send(postOne);
+      await waitFor("a request in flight", async () => (await inFlightOf(server)) === 1, 5_000);
+      server.child.kill("SIGTERM");
+      await waitFor(
+        "the drain to start",
+        async () => server.logs.some((l) => l.msg === "draining"),
+        5_000,
+      );
+      for (const i of paused) cluster.resume(i);
+      // The drain's last request answered: the drain ends now, and the idle
+      // connection's client, told nothing, sends its next request a moment
+      // later (well within the server's 1 s linger for idle connections;
+      // closing them at once took the server a few milliseconds).
+      await busy.until(1);
+      await sleep(100);
+      idle.send(postOne);
+      await idle.closed;
+      const replies = idle.replies();
+      assert.equal(connectionError(idle), undefined);
+      assert.deepEqual(
+        replies.map((r) => r.status),
+        [200, 503],
+        idle.text,
+      );
+      assert.equal(errorOf(replies[1]!.body).code, "draining");
+      assert.equal(replies[1]!.headers.connection, "close");
+      assert.equal(await server.exited, 0);
+      servers.delete(server);
+    } finally {
+      idle?.destroy();
+      busy?.destroy();
       for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
     }
   });
