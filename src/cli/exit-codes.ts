@@ -34,6 +34,13 @@ export const exitCodes = {
    * to tell it apart.
    */
   idSpaceExhausted: 6,
+  /**
+   * stdout's reader went away (EPIPE) before everything was written: 128 +
+   * SIGPIPE, what shells report for a C tool killed by it (`yes | head -1`
+   * under `set -o pipefail`). Not 0: the output was cut short, which a
+   * script may need to know; not 1: it is no bug.
+   */
+  outputClosed: 141,
 } as const;
 
 export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
@@ -59,6 +66,12 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
       "retrying will not help: start a new counter under another --key",
   ],
   ["126, 127", "lock: the command could not be run (not executable, not found), as in shells"],
+  [
+    "141",
+    "stdout was closed before all of the output was written (`| head -1`, `| grep -q`): the rest was dropped " +
+      "quietly, as shells report a tool killed by SIGPIPE; id next: IDs not printed were taken but not " +
+      "delivered (holes: none is handed out again); lock: only as the command's own code",
+  ],
   [
     "other",
     "lock: the command's own exit code; 128 + n if it was killed by signal n; " +

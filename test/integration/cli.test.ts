@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
-import { finished, type Run, startCli } from "../helpers/cli.js";
+import { finished, type Run, startCli, startCliIntoPipe } from "../helpers/cli.js";
 
 /** Bound on one CLI run: tsx's start (about 1 s on this machine) plus the command's work. */
 const runTimeoutMs = 15_000;
@@ -13,6 +13,9 @@ const runTimeoutMs = 15_000;
 function cli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
   return finished(startCli(args, env), runTimeoutMs);
 }
+
+/** What Node prints for an unhandled error (the EPIPE crash), or a stack frame. */
+const crashed = /EPIPE|Unhandled|^\s+at /m;
 
 async function waitForFile(path: string, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
@@ -86,6 +89,18 @@ describe("redquorum command line", () => {
     // IDs have their own counter marker, which only `id init` writes.
     assert.equal(verdict.ids.safe, false);
     assert.match(verdict.ids.reasons.join("\n"), /no ID counter marker: run `redquorum id init`/);
+  });
+
+  it("--help and status into a pipe whose reader is gone: exit 141, no EPIPE stack, the process ends by itself", async () => {
+    // The read end is closed before the CLI starts writing (tsx alone takes
+    // a second): its first write to stdout fails with EPIPE, every time.
+    for (const args of [["--help"], ["status"]]) {
+      const { run } = startCliIntoPipe(args, env, { readFirst: false, timeoutMs: runTimeoutMs });
+      const done = await run; // fails if the CLI does not exit (connections left open)
+      assert.equal(done.code, 141, `${args.join(" ")}: ${done.stderr}`);
+      assert.equal(done.signal, null);
+      assert.doesNotMatch(done.stderr, crashed, args.join(" "));
+    }
   });
 
   it("fencing-floor refuses a token that is not a counter (exit 2), and changes nothing where every node's counters are known (exit 0)", async () => {
@@ -183,6 +198,31 @@ describe("redquorum command line", () => {
     // Any subcommand's own parse error is a usage error too (it used to exit 1).
     const unknown = await cli(["id", "next", "--bogus"], env);
     assert.equal(unknown.code, 2, unknown.stderr);
+  });
+
+  it("id next --count 10000 | head -1: exit 141 quietly; the IDs not printed were taken, never handed out again", async () => {
+    // Clock proposals: IDs of 16 digits, 170 KB in all, more than the pipe
+    // (64 KiB) and the chunk read (at most 64 KiB) hold: the CLI's write
+    // must meet the closed pipe.
+    const { firstChunk, run } = startCliIntoPipe(
+      ["id", "next", "--count", "10000", "--proposals", "clock"],
+      env,
+      { readFirst: true, timeoutMs: runTimeoutMs },
+    );
+    const [chunk, done] = await Promise.all([firstChunk, run]);
+    assert.equal(done.code, 141, done.stderr);
+    assert.equal(done.signal, null);
+    assert.doesNotMatch(done.stderr, crashed);
+    const first = chunk.split("\n", 1)[0]!;
+    assert.match(
+      first,
+      /^\d{16,}$/,
+      "the first line is a whole ID, of the size the test relies on",
+    );
+    // The batch was taken whole: the next ID is above all 10000 of it.
+    const next = await cli(["id", "next"], env);
+    assert.equal(next.code, 0, next.stderr);
+    assert.ok(BigInt(next.stdout.trim()) > BigInt(first) + 9_999n, next.stdout);
   });
 
   it("lock runs the command with its fence and exits with its code, then releases", async () => {
