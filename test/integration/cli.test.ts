@@ -183,6 +183,27 @@ describe("redquorum command line", () => {
     assert.ok(BigInt(next!) > ids[2]!);
   });
 
+  it("id init on a counter that handed out IDs: exit 7, one line saying it is left as it is and why that may be fine", async () => {
+    // The test before initialised "redquorum:id" and took IDs from it.
+    const run = await cli(["id", "init"], env);
+    assert.equal(run.code, 7, run.stderr);
+    assert.equal(run.stdout, "");
+    assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      /"redquorum:id" already handed out IDs \(on 3 of 3 nodes.*left as it is: not an error if it was initialised before/,
+    );
+    // A counter that handed out none: init again is fine (exit 0), as before.
+    const fresh = await cli(["id", "init", "--key", "redquorum:id:cli-fresh"], env);
+    assert.equal(fresh.code, 0, fresh.stderr);
+    const again = await cli(["id", "init", "--key", "redquorum:id:cli-fresh"], env);
+    assert.equal(again.code, 0, again.stderr);
+    // The code is in the table --help prints.
+    const help = await cli(["--help"]);
+    assert.match(help.stdout, /^ {2}7 +id init: the counter already handed out IDs/m);
+    assert.match(help.stdout, /^ {2}141 +stdout was closed/m);
+  });
+
   it("id next --proposals clock prints an ID at least the wall clock in microseconds; a bad kind is a usage error", async () => {
     const before = BigInt(Date.now() - 1_000) * 1_000n;
     const run = await cli(["id", "next", "--proposals", "clock"], env);
