@@ -61,6 +61,22 @@ describe("redquorum command line", () => {
     assert.match(run.stderr, /--ttl.*"30".*ms, s, m or h/);
   });
 
+  it("a duration flag out of range is refused with the range its --help states", async () => {
+    const help = (await cli(["serve", "--help"])).stdout.replace(/\s+/g, " ");
+    for (const [flag, tooLong, range] of [
+      ["--drain-timeout", "2h", "0ms to 1h"],
+      ["--request-timeout", "2m", "1ms to 1m"],
+      ["--node-timeout", "2s", "1ms to 1s"],
+    ] as const) {
+      const start = help.indexOf(`${flag} <duration>`);
+      const text = help.slice(start, help.indexOf(" --", start + flag.length));
+      assert.ok(text.includes(range), `${flag}'s help: ${text}`);
+      const run = await cli(["serve", flag, tooLong], env);
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, new RegExp(`${flag}: "${tooLong}": expected ${range}$`, "m"));
+    }
+  });
+
   it("status says a new cluster is not safe (exit 3); after init every node is marked", async () => {
     const before = await cli(["status"], env);
     assert.equal(before.code, 3, before.stderr);
