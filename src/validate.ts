@@ -6,7 +6,7 @@ export function requireInteger(name: string, value: unknown, min: number, max: n
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
     throw new InvalidArgumentError(
       name,
-      `expected an integer in [${min}, ${max}], got ${describe(value)}`,
+      `expected an integer in [${min}, ${max}], got ${describe(value)}${asNumberHint(value)}`,
     );
   }
   return value;
@@ -16,7 +16,7 @@ export function requireNumber(name: string, value: unknown, min: number, max: nu
   if (typeof value !== "number" || !Number.isFinite(value) || value < min || value > max) {
     throw new InvalidArgumentError(
       name,
-      `expected a finite number in [${min}, ${max}], got ${describe(value)}`,
+      `expected a finite number in [${min}, ${max}], got ${describe(value)}${asNumberHint(value)}`,
     );
   }
   return value;
@@ -93,13 +93,18 @@ export function requireOptionsObject(name: string, value: unknown): Record<strin
   return value as Record<string, unknown>;
 }
 
+/** Where a number is wanted, what to do with a bigint (IDs and fences are bigints, counts are not). */
+function asNumberHint(value: unknown): string {
+  return typeof value === "bigint" ? ": pass a number, e.g. Number(value)" : "";
+}
+
 export function describe(value: unknown): string {
   if (typeof value === "string") {
     return value.length > 40 ? `a string of length ${value.length}` : JSON.stringify(value);
   }
-  if (typeof value === "number" || typeof value === "bigint" || typeof value === "boolean") {
-    return String(value);
-  }
+  // A bigint printed as its digits alone ("got 1") looks like an allowed value.
+  if (typeof value === "bigint") return `${value}n (a bigint)`;
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
   if (value === null) return "null";
   if (Array.isArray(value)) return `an array of length ${value.length}`;
   return typeof value === "object" ? "an object" : typeof value;

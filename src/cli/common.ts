@@ -62,8 +62,43 @@ export function nodesFrom(options: NodesOptions): string[] {
   return nodes;
 }
 
+/** Whether stdout's reader went away (EPIPE): the rest of the output is dropped. */
+let stdoutClosed = false;
+/** Whether stderr's reader went away: diagnostics are dropped, the exit code still tells. */
+let stderrClosed = false;
+
+export function isStdoutClosed(): boolean {
+  return stdoutClosed;
+}
+
+/**
+ * Reads the end of the readers (`| head -1`, `| grep -q`) as Unix tools do:
+ * without this, the EPIPE of the next write is an unhandled 'error' event,
+ * a stack and exit 1, so a script could not trust the exit code. Node
+ * ignores SIGPIPE, so it is not killed as a C tool would be: stdout's EPIPE
+ * gives the code a shell reports for that (141), and the command goes on
+ * writing nothing, closing its connections, so the process ends by itself.
+ * stderr's EPIPE only drops diagnostics: its exit code is still the
+ * outcome (a `lock` whose command runs must not die of a diagnostic line).
+ * Any other write error is thrown, as before.
+ */
+export function watchOutputClosed(): void {
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    stdoutClosed = true;
+    // Also when this arrives after main() set the exit code (help is
+    // written synchronously, its EPIPE is reported a tick later).
+    process.exitCode = exitCodes.outputClosed;
+  });
+  process.stderr.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    stderrClosed = true;
+  });
+}
+
 /** Data: stdout. */
 export function printData(text: string): void {
+  if (stdoutClosed) return;
   process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
 }
 
@@ -73,6 +108,7 @@ export function printJson(value: unknown): void {
 
 /** Diagnostics: stderr, prefixed with the program's name. */
 export function diagnose(message: string): void {
+  if (stderrClosed) return;
   process.stderr.write(`redquorum: ${message}\n`);
 }
 

@@ -38,3 +38,25 @@ export class LockNotAcquiredError extends Error {
     return "LockNotAcquiredError";
   }
 }
+
+/**
+ * `id init` found a counter that already handed out IDs: exit code 7. One
+ * line for the command line (the library's `AlreadyInitializedError` speaks
+ * of `init()`): running it again is harmless, the counter is left as it is.
+ */
+export class CounterInUseError extends Error {
+  readonly key: string;
+
+  constructor(key: string, endpoints: readonly string[], nodeCount: number) {
+    super(
+      `the ID counter ${JSON.stringify(key)} already handed out IDs (on ${endpoints.length} of ` +
+        `${nodeCount} nodes: ${endpoints.join(", ")}), so it was left as it is: not an error if it ` +
+        "was initialised before (`redquorum id next` takes IDs from it); for a new counter give another --key",
+    );
+    this.key = key;
+  }
+
+  override get name(): string {
+    return "CounterInUseError";
+  }
+}

@@ -5,6 +5,7 @@
  */
 import { constants } from "node:os";
 import {
+  AlreadyInitializedError,
   ContentionError,
   IdOverflowError,
   InvalidArgumentError,
@@ -19,7 +20,7 @@ import {
   ResourceLockedError,
 } from "../errors.js";
 import { ListenError } from "../server/listen-error.js";
-import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
+import { CounterInUseError, InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 
 export const exitCodes = {
   ok: 0,
@@ -34,6 +35,19 @@ export const exitCodes = {
    * to tell it apart.
    */
   idSpaceExhausted: 6,
+  /**
+   * `id init` on a counter that already handed out IDs. Not 1 (unexpected):
+   * running it again on an initialised cluster is a normal mistake, and a
+   * setup script may want to accept it; not 3: the cluster is fine.
+   */
+  idCounterInUse: 7,
+  /**
+   * stdout's reader went away (EPIPE) before everything was written: 128 +
+   * SIGPIPE, what shells report for a C tool killed by it (`yes | head -1`
+   * under `set -o pipefail`). Not 0: the output was cut short, which a
+   * script may need to know; not 1: it is no bug.
+   */
+  outputClosed: 141,
 } as const;
 
 export type ExitCode = (typeof exitCodes)[keyof typeof exitCodes];
@@ -58,7 +72,18 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
     "id next: the ID space is used up (the counter would pass 2^63 - 1; a smaller --count may still fit); " +
       "retrying will not help: start a new counter under another --key",
   ],
+  [
+    "7",
+    "id init: the counter already handed out IDs; it is left as it is (not an error if it was initialised before: " +
+      "id next takes IDs from it; a new counter needs another --key)",
+  ],
   ["126, 127", "lock: the command could not be run (not executable, not found), as in shells"],
+  [
+    "141",
+    "stdout was closed before all of the output was written (`| head -1`, `| grep -q`): the rest was dropped " +
+      "quietly, as shells report a tool killed by SIGPIPE; id next: IDs not printed were taken but not " +
+      "delivered (holes: none is handed out again); lock: only as the command's own code",
+  ],
   [
     "other",
     "lock: the command's own exit code; 128 + n if it was killed by signal n; " +
@@ -84,6 +109,9 @@ export function exitCodeOf(error: unknown): number {
   // serve: the --host/--port given cannot be listened on.
   if (error instanceof ListenError) return exitCodes.usage;
   if (error instanceof IdOverflowError) return exitCodes.idSpaceExhausted;
+  if (error instanceof CounterInUseError || error instanceof AlreadyInitializedError) {
+    return exitCodes.idCounterInUse;
+  }
   if (error instanceof InterruptedError) return signalExitCode(error.signal);
   if (error instanceof LockNotAcquiredError || error instanceof ResourceLockedError) {
     return exitCodes.lockNotAcquired;
@@ -105,5 +133,5 @@ export function exitCodeOf(error: unknown): number {
   if (error instanceof RedquorumError && error.code === "ERR_REDIS_NOT_FOUND") {
     return exitCodes.unavailable;
   }
-  return exitCodes.unexpected; // ClosedError, AlreadyInitializedError, bugs
+  return exitCodes.unexpected; // ClosedError, bugs
 }

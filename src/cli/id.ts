@@ -1,5 +1,6 @@
 /** `redquorum id init` and `redquorum id next`: NextId's counter. */
 import { Command, Option } from "commander";
+import { AlreadyInitializedError } from "../errors.js";
 import { NextId } from "../id/next-id.js";
 import type { IdProposals } from "../id/options.js";
 import { idLimits } from "../limits.js";
@@ -13,6 +14,7 @@ import {
   printJson,
   proposalsOption,
 } from "./common.js";
+import { CounterInUseError } from "./errors.js";
 import { parseInteger } from "./integer.js";
 
 interface IdOptions extends NodesOptions {
@@ -49,11 +51,21 @@ export function idCommand(): Command {
     "strictly increasing IDs agreed by a majority (needs appendonly yes + appendfsync always)",
   );
   id.command("init")
-    .description("initialise the counter on a new cluster (needs every node)")
+    .description(
+      "initialise the counter on a new cluster (needs every node; exit 7 when it already " +
+        "handed out IDs: it is not reset)",
+    )
     .addOption(nodesOption())
     .addOption(keyOption())
     .action(async (options: IdOptions) => {
-      await withNextId(options, (ids) => ids.init());
+      await withNextId(options, async (ids) => {
+        try {
+          await ids.init();
+        } catch (error) {
+          if (!(error instanceof AlreadyInitializedError)) throw error;
+          throw new CounterInUseError(error.key, error.endpoints, nodesFrom(options).length);
+        }
+      });
       diagnose(`initialised the ID counter ${JSON.stringify(options.key)}`);
     });
   id.command("next")

@@ -154,7 +154,12 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
     .argument("<resource...>", "the resources to lock, all or none")
     .addOption(nodesOption())
     .addOption(
-      durationOption("--ttl <duration>", "lock TTL, renewed while the command runs", "30s"),
+      durationOption(
+        "--ttl <duration>",
+        // The range is checked against --max-ttl in the action (it is another option).
+        `lock TTL, renewed while the command runs, ${formatDuration(ttlMinMs)} to --max-ttl`,
+        "30s",
+      ),
     )
     .addOption(maxTtlOption())
     .addOption(durationOption("--wait <duration>", "how long to wait for the lock", "10s"))

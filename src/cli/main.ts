@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RedquorumError } from "../errors.js";
-import { diagnose } from "./common.js";
+import { diagnose, isStdoutClosed, watchOutputClosed } from "./common.js";
 import { devCommand } from "./dev.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { fencingFloorCommand } from "./fencing-floor.js";
@@ -103,4 +103,8 @@ const cliHints: Record<string, string> = {
     "appendonly yes, appendfsync always and no-appendfsync-on-rewrite no",
 };
 
-process.exitCode = await main(process.argv.slice(2));
+watchOutputClosed();
+const exitCode = await main(process.argv.slice(2));
+// A closed stdout wins over the command's own code, as SIGPIPE would have
+// ended a C tool before it exited: what was not printed was not delivered.
+process.exitCode = isStdoutClosed() ? exitCodes.outputClosed : exitCode;

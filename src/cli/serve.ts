@@ -122,7 +122,7 @@ export function serveCommand(): Command {
     .addOption(
       durationOption(
         "--drain-timeout <duration>",
-        'how long SIGTERM waits for requests in flight, at most 1h (then they get 503 "draining"; a second signal stops waiting at once)',
+        'how long SIGTERM waits for requests in flight (then they get 503 "draining"; a second signal stops waiting at once)',
         "10s",
         // Up to an hour: longer is a typo (a shutdown nobody waits for), and
         // orchestrators kill long before (Kubernetes' default grace is 30 s).
@@ -132,7 +132,7 @@ export function serveCommand(): Command {
     .addOption(
       durationOption(
         "--request-timeout <duration>",
-        'how long a POST /v1/ids waits for its IDs, at most 1m; then 503 "timeout" (NextId alone retries a stalled majority for ~10 s)',
+        'how long a POST /v1/ids waits for its IDs; then 503 "timeout" (NextId alone retries a stalled majority for ~10 s)',
         "5s",
         { minMs: 1, maxMs: 60_000 },
       ).env("REDQUORUM_REQUEST_TIMEOUT"),

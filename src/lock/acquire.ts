@@ -65,7 +65,7 @@ export async function acquireLock(
   const { clock } = context.options;
   // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
   await raceAbort(context.group.ready(), request.signal, request.deadlineMs - clock.now(), () =>
-    context.group.quorumError("acquire (first contact)", undefined),
+    context.group.firstContactError("acquire (first contact)"),
   );
   return new Acquisition(context, request).run();
 }

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
-import { finished, type Run, startCli } from "../helpers/cli.js";
+import { finished, type Run, startCli, startCliIntoPipe } from "../helpers/cli.js";
 
 /** Bound on one CLI run: tsx's start (about 1 s on this machine) plus the command's work. */
 const runTimeoutMs = 15_000;
@@ -13,6 +13,9 @@ const runTimeoutMs = 15_000;
 function cli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
   return finished(startCli(args, env), runTimeoutMs);
 }
+
+/** What Node prints for an unhandled error (the EPIPE crash), or a stack frame. */
+const crashed = /EPIPE|Unhandled|^\s+at /m;
 
 async function waitForFile(path: string, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
@@ -58,6 +61,22 @@ describe("redquorum command line", () => {
     assert.match(run.stderr, /--ttl.*"30".*ms, s, m or h/);
   });
 
+  it("a duration flag out of range is refused with the range its --help states", async () => {
+    const help = (await cli(["serve", "--help"])).stdout.replace(/\s+/g, " ");
+    for (const [flag, tooLong, range] of [
+      ["--drain-timeout", "2h", "0ms to 1h"],
+      ["--request-timeout", "2m", "1ms to 1m"],
+      ["--node-timeout", "2s", "1ms to 1s"],
+    ] as const) {
+      const start = help.indexOf(`${flag} <duration>`);
+      const text = help.slice(start, help.indexOf(" --", start + flag.length));
+      assert.ok(text.includes(range), `${flag}'s help: ${text}`);
+      const run = await cli(["serve", flag, tooLong], env);
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, new RegExp(`${flag}: "${tooLong}": expected ${range}$`, "m"));
+    }
+  });
+
   it("status says a new cluster is not safe (exit 3); after init every node is marked", async () => {
     const before = await cli(["status"], env);
     assert.equal(before.code, 3, before.stderr);
@@ -86,6 +105,18 @@ describe("redquorum command line", () => {
     // IDs have their own counter marker, which only `id init` writes.
     assert.equal(verdict.ids.safe, false);
     assert.match(verdict.ids.reasons.join("\n"), /no ID counter marker: run `redquorum id init`/);
+  });
+
+  it("--help and status into a pipe whose reader is gone: exit 141, no EPIPE stack, the process ends by itself", async () => {
+    // The read end is closed before the CLI starts writing (tsx alone takes
+    // a second): its first write to stdout fails with EPIPE, every time.
+    for (const args of [["--help"], ["status"]]) {
+      const { run } = startCliIntoPipe(args, env, { readFirst: false, timeoutMs: runTimeoutMs });
+      const done = await run; // fails if the CLI does not exit (connections left open)
+      assert.equal(done.code, 141, `${args.join(" ")}: ${done.stderr}`);
+      assert.equal(done.signal, null);
+      assert.doesNotMatch(done.stderr, crashed, args.join(" "));
+    }
   });
 
   it("fencing-floor refuses a token that is not a counter (exit 2), and changes nothing where every node's counters are known (exit 0)", async () => {
@@ -168,6 +199,27 @@ describe("redquorum command line", () => {
     assert.ok(BigInt(next!) > ids[2]!);
   });
 
+  it("id init on a counter that handed out IDs: exit 7, one line saying it is left as it is and why that may be fine", async () => {
+    // The test before initialised "redquorum:id" and took IDs from it.
+    const run = await cli(["id", "init"], env);
+    assert.equal(run.code, 7, run.stderr);
+    assert.equal(run.stdout, "");
+    assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      /"redquorum:id" already handed out IDs \(on 3 of 3 nodes.*left as it is: not an error if it was initialised before/,
+    );
+    // A counter that handed out none: init again is fine (exit 0), as before.
+    const fresh = await cli(["id", "init", "--key", "redquorum:id:cli-fresh"], env);
+    assert.equal(fresh.code, 0, fresh.stderr);
+    const again = await cli(["id", "init", "--key", "redquorum:id:cli-fresh"], env);
+    assert.equal(again.code, 0, again.stderr);
+    // The code is in the table --help prints.
+    const help = await cli(["--help"]);
+    assert.match(help.stdout, /^ {2}7 +id init: the counter already handed out IDs/m);
+    assert.match(help.stdout, /^ {2}141 +stdout was closed/m);
+  });
+
   it("id next --proposals clock prints an ID at least the wall clock in microseconds; a bad kind is a usage error", async () => {
     const before = BigInt(Date.now() - 1_000) * 1_000n;
     const run = await cli(["id", "next", "--proposals", "clock"], env);
@@ -183,6 +235,31 @@ describe("redquorum command line", () => {
     // Any subcommand's own parse error is a usage error too (it used to exit 1).
     const unknown = await cli(["id", "next", "--bogus"], env);
     assert.equal(unknown.code, 2, unknown.stderr);
+  });
+
+  it("id next --count 10000 | head -1: exit 141 quietly; the IDs not printed were taken, never handed out again", async () => {
+    // Clock proposals: IDs of 16 digits, 170 KB in all, more than the pipe
+    // (64 KiB) and the chunk read (at most 64 KiB) hold: the CLI's write
+    // must meet the closed pipe.
+    const { firstChunk, run } = startCliIntoPipe(
+      ["id", "next", "--count", "10000", "--proposals", "clock"],
+      env,
+      { readFirst: true, timeoutMs: runTimeoutMs },
+    );
+    const [chunk, done] = await Promise.all([firstChunk, run]);
+    assert.equal(done.code, 141, done.stderr);
+    assert.equal(done.signal, null);
+    assert.doesNotMatch(done.stderr, crashed);
+    const first = chunk.split("\n", 1)[0]!;
+    assert.match(
+      first,
+      /^\d{16,}$/,
+      "the first line is a whole ID, of the size the test relies on",
+    );
+    // The batch was taken whole: the next ID is above all 10000 of it.
+    const next = await cli(["id", "next"], env);
+    assert.equal(next.code, 0, next.stderr);
+    assert.ok(BigInt(next.stdout.trim()) > BigInt(first) + 9_999n, next.stdout);
   });
 
   it("lock runs the command with its fence and exits with its code, then releases", async () => {

@@ -318,6 +318,22 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("nextBatch(1n): the message shows the bigint as passed and asks for a number", async () => {
+    const ids = new NextId(cluster().urls, { key: "bigint-count" });
+    try {
+      await assert.rejects(ids.nextBatch(1n as unknown as number), (error: unknown) => {
+        assert.ok(error instanceof InvalidArgumentError, String(error));
+        assert.match(
+          error.message,
+          /^Invalid count: expected an integer in \[1, 10000\], got 1n \(a bigint\): pass a number/,
+        );
+        return true;
+      });
+    } finally {
+      await ids.close();
+    }
+  });
+
   it("an aborted call rejects with the signal's reason; one signal shared by many calls carries one listener", async () => {
     const ids = new NextId(cluster().urls, { key: "abort" });
     try {

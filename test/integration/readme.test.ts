@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { exitCodeTable } from "../../src/cli/exit-codes.js";
 import { LocalCluster } from "../../src/index.js";
 
 const entry = resolve("src/index.ts");
@@ -70,5 +71,28 @@ describe("the README's Quick start, run as written", () => {
     const { status, output } = run(`${snippet}\nconsole.log("local: done");\n`, dir);
     assert.equal(status, 0, output);
     assert.match(output, /local: done/);
+  });
+});
+
+describe("the README's exit-code table", () => {
+  /** Markdown and plain text alike: no code spans, escaped pipes as pipes, ASCII minus. */
+  const plain = (text: string) =>
+    text.replaceAll("`", "").replaceAll("\\|", "|").replaceAll("−", "-").trim();
+
+  it("is the table --help prints: the same codes, the same meanings, in order", () => {
+    const lines = readFileSync("README.md", "utf8").split("\n");
+    const header = lines.findIndex((line) => line.startsWith("| exit code |"));
+    assert.ok(header >= 0, "the README has an exit-code table");
+    const rows: [string, string][] = [];
+    for (const line of lines.slice(header + 2)) {
+      if (!line.startsWith("|")) break;
+      // Cells split on pipes not escaped as \|.
+      const [code = "", meaning = ""] = line.slice(1, -1).split(/(?<!\\)\|/);
+      rows.push([code.trim(), plain(meaning)]);
+    }
+    assert.deepEqual(
+      rows,
+      exitCodeTable.map(([code, meaning]) => [code, plain(meaning)]),
+    );
   });
 });
