@@ -47,7 +47,7 @@ export class NextId {
   private readonly group: NodeGroup;
   private readonly keys: CounterKeys;
   private readonly observer: Observer;
-  /** Aborted by `close()` (so: closed): ends backoffs and repairs waiting to run. */
+  /** Aborted by `close()` (so: closed): ends backoffs; calls still waiting fail. */
   private readonly lifetime = new AbortController();
   private readonly counter: CounterRounds;
   private readonly repairs: IdRepairs;
@@ -82,7 +82,6 @@ export class NextId {
       keys,
       observer,
       options: resolved,
-      signal,
       onRepaired: (value) => this.counter.raiseKnownMax(value),
     });
     const { counter } = this;
@@ -186,7 +185,10 @@ export class NextId {
 
   /**
    * Stops: calls still waiting reject with `ClosedError`, rounds in flight
-   * finish (each bounded by the node timeout), repairs stop, connections
+   * finish (each bounded by the node timeout), the repairs this instance
+   * scheduled run when their delay ends (so a short-lived instance leaves
+   * the nodes it found in need of repair repaired: at most `repairDelayMs`,
+   * two node timeouts and `limits.closeRepairMarginMs` more), connections
    * redquorum opened are closed.
    */
   close(): Promise<void> {
@@ -197,7 +199,11 @@ export class NextId {
 
   private async closeNow(): Promise<void> {
     this.lifetime.abort(new ClosedError("NextId"));
-    await Promise.all([this.range.close(), this.repairs.settled()]);
+    await this.range.close();
+    // A late reply of an ended round may still report a loss: heard, it
+    // is repaired too.
+    await this.group.idle();
+    await this.repairs.finish(new ClosedError("NextId"));
     await this.group.close();
   }
 
