@@ -7,7 +7,7 @@
  * (counter-rounds.ts); a lost node counter is repaired by repair.ts.
  */
 import { raceAbort } from "../clock.js";
-import { AlreadyInitializedError, ClosedError } from "../errors.js";
+import { AlreadyInitializedError, ClosedError, QuorumError } from "../errors.js";
 import { checkDurability } from "../node/durability.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
@@ -124,7 +124,15 @@ export class NextId {
     return id!;
   }
 
-  /** `count` new IDs, strictly increasing, all larger than every ID handed out before this call. */
+  /**
+   * `count` new IDs, strictly increasing, all larger than every ID handed
+   * out before this call. A call that used up its retries for too few votes
+   * while repairs of this instance are pending (nodes it found restarted or
+   * without their counter, out of service until repaired) waits for them,
+   * at most `repairDelayMs` and their rounds, and then tries once more: with
+   * a majority repaired, it gets its IDs. Not with `retry.retries` 0: such
+   * a call fails at its first lost round.
+   */
   async nextBatch(count: number, options: { signal?: AbortSignal } = {}): Promise<bigint[]> {
     this.assertOpen();
     const n = requireBatchCount(count);
@@ -134,6 +142,23 @@ export class NextId {
     signal?.throwIfAborted();
     await raceAbort(this.group.ready(), signal);
     this.assertOpen();
+    try {
+      return await this.take(n, signal);
+    } catch (error) {
+      const retries = this.options.retry.retries > 0;
+      if (!(error instanceof QuorumError) || !retries || !this.repairs.pending) throw error;
+      // The caller's signal or close() end the wait.
+      const lifetime = this.lifetime.signal;
+      await raceAbort(
+        this.repairs.settled(),
+        signal ? AbortSignal.any([signal, lifetime]) : lifetime,
+      );
+      this.assertOpen();
+      return this.take(n, signal);
+    }
+  }
+
+  private take(n: number, signal: AbortSignal | undefined): Promise<bigint[]> {
     if (this.options.strategy === "seed") return seedBatch(this.seed, n, signal);
     return this.range.take(n, signal);
   }

@@ -67,6 +67,11 @@ export class IdRepairs {
     this.scheduler.schedule(index, () => this.repair(index, loss.token));
   }
 
+  /** Whether a repair is scheduled or running. */
+  get pending(): boolean {
+    return this.scheduler.pending;
+  }
+
   /** Resolves once every repair scheduled so far has ended. */
   settled(): Promise<void> {
     return this.scheduler.settled();

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { NextId, Redlock, type RedquorumEvent } from "../../src/index.js";
+import { ClosedError, NextId, Redlock, type RedquorumEvent } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { finished, type Run, startCli } from "../helpers/cli.js";
 import { useCluster } from "../helpers/cluster.js";
@@ -60,6 +60,49 @@ describe("short-lived ID clients repair the restarted nodes they meet (5 AOF-alw
         `node ${index} left unrepaired by the run that met its restart`,
       );
     }
+    assert.deepEqual(await markers(key), Array(5).fill("1"));
+  });
+
+  it("a short-lived NextId whose only call meets three of five nodes restarted at once waits for their repair and gets its ID", async () => {
+    const key = "together";
+    const before = await init(key);
+    await Promise.all([0, 1, 2].map((index) => cluster().cluster.restart(index)));
+    // One retry at once: without waiting for the repairs, the call fails
+    // long before they are due.
+    const retry = { retries: 1, delayMs: 0, delayMsMax: 0 };
+    const ids = new NextId(cluster().urls, { key, repairDelayMs, retry });
+    try {
+      const id = await ids.next();
+      assert.ok(id > before, `ID ${id} after ${before}`);
+      assert.equal(ids.repairedCount, 3);
+    } finally {
+      await ids.close();
+    }
+    assert.deepEqual(await markers(key), Array(5).fill("1"));
+  });
+
+  it("close() ends a call waiting for repairs with ClosedError at once, then finishes the repairs", async () => {
+    const key = "closing";
+    await init(key);
+    await Promise.all([0, 1, 2].map((index) => cluster().cluster.restart(index)));
+    const needsRepair = new Set<string>();
+    const onEvent = (event: RedquorumEvent) => {
+      if (event.type === "node" && event.state === "needs repair") needsRepair.add(event.endpoint);
+    };
+    const retry = { retries: 1, delayMs: 0, delayMsMax: 0 };
+    const ids = new NextId(cluster().urls, { key, repairDelayMs, retry, onEvent });
+    const order: string[] = [];
+    const call = ids.next().then(
+      () => order.push("ID"),
+      (error: unknown) => order.push(error instanceof ClosedError ? "call closed" : String(error)),
+    );
+    // Every lost round failed the call; its retry is used up well before the repairs are due.
+    const deadline = performance.now() + 5_000;
+    while (needsRepair.size < 3 && performance.now() < deadline) await sleep(10);
+    assert.equal(needsRepair.size, 3);
+    await ids.close().then(() => order.push("closed"));
+    await call;
+    assert.deepEqual(order, ["call closed", "closed"]);
     assert.deepEqual(await markers(key), Array(5).fill("1"));
   });
 
