@@ -193,8 +193,9 @@ export class NextId {
    * Each node as it is now, for IDs: reachable, PING latency, role, run_id,
    * persistence, and `marker`: whether the counter's marker says the node
    * holds its counter (false after a loss, or "suspect" after a restart,
-   * until repaired). Never rejects for a failing node: it is reported
-   * unreachable, with the reason.
+   * until repaired), and `restartUnchecked`: it restarted and no client has
+   * checked it since (its marker still says "1"). Never rejects for a
+   * failing node: it is reported unreachable, with the reason.
    */
   status(): Promise<NodeStatus[]> {
     this.assertOpen();
@@ -203,6 +204,7 @@ export class NextId {
         readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
           marker: this.keys[1],
           markerOk: (value) => value === markerHeld,
+          run: this.keys[3],
         }),
       ),
     );

@@ -21,7 +21,7 @@ import {
   fenceScript,
 } from "../fencing/scripts.js";
 import { keepsEveryWrite } from "../node/durability.js";
-import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
+import { initNodeScript, markerKey, quarantineKey, runKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
@@ -201,7 +201,8 @@ export class Redlock implements LockOwner {
 
   /**
    * Each node as it is now: reachable, PING latency, role, run_id,
-   * persistence, eviction policy, marker and quarantine. Never rejects for
+   * persistence, eviction policy, marker and quarantine, and whether it
+   * restarted since a client last checked it. Never rejects for
    * a failing node: that node is reported unreachable, with the reason.
    */
   async status(): Promise<NodeStatus[]> {
@@ -215,6 +216,7 @@ export class Redlock implements LockOwner {
             markerOk: (value) => value === "1",
             repaired: fenceFloorKey,
             quarantine: quarantineKey,
+            run: runKey,
           }),
         ),
       ),

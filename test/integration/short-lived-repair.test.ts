@@ -184,3 +184,58 @@ describe("short-lived Redlock clients repair the fencing counters of the restart
     }
   });
 });
+
+describe("`redquorum status` and nodes restarted that no client has checked since", () => {
+  const cluster = useCluster({ nodeCount: 3, persistence: "aof-always" });
+
+  it("names them 'restarted, not yet checked', counts them out of both verdicts, and counts them in again once a short-lived client repaired them", async () => {
+    const key = "redquorum:id";
+    const ids = new NextId(cluster().urls, { key });
+    try {
+      await ids.init();
+      await ids.next();
+    } finally {
+      await ids.close();
+    }
+    const healthy = await cli(["status"], cluster().urls);
+    assert.equal(healthy.code, 0, healthy.stderr);
+    assert.match(healthy.stdout, /IDs: safe \(3 of 3/);
+
+    await cluster().cluster.restart(0);
+    await cluster().cluster.restart(1);
+    const text = await cli(["status"], cluster().urls);
+    assert.equal(text.code, 3, `${text.stdout}\n${text.stderr}`);
+    const rows = text.stdout.split("\n");
+    for (const index of [0, 1]) {
+      const endpoint = cluster().urls[index]!.replace("redis://", "");
+      const row = rows.find((line) => line.startsWith(endpoint));
+      assert.match(row ?? "", /restarted, not yet checked/, text.stdout);
+    }
+    assert.match(text.stdout, /locks: NOT safe \(1 of 3 nodes usable, 2 needed\)/);
+    assert.match(text.stdout, /IDs: NOT safe \(1 of 3 nodes usable, 2 needed\)/);
+    assert.match(text.stdout, /restarted, not yet checked: .*out of service until/);
+
+    const json = await cli(["status", "--json"], cluster().urls);
+    const report = JSON.parse(json.stdout);
+    assert.deepEqual(
+      report.nodes.map((node: { restartUnchecked?: boolean }) => node.restartUnchecked),
+      [true, true, false],
+    );
+    assert.deepEqual(
+      report.idNodes.map((node: { restartUnchecked?: boolean }) => node.restartUnchecked),
+      [true, true, false],
+    );
+
+    // `id next` meets both restarts (the node left is no majority), waits
+    // for their repair and succeeds; a lock run repairs the fencing side.
+    const next = await cli(["id", "next"], cluster().urls);
+    assert.equal(next.code, 0, next.stderr);
+    const lock = await cli(["lock", "status:probe", "--", "true"], cluster().urls);
+    assert.equal(lock.code, 0, lock.stderr);
+    const after = await cli(["status"], cluster().urls);
+    assert.equal(after.code, 0, `${after.stdout}\n${after.stderr}`);
+    assert.doesNotMatch(after.stdout, /not yet checked/);
+    assert.match(after.stdout, /locks: safe \(3 of 3/);
+    assert.match(after.stdout, /IDs: safe \(3 of 3/);
+  });
+});
