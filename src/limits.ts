@@ -84,6 +84,15 @@ export const limits = {
    */
   memoryCheckIntervalMs: 100,
   /**
+   * `close()` runs the repairs its instance scheduled (NextId's ID counters,
+   * Redlock's fencing counters and quarantine judgements) when their delay
+   * ends rather than dropping them, so a short-lived client leaves the
+   * nodes it found in need of repair repaired. It waits at most the delay
+   * (`repairDelayMs`, 0 for a judgement), two node timeouts (a repair's
+   * rounds) and this margin; a repair still running then is stopped.
+   */
+  closeRepairMarginMs: 1_000,
+  /**
    * Handoffs in a row from one instance's lock holders to its own waiters
    * before the lock is really released (and announced), so that waiters in
    * other processes are not starved: `handoffRunMin` while another instance

@@ -3,7 +3,7 @@ import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
 import { Redlock } from "../lock/redlock.js";
 import type { NodeStatus } from "../node/status.js";
-import { type Verdict, verdictOf } from "../node/verdict.js";
+import { restartUnchecked, type Verdict, verdictOf } from "../node/verdict.js";
 import {
   formatTable,
   jsonOption,
@@ -31,7 +31,20 @@ function row(node: NodeStatus, idNode: NodeStatus | undefined): string[] {
   if (!node.reachable) {
     return [node.endpoint, "no", "-", "-", "-", "-", "-", "-", "-", "-"];
   }
-  const counter = !idNode?.reachable ? "-" : idNode.marker ? "yes" : (idNode.markerValue ?? "no");
+  // A restart no client has checked: the marker still reads "1", but the
+  // first check takes the node out until repaired.
+  const counter = !idNode?.reachable
+    ? "-"
+    : !idNode.marker
+      ? (idNode.markerValue ?? "no")
+      : idNode.restartUnchecked
+        ? restartUnchecked
+        : "yes";
+  const marker = !node.marker
+    ? (node.markerValue?.split(":")[0] ?? "no")
+    : node.restartUnchecked
+      ? restartUnchecked
+      : "yes";
   const quarantine = node.quarantineRemainingMs ?? 0;
   return [
     node.endpoint,
@@ -41,7 +54,7 @@ function row(node: NodeStatus, idNode: NodeStatus | undefined): string[] {
     (node.runId ?? "?").slice(0, 12),
     persistenceOf(node),
     node.maxmemoryPolicy ?? "?",
-    node.marker ? "yes" : (node.markerValue?.split(":")[0] ?? "no"),
+    marker,
     quarantine > 0
       ? node.quarantineJudged === false
         ? "judging"
@@ -84,7 +97,9 @@ export function statusCommand(): Command {
       } finally {
         await Promise.all([redlock.close(), ids.close()]);
       }
-      const verdict = verdictOf(nodes, idNodes);
+      // A restarted node no client has checked yet counts out: the first
+      // check takes it out of service until it is repaired.
+      const verdict = verdictOf(nodes, idNodes, { restartsUncheckedOut: true });
       if (options.json) {
         printJson({ nodes, idNodes, verdict });
       } else {

@@ -66,7 +66,7 @@ export class FenceIssuer {
 
   constructor(context: FenceIssuerContext) {
     this.context = context;
-    this.repairs = new RepairScheduler(context.clock, limits.repairDelayMs);
+    this.repairs = new RepairScheduler(context.clock, limits.repairDelayMs, context.nodeTimeoutMs);
   }
 
   /** What to propose for each counter: one above the highest value seen. */
@@ -142,33 +142,36 @@ export class FenceIssuer {
   scheduleRepair(index: number, marker: string): void {
     if (!this.context.enabled) return;
     if (!marker.startsWith("lost:") && !marker.startsWith("restarted:")) return;
-    // A failed repair is dropped: the next vote that meets the unknown counters schedules another try.
+    // A failed repair is dropped while this client is open (the next vote
+    // that meets the unknown counters schedules another try); at close it
+    // is tried again (RepairScheduler.finish).
     this.repairs.schedule(index, () => this.repair(index, marker));
   }
 
-  /** Ends repairs waiting to run (the owner is closing); `settled()` then says when they have ended. */
-  stop(reason: unknown): void {
-    this.repairs.stop(reason);
+  /**
+   * The owner is closing: the repairs scheduled run when their delay ends
+   * (RepairScheduler.finish: bounded), and no new one is scheduled.
+   * Resolves once they have ended.
+   */
+  finish(reason: unknown): Promise<void> {
+    return this.repairs.finish(reason);
   }
 
-  /** Resolves once every repair scheduled so far has ended. */
-  settled(): Promise<void> {
-    return this.repairs.settled();
-  }
-
-  private async repair(index: number, marker: string): Promise<void> {
+  /** One try: whether it is done (the floor written, or the loss no longer current). */
+  private async repair(index: number, marker: string): Promise<boolean> {
     const { group, nodeTimeoutMs, observer } = this.context;
     const signal = this.repairs.signal;
     const node = group.nodes[index]!;
-    const highest = await raiseFromOthers(
+    const result = await raiseFromOthers(
       group,
       index,
       fenceRepairOf(node, marker, signal, nodeTimeoutMs),
       { signal, timeoutMs: nodeTimeoutMs },
     );
-    if (highest !== undefined) {
-      observer.node(node.endpoint, "repaired", `fencing floor raised to ${highest}`);
+    if (result.kind === "raised") {
+      observer.node(node.endpoint, "repaired", `fencing floor raised to ${result.value}`);
     }
+    return result.kind !== "too few answers";
   }
 }
 

@@ -7,7 +7,7 @@
  * (counter-rounds.ts); a lost node counter is repaired by repair.ts.
  */
 import { raceAbort } from "../clock.js";
-import { AlreadyInitializedError, ClosedError } from "../errors.js";
+import { AlreadyInitializedError, ClosedError, QuorumError } from "../errors.js";
 import { checkDurability } from "../node/durability.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
@@ -47,7 +47,7 @@ export class NextId {
   private readonly group: NodeGroup;
   private readonly keys: CounterKeys;
   private readonly observer: Observer;
-  /** Aborted by `close()` (so: closed): ends backoffs and repairs waiting to run. */
+  /** Aborted by `close()` (so: closed): ends backoffs; calls still waiting fail. */
   private readonly lifetime = new AbortController();
   private readonly counter: CounterRounds;
   private readonly repairs: IdRepairs;
@@ -82,7 +82,6 @@ export class NextId {
       keys,
       observer,
       options: resolved,
-      signal,
       onRepaired: (value) => this.counter.raiseKnownMax(value),
     });
     const { counter } = this;
@@ -125,7 +124,15 @@ export class NextId {
     return id!;
   }
 
-  /** `count` new IDs, strictly increasing, all larger than every ID handed out before this call. */
+  /**
+   * `count` new IDs, strictly increasing, all larger than every ID handed
+   * out before this call. A call that used up its retries for too few votes
+   * while repairs of this instance are pending (nodes it found restarted or
+   * without their counter, out of service until repaired) waits for them,
+   * at most `repairDelayMs` and their rounds, and then tries once more: with
+   * a majority repaired, it gets its IDs. Not with `retry.retries` 0: such
+   * a call fails at its first lost round.
+   */
   async nextBatch(count: number, options: { signal?: AbortSignal } = {}): Promise<bigint[]> {
     this.assertOpen();
     const n = requireBatchCount(count);
@@ -135,6 +142,23 @@ export class NextId {
     signal?.throwIfAborted();
     await raceAbort(this.group.ready(), signal);
     this.assertOpen();
+    try {
+      return await this.take(n, signal);
+    } catch (error) {
+      const retries = this.options.retry.retries > 0;
+      if (!(error instanceof QuorumError) || !retries || !this.repairs.pending) throw error;
+      // The caller's signal or close() end the wait.
+      const lifetime = this.lifetime.signal;
+      await raceAbort(
+        this.repairs.settled(),
+        signal ? AbortSignal.any([signal, lifetime]) : lifetime,
+      );
+      this.assertOpen();
+      return this.take(n, signal);
+    }
+  }
+
+  private take(n: number, signal: AbortSignal | undefined): Promise<bigint[]> {
     if (this.options.strategy === "seed") return seedBatch(this.seed, n, signal);
     return this.range.take(n, signal);
   }
@@ -169,8 +193,9 @@ export class NextId {
    * Each node as it is now, for IDs: reachable, PING latency, role, run_id,
    * persistence, and `marker`: whether the counter's marker says the node
    * holds its counter (false after a loss, or "suspect" after a restart,
-   * until repaired). Never rejects for a failing node: it is reported
-   * unreachable, with the reason.
+   * until repaired), and `restartUnchecked`: it restarted and no client has
+   * checked it since (its marker still says "1"). Never rejects for a
+   * failing node: it is reported unreachable, with the reason.
    */
   status(): Promise<NodeStatus[]> {
     this.assertOpen();
@@ -179,6 +204,7 @@ export class NextId {
         readNodeStatus(node, this.options.clock, this.options.checkTimeoutMs, {
           marker: this.keys[1],
           markerOk: (value) => value === markerHeld,
+          run: this.keys[3],
         }),
       ),
     );
@@ -186,7 +212,10 @@ export class NextId {
 
   /**
    * Stops: calls still waiting reject with `ClosedError`, rounds in flight
-   * finish (each bounded by the node timeout), repairs stop, connections
+   * finish (each bounded by the node timeout), the repairs this instance
+   * scheduled run when their delay ends (so a short-lived instance leaves
+   * the nodes it found in need of repair repaired: at most `repairDelayMs`,
+   * two node timeouts and `limits.closeRepairMarginMs` more), connections
    * redquorum opened are closed.
    */
   close(): Promise<void> {
@@ -197,7 +226,11 @@ export class NextId {
 
   private async closeNow(): Promise<void> {
     this.lifetime.abort(new ClosedError("NextId"));
-    await Promise.all([this.range.close(), this.repairs.settled()]);
+    await this.range.close();
+    // A late reply of an ended round may still report a loss: heard, it
+    // is repaired too.
+    await this.group.idle();
+    await this.repairs.finish(new ClosedError("NextId"));
     await this.group.close();
   }
 

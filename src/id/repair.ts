@@ -31,8 +31,6 @@ export interface IdRepairContext {
     ResolvedNextIdOptions,
     "clock" | "nodeTimeoutMs" | "repairDelayMs" | "onRepair"
   >;
-  /** The NextId's lifetime: aborted by `close()`, it stops repairs waiting to run. */
-  readonly signal: AbortSignal;
   /** Told each value a node was raised to (at least every ID handed out), before `onRepair`. */
   readonly onRepaired: (value: bigint) => void;
 }
@@ -45,8 +43,8 @@ export class IdRepairs {
 
   constructor(context: IdRepairContext) {
     this.context = context;
-    const { clock, repairDelayMs } = context.options;
-    this.scheduler = new RepairScheduler(clock, repairDelayMs, context.signal);
+    const { clock, repairDelayMs, nodeTimeoutMs } = context.options;
+    this.scheduler = new RepairScheduler(clock, repairDelayMs, nodeTimeoutMs);
   }
 
   /** How many lost node counters have been repaired. */
@@ -69,14 +67,30 @@ export class IdRepairs {
     this.scheduler.schedule(index, () => this.repair(index, loss.token));
   }
 
+  /** Whether a repair is scheduled or running. */
+  get pending(): boolean {
+    return this.scheduler.pending;
+  }
+
+  /** Resolves once every repair scheduled so far has ended. */
   settled(): Promise<void> {
     return this.scheduler.settled();
   }
 
-  private async repair(index: number, token: string): Promise<void> {
-    const { group, keys, observer, options, signal } = this.context;
+  /**
+   * The NextId is closing: the repairs scheduled run when their delay ends
+   * (RepairScheduler.finish: bounded), and no new one is scheduled.
+   */
+  finish(reason: unknown): Promise<void> {
+    return this.scheduler.finish(reason);
+  }
+
+  /** One try: whether it is done (the node raised, or the loss no longer current). */
+  private async repair(index: number, token: string): Promise<boolean> {
+    const { group, keys, observer, options } = this.context;
+    const { signal } = this.scheduler;
     const timeoutMs = options.nodeTimeoutMs;
-    const value = await raiseFromOthers(
+    const result = await raiseFromOthers(
       group,
       index,
       {
@@ -101,16 +115,20 @@ export class IdRepairs {
               timeoutMs,
             },
           );
-          return write.outcomes[index]?.kind === "yes";
+          const outcome = write.outcomes[index];
+          if (outcome?.kind === "error") throw outcome.error;
+          return outcome?.kind === "yes";
         },
       },
       { signal, timeoutMs },
     );
-    if (value === undefined) return;
+    if (result.kind !== "raised") return result.kind === "not current";
+    const { value } = result;
     const endpoint = group.nodes[index]!.endpoint;
     this.context.onRepaired(value);
     this.count++;
     observer.node(endpoint, "repaired", `ID counter raised to ${value}`);
     options.onRepair({ endpoint, value });
+    return true;
   }
 }

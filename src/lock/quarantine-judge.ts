@@ -48,7 +48,7 @@ export class QuarantineJudge {
   constructor(context: QuarantineJudgeContext) {
     this.context = context;
     // No delay: unlike a counter repair, no earlier vote of the node can count later.
-    this.judgements = new RepairScheduler(context.clock, 0);
+    this.judgements = new RepairScheduler(context.clock, 0, context.nodeTimeoutMs);
   }
 
   /** Node `index` answered that the loss `marker` names waits for its judgement. */
@@ -62,16 +62,17 @@ export class QuarantineJudge {
     await this.judgements.settled();
   }
 
-  /** Ends judgements waiting to run, and no new one starts. */
-  stop(reason: unknown): void {
-    this.judgements.stop(reason);
+  /**
+   * The owner is closing: no new judgement starts; those scheduled run to
+   * their end, one that failed is tried again (bounded:
+   * RepairScheduler.finish). Resolves once they have ended.
+   */
+  finish(reason: unknown): Promise<void> {
+    return this.judgements.finish(reason);
   }
 
-  settled(): Promise<void> {
-    return this.judgements.settled();
-  }
-
-  private async judge(index: number, marker: string): Promise<void> {
+  /** One try: whether it is done (judged, or the loss no longer current or judged already). */
+  private async judge(index: number, marker: string): Promise<boolean> {
     const { group, nodeTimeoutMs, observer, knownMs } = this.context;
     const signal = this.judgements.signal;
     const node = group.nodes[index]!;
@@ -99,7 +100,8 @@ export class QuarantineJudge {
         { signal, timeoutMs: nodeTimeoutMs },
       );
     }
-    if (judgement !== undefined && judgement !== 0) {
+    if (judgement === undefined) return false; // too few answers
+    if (judgement !== 0) {
       observer.node(
         node.endpoint,
         judgement === 1 ? "quarantined" : "in service",
@@ -108,5 +110,6 @@ export class QuarantineJudge {
           : "restart quarantine over (judged from the other nodes' maxTtlMs records)",
       );
     }
+    return true;
   }
 }

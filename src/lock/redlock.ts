@@ -21,7 +21,7 @@ import {
   fenceScript,
 } from "../fencing/scripts.js";
 import { keepsEveryWrite } from "../node/durability.js";
-import { initNodeScript, markerKey, quarantineKey } from "../node/node-state.js";
+import { initNodeScript, markerKey, quarantineKey, runKey } from "../node/node-state.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
@@ -201,7 +201,8 @@ export class Redlock implements LockOwner {
 
   /**
    * Each node as it is now: reachable, PING latency, role, run_id,
-   * persistence, eviction policy, marker and quarantine. Never rejects for
+   * persistence, eviction policy, marker and quarantine, and whether it
+   * restarted since a client last checked it. Never rejects for
    * a failing node: that node is reported unreachable, with the reason.
    */
   async status(): Promise<NodeStatus[]> {
@@ -215,6 +216,7 @@ export class Redlock implements LockOwner {
             markerOk: (value) => value === "1",
             repaired: fenceFloorKey,
             quarantine: quarantineKey,
+            run: runKey,
           }),
         ),
       ),
@@ -280,7 +282,11 @@ export class Redlock implements LockOwner {
    * Closes the connections redquorum opened (a caller's own clients stay
    * open), after the operations still running have ended: an acquire that
    * wins meanwhile releases and rejects with `ClosedError`. Held locks are
-   * not released; they expire.
+   * not released; they expire. The fencing repairs and quarantine
+   * judgements this instance scheduled run first, each when its delay
+   * ends, so a short-lived client leaves the nodes it found in need of
+   * them dealt with: at most `limits.repairDelayMs`, two node timeouts and
+   * `limits.closeRepairMarginMs` more.
    */
   close(): Promise<void> {
     // A second call gets the first one's promise: it too resolves only once closed.
@@ -294,16 +300,18 @@ export class Redlock implements LockOwner {
     // other instances' waiters must still be told the key is theirs. One
     // held by an attempt runs when that attempt fails, as it now will.
     this.context.turns.passAll();
-    this.context.fences.stop(new ClosedError("Redlock"));
-    this.context.judge.stop(new ClosedError("Redlock"));
     this.context.waits.abortAll(new ClosedError("Redlock"));
-    await Promise.allSettled([
-      ...this.active,
-      this.context.fences.settled(),
-      this.context.judge.settled(),
-    ]);
-    // What those started meanwhile (a pass run when a held attempt failed).
+    // Also what those started meanwhile (a pass run when a held attempt failed).
     while (this.active.size > 0) await Promise.allSettled([...this.active]);
+    // A late reply of an ended round may still report a node's loss: heard,
+    // it is repaired (or judged) too. The fencing repairs and quarantine
+    // judgements scheduled run now, each when its delay ends (bounded), so
+    // a short-lived client leaves the nodes it met repaired.
+    await this.group.idle();
+    await Promise.all([
+      this.context.fences.finish(new ClosedError("Redlock")),
+      this.context.judge.finish(new ClosedError("Redlock")),
+    ]);
     await this.context.watch.close();
     await this.group.close();
   }

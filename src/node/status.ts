@@ -25,6 +25,15 @@ export interface NodeStatus {
   readonly marker?: boolean;
   /** The marker's value as read: for locks "1", "lost:<time>" or "restarted:<time>"; for IDs "1" or "suspect". */
   readonly markerValue?: string;
+  /**
+   * The server restarted (its run_id is not the one recorded when a client
+   * last checked it) and no client has checked it since: its marker may
+   * still say "in service", but the first client to check it takes it out
+   * of service until it is repaired from the other nodes (or, for locks
+   * on a node that does not fsync every write, its restart quarantine is
+   * over). False when no run_id is recorded (never checked by this version).
+   */
+  readonly restartUnchecked?: boolean;
   /** Milliseconds of quarantine left; 0 when the node is in service. */
   readonly quarantineRemainingMs?: number;
   /**
@@ -49,6 +58,8 @@ export async function readNodeStatus(
     repaired?: string;
     /** The restart quarantine's key; IDs have none. */
     quarantine?: string;
+    /** The key holding the run_id the node was last checked (certified) on. */
+    run?: string;
   },
 ): Promise<NodeStatus> {
   try {
@@ -65,6 +76,8 @@ export async function readNodeStatus(
       node.command(["CONFIG", "GET", "appendfsync"], { timeoutMs }).catch(() => undefined),
       keys.repaired === undefined ? 0 : node.command(["EXISTS", keys.repaired], { timeoutMs }),
     ]);
+    const run =
+      keys.run === undefined ? null : await node.command(["GET", keys.run], { timeoutMs });
     const markerValue = marker == null ? undefined : String(marker);
     const info = nodeInfoFrom(node.endpoint, String(infoText));
     return {
@@ -80,6 +93,9 @@ export async function readNodeStatus(
       maxmemoryPolicy: info.maxmemoryPolicy,
       marker: markerValue !== undefined && (keys.markerOk(markerValue) || repaired === 1),
       markerValue,
+      // The record is "<run_id>/<count>" (node/server-identity.ts), or a bare run_id from older versions.
+      restartUnchecked:
+        run != null && info.runId !== "" && String(run).split("/")[0] !== info.runId,
       quarantineRemainingMs: typeof quarantine === "number" && quarantine > 0 ? quarantine : 0,
       quarantineJudged:
         quarantineValue == null || !String(quarantineValue).startsWith(unjudgedPrefix),

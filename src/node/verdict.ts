@@ -18,6 +18,12 @@ export interface ClusterVerdict {
   readonly ids: Verdict;
 }
 
+/**
+ * What a node is called that restarted and that no client has checked since
+ * (`NodeStatus.restartUnchecked`): its marker still reads "in service".
+ */
+export const restartUnchecked = "restarted, not yet checked";
+
 /** Why a node cannot take part in anything: not reachable, or not a master. */
 function reachMasterProblem(node: NodeStatus): string | undefined {
   if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
@@ -26,7 +32,7 @@ function reachMasterProblem(node: NodeStatus): string | undefined {
 }
 
 /** Why a node cannot take part in locks, or undefined when it can. */
-function lockProblem(node: NodeStatus): string | undefined {
+function lockProblem(node: NodeStatus, options: VerdictOptions): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
   if ((node.quarantineRemainingMs ?? 0) > 0 && node.quarantineJudged === false) {
@@ -41,6 +47,13 @@ function lockProblem(node: NodeStatus): string | undefined {
       : `marker ${JSON.stringify(node.markerValue)}: it lost or may have lost data, and is out ` +
           "of service until repaired from the other nodes (a client's next call schedules it)";
   }
+  if (node.restartUnchecked && options.restartsUncheckedOut) {
+    return (
+      `${restartUnchecked}: the first client to check it takes it out of service until its ` +
+      "fencing counters are repaired from the other nodes, or its restart quarantine is over " +
+      "if it does not fsync every write (that client's next lock call starts it)"
+    );
+  }
   return undefined;
 }
 
@@ -49,7 +62,7 @@ function lockProblem(node: NodeStatus): string | undefined {
  * `NextId.status()` (its marker is the counter's; the lock quarantine and
  * marker do not concern IDs).
  */
-function idProblem(node: NodeStatus): string | undefined {
+function idProblem(node: NodeStatus, options: VerdictOptions): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
   if (!node.marker) {
@@ -57,6 +70,12 @@ function idProblem(node: NodeStatus): string | undefined {
       ? "no ID counter marker: run `redquorum id init` (with your --key) on a new cluster"
       : `ID counter marker ${JSON.stringify(node.markerValue)}: it lost or may have lost the ` +
           "counter, and is out of service until repaired from the other nodes (a client's next call schedules it)";
+  }
+  if (node.restartUnchecked && options.restartsUncheckedOut) {
+    return (
+      `${restartUnchecked}: the first client to check it takes it out of service until its ` +
+      "ID counter is repaired from the other nodes (that client's next call schedules it)"
+    );
   }
   if (node.appendonly !== "yes") return `appendonly ${node.appendonly ?? "unknown"}, needs yes`;
   if (node.appendfsync !== "always") {
@@ -67,17 +86,32 @@ function idProblem(node: NodeStatus): string | undefined {
 
 function verdictBy(
   nodes: readonly NodeStatus[],
-  problemOf: (node: NodeStatus) => string | undefined,
+  problemOf: (node: NodeStatus, options: VerdictOptions) => string | undefined,
+  options: VerdictOptions,
 ): Verdict {
   const needed = Math.floor(nodes.length / 2) + 1;
   const reasons: string[] = [];
   let usable = 0;
   for (const node of nodes) {
-    const problem = problemOf(node);
+    const problem = problemOf(node, options);
     if (problem) reasons.push(`${node.endpoint}: ${problem}`);
     else usable++;
   }
   return { safe: usable >= needed, usable, needed, reasons };
+}
+
+export interface VerdictOptions {
+  /**
+   * Count a node that restarted and that no client has checked since
+   * (`NodeStatus.restartUnchecked`) out: the first client to check it
+   * takes it out of service until it is repaired. `redquorum status` does,
+   * for the operator who waits for each node to be back before restarting
+   * the next. The ID server's /healthz does not: its own next call checks
+   * and repairs such nodes (waiting for the repairs when it must), and
+   * counted out they could make every server unhealthy, so that no call
+   * reaches one to do it.
+   */
+  readonly restartsUncheckedOut?: boolean;
 }
 
 /**
@@ -85,11 +119,16 @@ function verdictBy(
  * reachable, masters, marked and not quarantined. Safe for IDs, from
  * `NextId.status()` (`idNodes`, by default the same list): a majority
  * reachable masters whose counter's marker is intact and that run
- * appendonly yes + appendfsync always.
+ * appendonly yes + appendfsync always. With `restartsUncheckedOut`, also
+ * not restarted since a client last checked them.
  */
 export function verdictOf(
   nodes: readonly NodeStatus[],
   idNodes: readonly NodeStatus[] = nodes,
+  options: VerdictOptions = {},
 ): ClusterVerdict {
-  return { locks: verdictBy(nodes, lockProblem), ids: verdictBy(idNodes, idProblem) };
+  return {
+    locks: verdictBy(nodes, lockProblem, options),
+    ids: verdictBy(idNodes, idProblem, options),
+  };
 }

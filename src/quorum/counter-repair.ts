@@ -23,11 +23,12 @@
  *
  * `CounterRepair` says what to read and how to raise (the counter's own
  * scripts), `raiseFromOthers` does the reading and raising, and
- * `RepairScheduler` says when: at most one repair per node pending, none
- * once the owner closed.
+ * `RepairScheduler` says when: at most one repair per node pending, each
+ * after the delay, also when the owner closes meanwhile (within a bound).
  */
 import type { Clock } from "../clock.js";
 import { maxOf } from "../decimal.js";
+import { limits } from "../limits.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { NodeGroup } from "./node-group.js";
 import { repairReadsOf } from "./round.js";
@@ -46,23 +47,34 @@ export interface CounterRepair {
    * either (it is not read from), a rejection when it fails.
    */
   readOther(node: RedisNode, index: number): Promise<Witness | undefined>;
-  /** Raises the lost node to `value` if the loss it was scheduled for is still current there; whether it was. */
+  /**
+   * Raises the lost node to `value` if the loss it was scheduled for is
+   * still current there; whether it was. A rejection when the node did not
+   * answer.
+   */
   raise(value: bigint): Promise<boolean>;
 }
+
+/** What `raiseFromOthers` did. */
+export type RaiseResult =
+  /** Raised the lost node to `value`. */
+  | { readonly kind: "raised"; readonly value: bigint }
+  /** Nothing to raise: someone else repaired it first, or the node lost its data again since (a later reply reports that loss). */
+  | { readonly kind: "not current" }
+  /** Too few of the others answered with a value: a later try may do better. */
+  | { readonly kind: "too few answers" };
 
 /**
  * Reads every node but `lostIndex`; with answers from N - Q + 1 that hold a
  * value and may not lag, or from every other node, raises the lost node to
- * their highest. The value it raised the node to, or undefined: too few
- * answers, or the loss was no longer current (someone else repaired it
- * first, or the node lost its data again since).
+ * their highest. Rejects when the lost node did not answer the raise.
  */
 export async function raiseFromOthers(
   group: NodeGroup,
   lostIndex: number,
   repair: CounterRepair,
   round: { readonly signal: AbortSignal; readonly timeoutMs: number },
-): Promise<bigint | undefined> {
+): Promise<RaiseResult> {
   const read = await group.round((node, index) => repair.readOther(node, index), {
     isYes: (value) => value !== undefined,
     // Not read: it is the node being repaired (and may be waiting for its check).
@@ -81,53 +93,128 @@ export async function raiseFromOthers(
     if (!outcome.value!.mayLag) trusted++;
   }
   const everyOther = others >= needed && read.yesCount === others;
-  if (trusted < needed && !everyOther) return undefined;
-  return (await repair.raise(value)) ? value : undefined;
+  if (trusted < needed && !everyOther) return { kind: "too few answers" };
+  return (await repair.raise(value)) ? { kind: "raised", value } : { kind: "not current" };
 }
 
-/** The repairs of one owner's nodes: at most one running per node, each after a delay. */
+/**
+ * One try of a repair: whether it is done (the node raised, or its loss no
+ * longer current there); false or a rejection when it could not be done
+ * this time (too few answers, the node did not answer).
+ */
+export type RepairTry = () => Promise<boolean>;
+
+/**
+ * The repairs of one owner's nodes: at most one pending per node, each after
+ * a delay. When the owner closes (`finish`), the repairs it scheduled still
+ * run, each once its delay is over, within a bound: a short-lived owner (a
+ * CLI command, a serverless function) that met a node in need of repair
+ * leaves it repaired, instead of dropping the repair and leaving the node
+ * out of service until some later client stays open long enough.
+ */
 export class RepairScheduler {
-  private readonly running = new Map<number, Promise<void>>();
+  /** Per node, its repair scheduled and not yet ended: resolves (never rejects) once it has. */
+  private readonly scheduled = new Map<number, Promise<void>>();
+  /**
+   * Per node, a repair whose try failed while the owner was open and that
+   * no later reply has scheduled again: `finish()` tries it again.
+   */
+  private readonly failed = new Map<number, RepairTry>();
   private readonly clock: Clock;
   private readonly delayMs: number;
+  private readonly nodeTimeoutMs: number;
   private readonly lifetime = new AbortController();
-  /** Aborted by `stop()` or the owner's signal: the repairs' calls end with it. */
+  private finishing = false;
+  /** Aborted once `finish()` is done, or at its bound: the repairs' calls end with it. */
   readonly signal: AbortSignal;
 
   /**
    * `delayMs`: longer than any round that might count a lost node's old
-   * vote; `ownerSignal`: the owner's lifetime, if it has one besides `stop()`.
+   * vote; `nodeTimeoutMs`: the bound on each of a repair's rounds.
    */
-  constructor(clock: Clock, delayMs: number, ownerSignal?: AbortSignal) {
+  constructor(clock: Clock, delayMs: number, nodeTimeoutMs: number) {
     this.clock = clock;
     this.delayMs = delayMs;
-    this.signal = ownerSignal
-      ? AbortSignal.any([ownerSignal, this.lifetime.signal])
-      : this.lifetime.signal;
+    this.nodeTimeoutMs = nodeTimeoutMs;
+    this.signal = this.lifetime.signal;
   }
 
-  /** Ends repairs waiting to run, and no new one starts (the owner is closing). */
-  stop(reason: unknown): void {
-    this.lifetime.abort(reason);
+  /** Whether a repair is scheduled or running. */
+  get pending(): boolean {
+    return this.scheduled.size > 0;
+  }
+
+  /**
+   * The longest `finish()` waits: the delay, then a repair's two rounds
+   * (each bounded by a node timeout) and a margin.
+   */
+  get finishBoundMs(): number {
+    return this.delayMs + 2 * this.nodeTimeoutMs + limits.closeRepairMarginMs;
   }
 
   /**
    * Runs `repair` for node `index` after the delay, unless one is already
-   * scheduled for it or the owner closed. A failed repair is dropped: a
-   * later reply that reports the loss again schedules another try.
+   * scheduled for it or the owner is closing. A try that fails is not
+   * repeated while the owner is open (a later reply that reports the loss
+   * again schedules another), only once it closes.
    */
-  schedule(index: number, repair: () => Promise<void>): void {
-    if (this.running.has(index) || this.signal.aborted) return;
-    const running = this.clock
-      .sleep(this.delayMs, this.signal)
-      .then(repair)
-      .catch(() => {})
-      .finally(() => this.running.delete(index));
-    this.running.set(index, running);
+  schedule(index: number, repair: RepairTry): void {
+    if (this.scheduled.has(index) || this.finishing) return;
+    this.failed.delete(index);
+    this.start(index, repair, this.delayMs);
   }
 
-  /** Resolves once every repair scheduled so far has ended (the owner's `close()`). */
+  /**
+   * The owner is closing: no new repair is scheduled, and each one
+   * scheduled runs when its delay ends, as it would have (the delay keeps
+   * its purpose: no round that might count the lost node's old vote is
+   * running by then), at most `delayMs` from now; one whose try failed
+   * earlier runs at once. Now no later reply would report the loss again:
+   * a try that fails is repeated a node timeout later. What still runs
+   * `finishBoundMs` from now is stopped (its rounds end with `signal`): a
+   * node that stopped answering costs the bound, never a hang. Resolves
+   * once every repair has ended.
+   */
+  async finish(reason: unknown): Promise<void> {
+    this.finishing = true;
+    for (const [index, repair] of this.failed) this.start(index, repair, 0);
+    this.failed.clear();
+    if (this.scheduled.size > 0) {
+      const bound = new AbortController();
+      this.clock
+        .sleep(this.finishBoundMs, bound.signal)
+        .then(() => this.lifetime.abort(reason))
+        .catch(() => {});
+      await this.settled();
+      bound.abort();
+    }
+    this.lifetime.abort(reason);
+  }
+
+  /** Resolves once every repair scheduled so far has ended. */
   async settled(): Promise<void> {
-    await Promise.allSettled(this.running.values());
+    await Promise.all(this.scheduled.values());
+  }
+
+  private start(index: number, repair: RepairTry, delayMs: number): void {
+    const ended = this.clock
+      .sleep(delayMs, this.signal)
+      .then(() => this.tries(index, repair))
+      .catch(() => {})
+      .finally(() => {
+        if (this.scheduled.get(index) === ended) this.scheduled.delete(index);
+      });
+    this.scheduled.set(index, ended);
+  }
+
+  private async tries(index: number, repair: RepairTry): Promise<void> {
+    for (;;) {
+      if (await repair().catch(() => false)) return;
+      if (!this.finishing) {
+        this.failed.set(index, repair);
+        return;
+      }
+      await this.clock.sleep(this.nodeTimeoutMs, this.signal);
+    }
   }
 }

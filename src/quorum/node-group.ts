@@ -217,9 +217,19 @@ export class NodeGroup {
     return this.admission.info(index);
   }
 
+  /**
+   * Resolves once no call of an ended round is still running (each is
+   * bounded by its timeout): a late reply may still report a node that
+   * needs repair, which a closing owner must hear before it stops
+   * scheduling repairs.
+   */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all(this.inFlight);
+  }
+
   /** Lets calls still in flight finish (each is bounded by its timeout), then closes the nodes. */
   async close(): Promise<void> {
-    await Promise.all(this.inFlight);
+    await this.idle();
     await Promise.allSettled(this.nodes.map((node) => node.close()));
   }
 
