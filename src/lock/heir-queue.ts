@@ -35,6 +35,16 @@
  * before its registration here was removed), so a stale registration
  * costs at most one lapsed reservation.
  *
+ * A try-lock (a caller that will not wait: no waiter id, or registration
+ * time 0) has no use for a place in the queue. It barges, as node-redlock
+ * does and as Java's `tryLock()` does even on a fair `ReentrantLock`: it
+ * takes a free key however it is reserved. A reservation only ever keeps
+ * callers from a free key; a held key is refused to everyone. The
+ * reservation it passed over ends, and so does the record of its heir's
+ * turn, so the release of the try-lock's lock reserves the key for that
+ * heir again and tells it: the heir, whose round meanwhile found the key
+ * held, keeps its place.
+ *
  * The queue's keys are derived from the lock key inside the scripts
  * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`,
  * `…:heir-last:<key>`): like the marker, they only work on independent
@@ -80,15 +90,16 @@ end`;
 /**
  * Lua: `enqueue(key, waiter, ticket, waitMs)` registers (or refreshes) a
  * waiter for `key`, ticket "0" meaning "after the last one here", and
- * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
- * returns the head, or nil; `heirKey(key)` the key naming the
- * reservation; `reservedFor(key)` the waiter (or, within a turn, the
- * instance) the key is reserved for, or nil; `reserve(key, ms)` reserves
- * a free key for the head and returns it, or nil; `notifyHeir(key, heir)`
- * tells the heir's instance, with the resource's fencing counter
- * (`<waiter> <counter>`), so that its proposal is fresh and its grant
- * needs no fencing round. Whether anyone waits is the existence of
- * `queueKeyPrefix .. key` (the release reads it).
+ * returns {ticket, rank}; `overtake(key, heir)` ends the reservation for
+ * `heir` that a try-lock passed over, and the record of its turn;
+ * `nextHeir(key)` drops expired registrations and returns the head, or
+ * nil; `heirKey(key)` the key naming the reservation; `reservedFor(key)`
+ * the waiter (or, within a turn, the instance) the key is reserved for,
+ * or nil; `reserve(key, ms)` reserves a free key for the head and returns
+ * it, or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
+ * resource's fencing counter (`<waiter> <counter>`), so that its proposal
+ * is fresh and its grant needs no fencing round. Whether anyone waits is
+ * the existence of `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `
@@ -134,6 +145,11 @@ local function heirKey(key)
 end
 local function reservedFor(key)
   return redis.call('get', heirKey(key))
+end
+local function overtake(key, heir)
+  local last = 'redquorum:heir-last:' .. key
+  redis.call('del', heirKey(key))
+  if redis.call('get', last) == heir then redis.call('del', last) end
 end
 local function reserve(key, ms)
   local last = 'redquorum:heir-last:' .. key

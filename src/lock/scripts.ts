@@ -65,8 +65,10 @@ export const acquireReply = {
 /**
  * Acquire, fenced layout (see fencedScriptArgs): ARGV[2] = TTL in ms.
  * granted (or, with fences, {granted, current_1, accepted_1, ...}): every
- * key was free and is now ours; refused: a key exists, or is reserved for
- * another waiter (heir-queue.ts); {quarantined, marker}; {unknown,
+ * key was free and is now ours; refused: a key exists, or, for a caller
+ * that may wait, is reserved for another waiter or instance (a caller
+ * that will not wait takes a free key however it is reserved:
+ * heir-queue.ts); {quarantined, marker}; {unknown,
  * marker}: the fencing counters are unknown here. A fencing counter only
  * moves together with our lock key on the same node — what keeps tokens in
  * grant order.
@@ -81,7 +83,8 @@ export const acquireReply = {
  * refused, it joins the node's queue and the reply is {refused, ticket,
  * rank} (with a fencing counter: {refused, ticket, rank, current});
  * granted, it leaves it if the last argument ("1": an earlier attempt
- * carried the same waiter id) says it may be queued.
+ * carried the same waiter id) says it may be queued. Registration time
+ * "0", or no waiter id: the caller will not wait (a try-lock).
  */
 /**
  * When the acquire takes its fast path: one resource, at most one counter,
@@ -191,15 +194,18 @@ local function refuse()
   return reply
 end
 -- A key reserved for another waiter, or for another instance whose turn
--- goes on (turns.ts: the reservation names the instance), counts as held.
+-- goes on (turns.ts: the reservation names the instance), counts as held
+-- for a caller that waits; one that will not (no waiter id, or
+-- registration time "0": a try-lock) takes it if free (heir-queue.ts).
 local instance = waiter and string.match(waiter, '^[^:]*')
-local mine = false
+local barges = not waiter or ARGV[8 + #counters] == '0'
+local reserved = false
 for _, key in ipairs(locks) do
   local heir
   if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
   if heir then
-    if heir ~= waiter and heir ~= instance then return refuse() end
-    mine = true
+    if heir ~= waiter and heir ~= instance and not barges then return refuse() end
+    reserved = true
   end
 end
 local replaced = 0
@@ -235,7 +241,16 @@ if not placed then
     redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   end
 end
-if mine then redis.call('del', heirKey(locks[1])) end
+-- Reservations taken up end; one passed over ends too, and its heir is
+-- reserved the key again at this lock's release (heir-queue.ts).
+if reserved then
+  for _, key in ipairs(locks) do
+    local heir
+    if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
+    if heir and (heir == waiter or heir == instance) then redis.call('del', heirKey(key))
+    elseif heir then overtake(key, heir) end
+  end
+end
 if waiter and mayBeQueued then leave(locks[1], waiter) end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 -- A handoff inside one instance: if a waiter of another instance heads
