@@ -35,6 +35,21 @@
  * before its registration here was removed), so a stale registration
  * costs at most one lapsed reservation.
  *
+ * A waiter for several keys registers in the queue of each of them, under
+ * one ticket, and a release of any of them reserves that key for it when
+ * it heads that key's queue; its round takes all its keys, each free and
+ * not reserved for another. A waiter has one ticket on every key and node,
+ * and equal tickets are ordered by waiter id, so any two waiters are in
+ * the same order in every queue they share: the first of them heads each
+ * of its queues, and releases reserve its keys for it, not one key for
+ * each of two waiters that both need the other's.
+ *
+ * Where nodes' queues disagree for a moment (a registration from before
+ * its ticket was agreed, one that expired), two such waiters may each be
+ * reserved a key the other needs: those reservations lapse after
+ * `heirReservationMs`, and each head gets one per node, so nothing waits
+ * on one for ever.
+ *
  * A try-lock (a caller that will not wait: no waiter id, or registration
  * time 0) has no use for a place in the queue. It barges, as node-redlock
  * does and as Java's `tryLock()` does even on a fair `ReentrantLock`: it
@@ -90,16 +105,19 @@ end`;
 /**
  * Lua: `enqueue(key, waiter, ticket, waitMs)` registers (or refreshes) a
  * waiter for `key`, ticket "0" meaning "after the last one here", and
- * returns {ticket, rank}; `overtake(key, heir)` ends the reservation for
- * `heir` that a try-lock passed over, and the record of its turn;
- * `nextHeir(key)` drops expired registrations and returns the head, or
- * nil; `heirKey(key)` the key naming the reservation; `reservedFor(key)`
- * the waiter (or, within a turn, the instance) the key is reserved for,
- * or nil; `reserve(key, ms)` reserves a free key for the head and returns
- * it, or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
- * resource's fencing counter (`<waiter> <counter>`), so that its proposal
- * is fresh and its grant needs no fencing round. Whether anyone waits is
- * the existence of `queueKeyPrefix .. key` (the release reads it).
+ * returns {ticket, rank}; `enqueueAll(keys, waiter, ticket, waitMs)` does
+ * it for every key of a lock under one ticket ("0": after the last one in
+ * each of those queues) and returns {ticket, the highest rank};
+ * `overtake(key, heir)` ends the reservation for `heir` that a try-lock
+ * passed over, and the record of its turn; `nextHeir(key)` drops expired
+ * registrations and returns the head, or nil; `heirKey(key)` the key
+ * naming the reservation; `reservedFor(key)` the waiter (or, within a
+ * turn, the instance) the key is reserved for, or nil; `reserve(key, ms)`
+ * reserves a free key for the head and returns it, or nil;
+ * `notifyHeir(key, heir)` tells the heir's instance, with the resource's
+ * fencing counter (`<waiter> <counter>`), so that its proposal is fresh
+ * and its grant needs no fencing round. Whether anyone waits is the
+ * existence of `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `
@@ -136,6 +154,28 @@ local function enqueue(key, waiter, ticket, waitMs)
   keepFor(queue, waitMs)
   keepFor(expiry, waitMs)
   return {score, redis.call('zrank', queue, waiter)}
+end
+local function enqueueAll(keys, waiter, ticket, waitMs)
+  if #keys == 1 then return enqueue(keys[1], waiter, ticket, waitMs) end
+  -- One ticket on every key's queue (the latest of their places), so that
+  -- all queues order this waiter alike with every other.
+  if ticket == '0' then
+    local latest = 0
+    for _, key in ipairs(keys) do
+      local queue = queueKeys(key)
+      local score = redis.call('zscore', queue, waiter)
+      if not score then
+        score = (tonumber(redis.call('zrange', queue, -1, -1, 'withscores')[2]) or 0) + 1
+      end
+      latest = math.max(latest, tonumber(score))
+    end
+    ticket = tostring(latest)
+  end
+  local rank = 0
+  for _, key in ipairs(keys) do
+    rank = math.max(rank, enqueue(key, waiter, ticket, waitMs)[2])
+  end
+  return {ticket, rank}
 end
 local function leave(key, waiter)
   ${leaveQueueLua("key", "waiter")}

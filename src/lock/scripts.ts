@@ -80,9 +80,10 @@ export const acquireReply = {
  * still held here (handoff.ts); replacedOthersWait says that too, and
  * that a waiter of another instance heads this node's queue. Then, for a
  * caller that may wait, its waiter id, ticket and registration time:
- * refused, it joins the node's queue and the reply is {refused, ticket,
- * rank} (with a fencing counter: {refused, ticket, rank, current});
- * granted, it leaves it if the last argument ("1": an earlier attempt
+ * refused, it joins the node's queue of every key of the lock and the
+ * reply is {refused, ticket, rank} (rank: the most ahead of it in any of
+ * them; with a fencing counter: {refused, ticket, rank, current});
+ * granted, it leaves them if the last argument ("1": an earlier attempt
  * carried the same waiter id) says it may be queued. Registration time
  * "0", or no waiter id: the caller will not wait (a try-lock).
  */
@@ -182,7 +183,7 @@ local mayBeQueued = ARGV[9 + #counters] == '1'
 -- A caller that will not wait (registration time "0") is never queued.
 local function refuse()
   if not waiter or ARGV[8 + #counters] == '0' then return ${acquireReply.refused} end
-  local place = enqueue(locks[1], waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
+  local place = enqueueAll(locks, waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
   local reply = {${acquireReply.refused}, place[1], place[2]}
   -- The fencing counter as it stands: the waiter's next proposal is then
   -- above the holder's token, and its grant needs no fencing round. A hint
@@ -251,7 +252,9 @@ if reserved then
     elseif heir then overtake(key, heir) end
   end
 end
-if waiter and mayBeQueued then leave(locks[1], waiter) end
+if waiter and mayBeQueued then
+  for _, key in ipairs(locks) do leave(key, waiter) end
+end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 -- A handoff inside one instance: if a waiter of another instance heads
 -- this node's queue, the reply says so, so that the instance ends its run
@@ -414,8 +417,8 @@ ${luaDecimalLess}
 ${heirQueueLua}
 local first = ''
 local reserveMs = tonumber(ARGV[2])
+if ARGV[5] then enqueueAll(KEYS, ARGV[5], ARGV[6], tonumber(ARGV[7])) end
 for i = 1, #KEYS do
-  if ARGV[5] then enqueue(KEYS[i], ARGV[5], ARGV[6], tonumber(ARGV[7])) end
   local free = waited[i] and redis.call('exists', KEYS[i]) == 0
   local reserved = free and reservedFor(KEYS[i])
   if free and (not reserved or reserved == ARGV[4]) then
@@ -447,20 +450,27 @@ export function heirOf(reply: unknown): string | undefined {
 }
 
 /**
- * KEYS[1]: a lock key; ARGV: waiter id, reservation ms, notify. A waiter
- * that gives up leaves the queue; a reservation it had passes to the next.
+ * KEYS: a lock's keys; ARGV: waiter id, reservation ms, notify. A waiter
+ * that gives up leaves each key's queue; a reservation it had passes to
+ * the next. Returns how many reservations it had.
  */
 export const leaveQueueScript = new LuaScript(
   "leave-queue",
   `${luaDecimalLess}
 ${heirQueueLua}
-leave(KEYS[1], ARGV[1])
-if reservedFor(KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('del', heirKey(KEYS[1]))
-if redis.call('exists', KEYS[1]) == 1 then return 1 end
-local heir = reserve(KEYS[1], tonumber(ARGV[2]))
-if heir and ARGV[3] == '1' then notifyHeir(KEYS[1], heir) end
-return 1`,
+local had = 0
+for _, key in ipairs(KEYS) do
+  leave(key, ARGV[1])
+  if reservedFor(key) == ARGV[1] then
+    had = had + 1
+    redis.call('del', heirKey(key))
+    if redis.call('exists', key) == 0 then
+      local heir = reserve(key, tonumber(ARGV[2]))
+      if heir and ARGV[3] == '1' then notifyHeir(key, heir) end
+    end
+  end
+end
+return had`,
 );
 
 /**

@@ -1,16 +1,20 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import NodeRedlock from "redlock";
 import { Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
+import { sleep } from "../helpers/sleep.js";
 
 /**
- * Callers the nodes' queue (src/lock/heir-queue.ts) used to leave out. A
- * try-lock (`retries: 0`) never waits, so it has no place in the queue;
- * while waiters queue for a key, every release reserves it for the
- * queue's head, so the key is always held or reserved, and a try-lock
- * that may not take a reserved key hardly ever gets it. Now it takes a
- * free key however it is reserved ("barging", as node-redlock does).
+ * Callers the nodes' queue (src/lock/heir-queue.ts) used to leave out: a
+ * multi-key acquire and a try-lock (`retries: 0`). While single-key
+ * waiters queue for a key, every release reserves it for the queue's head,
+ * so the key is always held or reserved: a caller that neither queues nor
+ * may take a reserved key hardly ever gets it. Now a multi-key caller that
+ * may wait queues on every key of its lock, and a try-lock takes a free
+ * key however it is reserved ("barging", as node-redlock does).
  */
 
 /** Every release hands over at once (no turn kept, src/lock/turns.ts). */
@@ -40,6 +44,110 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
     cluster = await startCluster({ nodeCount: 5 });
   });
   after(() => cluster.stop());
+
+  describe("beside three instances looping on K (acquire, hold 5 ms, release)", () => {
+    const runMs = 7_000;
+    const holdMs = 5;
+    const pollMs = 20;
+    const counts = {
+      looped: 0,
+      loopFailed: 0,
+      multiWon: 0,
+      multiFailed: 0,
+      triedOurs: 0,
+      wonOurs: 0,
+      triedPlain: 0,
+      wonPlain: 0,
+    };
+    let measured = "";
+
+    // One run serves both tests: a multi-key caller (default retries), a
+    // try-lock polling every 20 ms and a plain SET NX majority client
+    // (node-redlock, no retries) polling at the same pace, all at once.
+    before(async () => {
+      await cluster.flushAll();
+      const loopers = Array.from({ length: 3 }, () => new Redlock(cluster.urls));
+      const multi = new Redlock(cluster.urls);
+      const trier = new Redlock(cluster.urls);
+      const clients = cluster.urls.map((url) => new Redis(url));
+      const plain = new NodeRedlock(clients, { retryCount: 0 });
+      const endAt = performance.now() + runMs;
+      const running = () => performance.now() < endAt;
+      const hold = async (lock: { release(): Promise<unknown> }) => {
+        await sleep(holdMs);
+        await lock.release().catch(() => {});
+      };
+      /** Polls `take` every `pollMs` until the run ends; counts tries and wins. */
+      const poll = async (take: () => Promise<{ release(): Promise<unknown> }>) => {
+        let tried = 0;
+        let won = 0;
+        while (running()) {
+          tried++;
+          const lock = await take().catch(() => undefined);
+          if (lock) {
+            won++;
+            await hold(lock);
+          }
+          await sleep(pollMs);
+        }
+        return { tried, won };
+      };
+      try {
+        const loops = loopers.map(async (redlock) => {
+          while (running()) {
+            try {
+              await hold(await redlock.acquire(["K"], 10_000));
+              counts.looped++;
+            } catch {
+              counts.loopFailed++;
+            }
+          }
+        });
+        const [multiKey, ours, theirs] = await Promise.all([
+          poll(() => multi.acquire(["K", "J"], 10_000)),
+          poll(() => trier.acquire(["K"], 10_000, { retry: { retries: 0 } })),
+          poll(() => plain.acquire(["K"], 10_000)),
+          ...loops,
+        ]);
+        counts.multiWon = multiKey.won;
+        counts.multiFailed = multiKey.tried - multiKey.won;
+        counts.triedOurs = ours.tried;
+        counts.wonOurs = ours.won;
+        counts.triedPlain = theirs.tried;
+        counts.wonPlain = theirs.won;
+      } finally {
+        await Promise.all([...loopers, multi, trier].map((r) => r.close()));
+        for (const client of clients) client.disconnect();
+      }
+      measured = JSON.stringify(counts);
+      console.log(`fair share over ${runMs} ms: ${measured}`);
+    });
+
+    it("a multi-key acquire of K and J succeeds at least 9 times in 10", () => {
+      assert.ok(counts.looped >= 100, `the loopers contended for K (${measured})`);
+      const acquires = counts.multiWon + counts.multiFailed;
+      // A failed acquire takes its 11 attempts (about 2 s): a few at most fit in the run.
+      assert.ok(
+        acquires >= 10 && counts.multiWon >= 0.9 * acquires,
+        `the multi-key acquire succeeded ${counts.multiWon} of ${acquires} times (${measured})`,
+      );
+    });
+
+    it("a try-lock wins at least half as often as a plain SET NX client polling at its pace", () => {
+      assert.ok(counts.looped >= 100, `the loopers contended for K (${measured})`);
+      assert.ok(
+        counts.wonPlain >= 10,
+        `the plain client won often enough to compare (${measured})`,
+      );
+      const ours = counts.wonOurs / counts.triedOurs;
+      const theirs = counts.wonPlain / counts.triedPlain;
+      assert.ok(
+        ours >= 0.5 * theirs,
+        `the try-lock won ${(100 * ours).toFixed(1)} % of its tries, the plain client ` +
+          `${(100 * theirs).toFixed(1)} % (${measured})`,
+      );
+    });
+  });
 
   describe("how they queue and barge", () => {
     beforeEach(() => cluster.flushAll());
@@ -81,6 +189,101 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
         await got.release();
       } finally {
         await Promise.all([waiter.close(), trier.close()]);
+      }
+    });
+
+    it("a multi-key waiter queues on each of its keys, and a release of the one held hands it the lock", async () => {
+      const holder = new Redlock(cluster.urls, strict);
+      const multi = new Redlock(cluster.urls, toldOnly);
+      try {
+        const lock = await holder.acquire(["m"], 10_000);
+        const waiting = multi.acquire(["m", "n"], 10_000, { signal: AbortSignal.timeout(20_000) });
+        await until("the multi-key waiter to queue on both keys on every node", async () =>
+          [...(await queued(cluster, "m")), ...(await queued(cluster, "n"))].every(
+            (q) => q.length === 1,
+          ),
+        );
+        await until("the waiter to listen on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 1),
+        );
+        const [id] = (await queued(cluster, "m"))[0]!;
+        const tickets = await cluster.onAll(async (c) => [
+          await c.zscore("redquorum:queue:m", id!),
+          await c.zscore("redquorum:queue:n", id!),
+        ]);
+        for (const [m, n] of tickets) assert.equal(m, n, "one ticket on both keys' queues");
+        // No fallback poll: only the notice of this release can wake it.
+        await lock.release();
+        const got = await waiting;
+        assert.deepEqual(got.resources, ["m", "n"]);
+        await until("the waiter to leave every queue", async () =>
+          (await cluster.onAll((c) => c.exists("redquorum:queue:m", "redquorum:queue:n"))).every(
+            (n) => n === 0,
+          ),
+        );
+        await got.release();
+      } finally {
+        await Promise.all([holder.close(), multi.close()]);
+      }
+    });
+
+    it("two multi-key waiters for the same keys in opposite orders get the lock in the order they queued, by notices alone", async () => {
+      const holder = new Redlock(cluster.urls, strict);
+      const [first, second] = [0, 1].map(() => new Redlock(cluster.urls, toldOnly));
+      try {
+        const lock = await holder.acquire(["p", "q"], 10_000);
+        const signal = AbortSignal.timeout(20_000);
+        const firstWaits = first!.acquire(["p", "q"], 10_000, { signal });
+        await until("the first to queue", async () =>
+          (await queued(cluster, "q")).every((q) => q.length === 1),
+        );
+        const secondWaits = second!.acquire(["q", "p"], 10_000, { signal });
+        await until("the second to queue", async () =>
+          [...(await queued(cluster, "p")), ...(await queued(cluster, "q"))].every(
+            (q) => q.length === 2,
+          ),
+        );
+        await until("both to listen on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 2),
+        );
+        // Every node orders them alike on both keys: a release reserves
+        // both keys for the same waiter, never one key for each.
+        const orders = [...(await queued(cluster, "p")), ...(await queued(cluster, "q"))];
+        for (const order of orders) assert.deepEqual(order, orders[0]);
+        await lock.release();
+        const got = await firstWaits;
+        assert.equal(second!.waitingCount, 1, "the second still waits");
+        await got.release();
+        const next = await secondWaits;
+        assert.ok(next.fence! > got.fence!, "tokens rise in grant order");
+        await next.release();
+      } finally {
+        await Promise.all([holder.close(), first!.close(), second!.close()]);
+      }
+    });
+
+    it("a multi-key waiter that gives up leaves every key's queue on every node", async () => {
+      const holder = new Redlock(cluster.urls, strict);
+      const multi = new Redlock(cluster.urls, toldOnly);
+      try {
+        const lock = await holder.acquire(["g"], 10_000);
+        const stop = new AbortController();
+        const waiting = multi.acquire(["g", "h"], 10_000, { signal: stop.signal });
+        await until("the waiter to queue on both keys on every node", async () =>
+          [...(await queued(cluster, "g")), ...(await queued(cluster, "h"))].every(
+            (q) => q.length === 1,
+          ),
+        );
+        stop.abort();
+        await assert.rejects(waiting);
+        // Left before acquire() rejected.
+        const left = await cluster.onAll((c) =>
+          c.exists("redquorum:queue:g", "redquorum:queue:h", "redquorum:heir:h"),
+        );
+        assert.deepEqual(left, [0, 0, 0, 0, 0], "no queue or reservation left");
+        await lock.release();
+      } finally {
+        await Promise.all([holder.close(), multi.close()]);
       }
     });
   });
