@@ -44,11 +44,21 @@
  * of its queues, and releases reserve its keys for it, not one key for
  * each of two waiters that both need the other's.
  *
- * Where nodes' queues disagree for a moment (a registration from before
- * its ticket was agreed, one that expired), two such waiters may each be
- * reserved a key the other needs: those reservations lapse after
- * `heirReservationMs`, and each head gets one per node, so nothing waits
- * on one for ever.
+ * A free key reserved for such a waiter while another of its keys is not
+ * free for it (held, or reserved for another) would be kept idle from
+ * everyone else. So when that waiter is refused on a node, the key is
+ * passed on: reserved for the next waiter in its queue, if any, who is
+ * told; the refused waiter keeps its place. Only when it is next in line
+ * for the key that refused it (that key's release will reserve it for
+ * it) is the key kept for it, for at most one reservation's life in ten
+ * (`…:heir-kept:<key>`): held for it while the other key's holder
+ * finishes, so that it gets both at last, and not held again and again
+ * while a key is held for long. Two waiters each reserved a key the
+ * other needs (nodes' queues disagreeing for a moment: a registration
+ * from before its ticket was agreed, one that expired) thus do not wait
+ * on each other: one not next in line for the other's key passes its own
+ * on. Failing all that (a refusal that never came), a reservation lapses
+ * after `heirReservationMs`: nothing waits on one for ever.
  *
  * A try-lock (a caller that will not wait: no waiter id, or registration
  * time 0) has no use for a place in the queue. It barges, as node-redlock
@@ -62,12 +72,13 @@
  *
  * The queue's keys are derived from the lock key inside the scripts
  * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`,
- * `…:heir-last:<key>`): like the marker, they only work on independent
- * masters, not Redis Cluster.
+ * `…:heir-last:<key>`, `…:heir-kept:<key>`): like the marker, they only
+ * work on independent masters, not Redis Cluster.
  */
 
 import { parseCounter } from "../decimal.js";
 import { fenceFloorKey, fenceKeyPrefix } from "../fencing/scripts.js";
+import { limits } from "../limits.js";
 
 /** A lock key's wait queue (a sorted set of waiter ids) is this prefix and the lock key. */
 export const queueKeyPrefix = "redquorum:queue:";
@@ -109,15 +120,17 @@ end`;
  * it for every key of a lock under one ticket ("0": after the last one in
  * each of those queues) and returns {ticket, the highest rank};
  * `overtake(key, heir)` ends the reservation for `heir` that a try-lock
- * passed over, and the record of its turn; `nextHeir(key)` drops expired
- * registrations and returns the head, or nil; `heirKey(key)` the key
- * naming the reservation; `reservedFor(key)` the waiter (or, within a
- * turn, the instance) the key is reserved for, or nil; `reserve(key, ms)`
- * reserves a free key for the head and returns it, or nil;
- * `notifyHeir(key, heir)` tells the heir's instance, with the resource's
- * fencing counter (`<waiter> <counter>`), so that its proposal is fresh
- * and its grant needs no fencing round. Whether anyone waits is the
- * existence of `queueKeyPrefix .. key` (the release reads it).
+ * passed over, and the record of its turn; `passOrKeep(keys, waiter,
+ * blocking)`: the free keys reserved for a waiter of several keys that
+ * `blocking` refused are kept for it or passed on (see above);
+ * `nextHeir(key)` drops expired registrations and returns the head, or
+ * nil; `heirKey(key)` the key naming the reservation; `reservedFor(key)`
+ * the waiter (or, within a turn, the instance) the key is reserved for,
+ * or nil; `reserve(key, ms)` reserves a free key for the head and returns
+ * it, or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
+ * resource's fencing counter (`<waiter> <counter>`), so that its proposal
+ * is fresh and its grant needs no fencing round. Whether anyone waits is
+ * the existence of `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `
@@ -216,6 +229,29 @@ local function notifyHeir(key, heir)
     message = message .. ' ' .. fence
   end
   redis.call('publish', '${heirChannelPrefix}' .. string.match(heir, '^[^:]*'), message)
+end
+local function passOrKeep(keys, waiter, blocking)
+  local isNext = nextHeir(blocking) == waiter
+  for _, key in ipairs(keys) do
+    if reservedFor(key) == waiter and redis.call('exists', key) == 0 then
+      -- Kept for a waiter next in line for one reservation's life in ten,
+      -- from its first such refusal (a later one within it keeps it too).
+      local kept = 'redquorum:heir-kept:' .. key
+      local first = isNext and redis.call('get', kept) ~= waiter
+      if first then
+        redis.call('set', kept, waiter, 'PX', ${10 * limits.heirReservationMs})
+      elseif not (isNext and redis.call('pttl', kept) > ${9 * limits.heirReservationMs}) then
+        nextHeir(key)
+        local heads = redis.call('zrange', (queueKeys(key)), 0, 1)
+        local heir = heads[1] == waiter and heads[2] or heads[1]
+        if heir then
+          redis.call('set', heirKey(key), heir, 'PX', ${limits.heirReservationMs})
+          redis.call('set', 'redquorum:heir-last:' .. key, heir, 'PX', ${10 * limits.heirReservationMs})
+          notifyHeir(key, heir)
+        end
+      end
+    end
+  end
 end
 `;
 

@@ -181,8 +181,11 @@ local waiter = ARGV[6 + #counters]
 -- Whether an earlier attempt carried this waiter id (it may be queued here).
 local mayBeQueued = ARGV[9 + #counters] == '1'
 -- A caller that will not wait (registration time "0") is never queued.
-local function refuse()
+local function refuse(blocking)
   if not waiter or ARGV[8 + #counters] == '0' then return ${acquireReply.refused} end
+  -- A key reserved for it here that it cannot take with the others now is
+  -- kept for it a while, or goes to the next waiter (heir-queue.ts).
+  if #locks > 1 then passOrKeep(locks, waiter, blocking) end
   local place = enqueueAll(locks, waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
   local reply = {${acquireReply.refused}, place[1], place[2]}
   -- The fencing counter as it stands: the waiter's next proposal is then
@@ -205,7 +208,7 @@ for _, key in ipairs(locks) do
   local heir
   if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
   if heir then
-    if heir ~= waiter and heir ~= instance and not barges then return refuse() end
+    if heir ~= waiter and heir ~= instance and not barges then return refuse(key) end
     reserved = true
   end
 end
@@ -227,7 +230,7 @@ if not placed then
         redis.call('type', key).ok .. ', not a lock: no lock can be taken on it here')
     end
     if held then
-      if held ~= from then return refuse() end
+      if held ~= from then return refuse(key) end
       replaced = replaced + 1
     end
   end

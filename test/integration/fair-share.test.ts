@@ -3,6 +3,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { Redlock } from "../../src/index.js";
+import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
@@ -259,6 +260,136 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
         await next.release();
       } finally {
         await Promise.all([holder.close(), first!.close(), second!.close()]);
+      }
+    });
+
+    it("of two multi-key waiters each reserved a key the other needs, the one behind passes its key to the one ahead: both get the lock, by notices alone", async () => {
+      const [first, second] = [0, 1].map(() => new Redlock(cluster.urls, toldOnly));
+      try {
+        await cluster.onAll((c) => c.mset("x", "by-hand", "y", "by-hand"));
+        const signal = AbortSignal.timeout(10_000);
+        const firstWaits = first!.acquire(["x", "y"], 10_000, { signal });
+        await until("the first to queue", async () =>
+          (await queued(cluster, "y")).every((q) => q.length === 1),
+        );
+        const secondWaits = second!.acquire(["y", "x"], 10_000, { signal });
+        await until("the second to queue", async () =>
+          (await queued(cluster, "y")).every((q) => q.length === 2),
+        );
+        await until("both to listen on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 2),
+        );
+        // As queues that disagree for a moment could leave it: x free and
+        // reserved for the first, y for the second. Only the second is told.
+        const [a, b] = (await queued(cluster, "x"))[0]!;
+        await cluster.onAll(async (c) => {
+          await c.del("x", "y");
+          await c.set("redquorum:heir:x", a!, "PX", 60_000);
+          await c.set("redquorum:heir-last:x", a!, "PX", 60_000);
+          await c.set("redquorum:heir:y", b!, "PX", 60_000);
+          await c.set("redquorum:heir-last:y", b!, "PX", 60_000);
+          await c.publish(`redquorum:heir-of:${instanceOfWaiter(b!)}`, b!);
+        });
+        // Refused (x is reserved for the first, ahead of it in x's queue),
+        // the second passes y on and the first is told: nothing waits for
+        // a reservation to lapse.
+        const got = await firstWaits.catch((error: unknown) =>
+          assert.fail(`the first was not handed y: ${error}`),
+        );
+        assert.deepEqual(got.resources, ["x", "y"]);
+        assert.equal(second!.waitingCount, 1, "the second still waits, in its place");
+        await got.release();
+        const next = await secondWaits.catch((error: unknown) =>
+          assert.fail(`the second was not handed both keys after the first's release: ${error}`),
+        );
+        assert.ok(next.fence! > got.fence!, "tokens rise in grant order");
+        await next.release();
+      } finally {
+        await Promise.all([first!.close(), second!.close()]);
+      }
+    });
+
+    it("a multi-key waiter refused for a held key it is not next in line for lets the next waiter take its other key at once", async () => {
+      const [holderK, holderJ] = [0, 1].map(() => new Redlock(cluster.urls, strict));
+      const [multi, single, ahead] = [0, 1, 2].map(() => new Redlock(cluster.urls, toldOnly));
+      try {
+        const k = await holderK!.acquire(["k2"], 10_000);
+        const j = await holderJ!.acquire(["j2"], 10_000);
+        const signal = AbortSignal.timeout(10_000);
+        // A waiter for j2 alone queues first: it is next in line for j2.
+        const aheadWaits = ahead!.acquire(["j2"], 10_000, { signal });
+        await until("the waiter for j2 to queue", async () =>
+          (await queued(cluster, "j2")).every((q) => q.length === 1),
+        );
+        // Left waiting at the end, until close() ends its wait.
+        void multi!.acquire(["k2", "j2"], 10_000, { signal }).catch(() => {});
+        await until("the multi-key waiter to queue", async () =>
+          (await queued(cluster, "k2")).every((q) => q.length === 1),
+        );
+        const singleWaits = single!.acquire(["k2"], 10_000, { signal });
+        await until("the waiter for k2 to queue", async () =>
+          (await queued(cluster, "k2")).every((q) => q.length === 2),
+        );
+        await until("all three to listen on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 3),
+        );
+        const multiId = (await queued(cluster, "j2"))[0]![1];
+        assert.deepEqual(
+          (await queued(cluster, "k2")).map((q) => q[0]),
+          Array(5).fill(multiId),
+          "the multi-key waiter heads k2's queue on every node",
+        );
+        // k2 is reserved for the multi-key waiter, which cannot take it (j2
+        // is held, and goes to the other waiter first): it passes k2 on,
+        // and the waiter for k2 is told.
+        await k.release();
+        const got = await singleWaits.catch((error: unknown) =>
+          assert.fail(`the waiter for k2 was not handed it: ${error}`),
+        );
+        assert.equal(multi!.waitingCount, 1, "the multi-key waiter still waits");
+        await Promise.all([got.release(), j.release()]);
+        await (await aheadWaits).release();
+      } finally {
+        await Promise.all([holderK, holderJ, multi, single, ahead].map((r) => r!.close()));
+      }
+    });
+
+    it("a multi-key waiter next in line for a held key has its other key kept for it meanwhile, and gets both before the waiters behind it", async () => {
+      const [holderK, holderJ] = [0, 1].map(() => new Redlock(cluster.urls, strict));
+      const [multi, single] = [0, 1].map(() => new Redlock(cluster.urls, toldOnly));
+      try {
+        const k = await holderK!.acquire(["k3"], 10_000);
+        const j = await holderJ!.acquire(["j3"], 10_000);
+        const signal = AbortSignal.timeout(10_000);
+        const multiWaits = multi!.acquire(["k3", "j3"], 10_000, { signal });
+        await until("the multi-key waiter to queue", async () =>
+          (await queued(cluster, "j3")).every((q) => q.length === 1),
+        );
+        const singleWaits = single!.acquire(["k3"], 10_000, { signal });
+        await until("the waiter for k3 to queue", async () =>
+          (await queued(cluster, "k3")).every((q) => q.length === 2),
+        );
+        await until("both to listen on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 2),
+        );
+        // k3 is reserved for the multi-key waiter; refused for j3, which
+        // will be reserved for it next, it keeps k3 meanwhile.
+        await k.release();
+        await until("the multi-key waiter to keep k3 on every node", async () =>
+          (await cluster.onAll((c) => c.exists("redquorum:heir-kept:k3"))).every((n) => n === 1),
+        );
+        await j.release();
+        const both = await multiWaits.catch((error: unknown) =>
+          assert.fail(`the multi-key waiter was not handed k3 and j3: ${error}`),
+        );
+        assert.equal(single!.waitingCount, 1, "the waiter for k3, behind it, still waits");
+        await both.release();
+        const got = await singleWaits.catch((error: unknown) =>
+          assert.fail(`the waiter for k3 was not handed it after the multi-key lock: ${error}`),
+        );
+        await got.release();
+      } finally {
+        await Promise.all([holderK, holderJ, multi, single].map((r) => r!.close()));
       }
     });
 
