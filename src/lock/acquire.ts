@@ -102,9 +102,10 @@ class Acquisition {
   private attempt = 0;
   private granted = false;
   /**
-   * Its id in the nodes' queues (heir-queue.ts), for a one-resource caller
-   * that may wait (it queues with it), or that may not but whose instance's
-   * turn may keep the key (the id lets it in there; turns.ts).
+   * Its id in the nodes' queues (heir-queue.ts), for a caller that may wait
+   * (it queues with it, on every key of its lock), or for a one-resource
+   * caller that may not but whose instance's turn may keep the key (the id
+   * lets it in there in one call; turns.ts).
    */
   private readonly waiterId: string | undefined;
   /** The ticket every node is to order it by; "0" until a node gave one. */
@@ -121,10 +122,10 @@ class Acquisition {
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
     this.request = request;
-    // A single-key caller that may wait queues with its id; one that may
+    // A caller that may wait queues with its id; a single-key one that may
     // not needs it only where its instance's turn may keep the key for it.
     const { keys, retry } = request;
-    if (keys.length === 1 && (retry.retries > 0 || context.turns.mayKeep(keys))) {
+    if (retry.retries > 0 || context.turns.mayKeep(keys)) {
       this.waiterId = context.nextWaiterId();
     }
   }

@@ -119,7 +119,9 @@ export function createLockContext(
     onHeir: (waiterId, fence) => {
       const waiter = waits.wakeHeir(waiterId);
       // Its proposal goes above the counter the release saw: no stale round.
-      if (waiter && fence !== undefined && options.fencing) {
+      // (A notice does not say which key it is for: a multi-key waiter's
+      // counters are learnt from its rounds.)
+      if (waiter?.keys.length === 1 && fence !== undefined && options.fencing) {
         fences.noteCounter(fenceKeyOf(waiter.keys[0]!), fence);
       }
     },

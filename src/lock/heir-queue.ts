@@ -35,14 +35,50 @@
  * before its registration here was removed), so a stale registration
  * costs at most one lapsed reservation.
  *
+ * A waiter for several keys registers in the queue of each of them, under
+ * one ticket, and a release of any of them reserves that key for it when
+ * it heads that key's queue; its round takes all its keys, each free and
+ * not reserved for another. A waiter has one ticket on every key and node,
+ * and equal tickets are ordered by waiter id, so any two waiters are in
+ * the same order in every queue they share: the first of them heads each
+ * of its queues, and releases reserve its keys for it, not one key for
+ * each of two waiters that both need the other's.
+ *
+ * A free key reserved for such a waiter while another of its keys is not
+ * free for it (held, or reserved for another) would be kept idle from
+ * everyone else. So when that waiter is refused on a node, the key is
+ * passed on: reserved for the next waiter in its queue, if any, who is
+ * told; the refused waiter keeps its place. Only when it is next in line
+ * for the key that refused it (that key's release will reserve it for
+ * it) is the key kept for it, for at most one reservation's life in ten
+ * (`…:heir-kept:<key>`): held for it while the other key's holder
+ * finishes, so that it gets both at last, and not held again and again
+ * while a key is held for long. Two waiters each reserved a key the
+ * other needs (nodes' queues disagreeing for a moment: a registration
+ * from before its ticket was agreed, one that expired) thus do not wait
+ * on each other: one not next in line for the other's key passes its own
+ * on. Failing all that (a refusal that never came), a reservation lapses
+ * after `heirReservationMs`: nothing waits on one for ever.
+ *
+ * A try-lock (a caller that will not wait: no waiter id, or registration
+ * time 0) has no use for a place in the queue. It barges, as node-redlock
+ * does and as Java's `tryLock()` does even on a fair `ReentrantLock`: it
+ * takes a free key however it is reserved. A reservation only ever keeps
+ * callers from a free key; a held key is refused to everyone. The
+ * reservation it passed over ends, and so does the record of its heir's
+ * turn, so the release of the try-lock's lock reserves the key for that
+ * heir again and tells it: the heir, whose round meanwhile found the key
+ * held, keeps its place.
+ *
  * The queue's keys are derived from the lock key inside the scripts
  * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`,
- * `…:heir-last:<key>`): like the marker, they only work on independent
- * masters, not Redis Cluster.
+ * `…:heir-last:<key>`, `…:heir-kept:<key>`): like the marker, they only
+ * work on independent masters, not Redis Cluster.
  */
 
 import { parseCounter } from "../decimal.js";
 import { fenceFloorKey, fenceKeyPrefix } from "../fencing/scripts.js";
+import { limits } from "../limits.js";
 
 /** A lock key's wait queue (a sorted set of waiter ids) is this prefix and the lock key. */
 export const queueKeyPrefix = "redquorum:queue:";
@@ -80,15 +116,21 @@ end`;
 /**
  * Lua: `enqueue(key, waiter, ticket, waitMs)` registers (or refreshes) a
  * waiter for `key`, ticket "0" meaning "after the last one here", and
- * returns {ticket, rank}; `nextHeir(key)` drops expired registrations and
- * returns the head, or nil; `heirKey(key)` the key naming the
- * reservation; `reservedFor(key)` the waiter (or, within a turn, the
- * instance) the key is reserved for, or nil; `reserve(key, ms)` reserves
- * a free key for the head and returns it, or nil; `notifyHeir(key, heir)`
- * tells the heir's instance, with the resource's fencing counter
- * (`<waiter> <counter>`), so that its proposal is fresh and its grant
- * needs no fencing round. Whether anyone waits is the existence of
- * `queueKeyPrefix .. key` (the release reads it).
+ * returns {ticket, rank}; `enqueueAll(keys, waiter, ticket, waitMs)` does
+ * it for every key of a lock under one ticket ("0": after the last one in
+ * each of those queues) and returns {ticket, the highest rank};
+ * `overtake(key, heir)` ends the reservation for `heir` that a try-lock
+ * passed over, and the record of its turn; `passOrKeep(keys, waiter,
+ * blocking)`: the free keys reserved for a waiter of several keys that
+ * `blocking` refused are kept for it or passed on (see above);
+ * `nextHeir(key)` drops expired registrations and returns the head, or
+ * nil; `heirKey(key)` the key naming the reservation; `reservedFor(key)`
+ * the waiter (or, within a turn, the instance) the key is reserved for,
+ * or nil; `reserve(key, ms)` reserves a free key for the head and returns
+ * it, or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
+ * resource's fencing counter (`<waiter> <counter>`), so that its proposal
+ * is fresh and its grant needs no fencing round. Whether anyone waits is
+ * the existence of `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it.
  */
 export const heirQueueLua = `
@@ -126,6 +168,28 @@ local function enqueue(key, waiter, ticket, waitMs)
   keepFor(expiry, waitMs)
   return {score, redis.call('zrank', queue, waiter)}
 end
+local function enqueueAll(keys, waiter, ticket, waitMs)
+  if #keys == 1 then return enqueue(keys[1], waiter, ticket, waitMs) end
+  -- One ticket on every key's queue (the latest of their places), so that
+  -- all queues order this waiter alike with every other.
+  if ticket == '0' then
+    local latest = 0
+    for _, key in ipairs(keys) do
+      local queue = queueKeys(key)
+      local score = redis.call('zscore', queue, waiter)
+      if not score then
+        score = (tonumber(redis.call('zrange', queue, -1, -1, 'withscores')[2]) or 0) + 1
+      end
+      latest = math.max(latest, tonumber(score))
+    end
+    ticket = tostring(latest)
+  end
+  local rank = 0
+  for _, key in ipairs(keys) do
+    rank = math.max(rank, enqueue(key, waiter, ticket, waitMs)[2])
+  end
+  return {ticket, rank}
+end
 local function leave(key, waiter)
   ${leaveQueueLua("key", "waiter")}
 end
@@ -134,6 +198,11 @@ local function heirKey(key)
 end
 local function reservedFor(key)
   return redis.call('get', heirKey(key))
+end
+local function overtake(key, heir)
+  local last = 'redquorum:heir-last:' .. key
+  redis.call('del', heirKey(key))
+  if redis.call('get', last) == heir then redis.call('del', last) end
 end
 local function reserve(key, ms)
   local last = 'redquorum:heir-last:' .. key
@@ -160,6 +229,29 @@ local function notifyHeir(key, heir)
     message = message .. ' ' .. fence
   end
   redis.call('publish', '${heirChannelPrefix}' .. string.match(heir, '^[^:]*'), message)
+end
+local function passOrKeep(keys, waiter, blocking)
+  local isNext = nextHeir(blocking) == waiter
+  for _, key in ipairs(keys) do
+    if reservedFor(key) == waiter and redis.call('exists', key) == 0 then
+      -- Kept for a waiter next in line for one reservation's life in ten,
+      -- from its first such refusal (a later one within it keeps it too).
+      local kept = 'redquorum:heir-kept:' .. key
+      local first = isNext and redis.call('get', kept) ~= waiter
+      if first then
+        redis.call('set', kept, waiter, 'PX', ${10 * limits.heirReservationMs})
+      elseif not (isNext and redis.call('pttl', kept) > ${9 * limits.heirReservationMs}) then
+        nextHeir(key)
+        local heads = redis.call('zrange', (queueKeys(key)), 0, 1)
+        local heir = heads[1] == waiter and heads[2] or heads[1]
+        if heir then
+          redis.call('set', heirKey(key), heir, 'PX', ${limits.heirReservationMs})
+          redis.call('set', 'redquorum:heir-last:' .. key, heir, 'PX', ${10 * limits.heirReservationMs})
+          notifyHeir(key, heir)
+        end
+      end
+    end
+  end
 end
 `;
 

@@ -73,8 +73,10 @@ export const acquireReply = {
 /**
  * Acquire, fenced layout (see fencedScriptArgs): ARGV[2] = TTL in ms.
  * granted (or, with fences, {granted, current_1, accepted_1, ...}): every
- * key was free and is now ours; refused: a key exists, or is reserved for
- * another waiter (heir-queue.ts); {quarantined, marker}; {unknown,
+ * key was free and is now ours; refused: a key exists, or, for a caller
+ * that may wait, is reserved for another waiter or instance (a caller
+ * that will not wait takes a free key however it is reserved:
+ * heir-queue.ts); {quarantined, marker}; {unknown,
  * marker}: the fencing counters are unknown here. A fencing counter only
  * moves together with our lock key on the same node — what keeps tokens in
  * grant order.
@@ -86,10 +88,12 @@ export const acquireReply = {
  * still held here (handoff.ts); replacedOthersWait says that too, and
  * that a waiter of another instance heads this node's queue. Then, for a
  * caller that may wait, its waiter id, ticket and registration time:
- * refused, it joins the node's queue and the reply is {refused, ticket,
- * rank} (with a fencing counter: {refused, ticket, rank, current});
- * granted, it leaves it if the last argument ("1": an earlier attempt
- * carried the same waiter id) says it may be queued.
+ * refused, it joins the node's queue of every key of the lock and the
+ * reply is {refused, ticket, rank} (rank: the most ahead of it in any of
+ * them; with a fencing counter: {refused, ticket, rank, current});
+ * granted, it leaves them if the last argument ("1": an earlier attempt
+ * carried the same waiter id) says it may be queued. Registration time
+ * "0", or no waiter id: the caller will not wait (a try-lock).
  */
 /**
  * When the acquire takes its fast path: one resource, at most one counter,
@@ -200,9 +204,12 @@ local waiter = ARGV[6 + #counters]
 -- Whether an earlier attempt carried this waiter id (it may be queued here).
 local mayBeQueued = ARGV[9 + #counters] == '1'
 -- A caller that will not wait (registration time "0") is never queued.
-local function refuse()
+local function refuse(blocking)
   if not waiter or ARGV[8 + #counters] == '0' then return ${acquireReply.refused} end
-  local place = enqueue(locks[1], waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
+  -- A key reserved for it here that it cannot take with the others now is
+  -- kept for it a while, or goes to the next waiter (heir-queue.ts).
+  if #locks > 1 then passOrKeep(locks, waiter, blocking) end
+  local place = enqueueAll(locks, waiter, ARGV[7 + #counters], tonumber(ARGV[8 + #counters]))
   local reply = {${acquireReply.refused}, place[1], place[2]}
   -- The fencing counter as it stands: the waiter's next proposal is then
   -- above the holder's token, and its grant needs no fencing round. A hint
@@ -214,15 +221,18 @@ local function refuse()
   return reply
 end
 -- A key reserved for another waiter, or for another instance whose turn
--- goes on (turns.ts: the reservation names the instance), counts as held.
+-- goes on (turns.ts: the reservation names the instance), counts as held
+-- for a caller that waits; one that will not (no waiter id, or
+-- registration time "0": a try-lock) takes it if free (heir-queue.ts).
 local instance = waiter and string.match(waiter, '^[^:]*')
-local mine = false
+local barges = not waiter or ARGV[8 + #counters] == '0'
+local reserved = false
 for _, key in ipairs(locks) do
   local heir
   if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
   if heir then
-    if heir ~= waiter and heir ~= instance then return refuse() end
-    mine = true
+    if heir ~= waiter and heir ~= instance and not barges then return refuse(key) end
+    reserved = true
   end
 end
 local replaced = 0
@@ -243,7 +253,7 @@ if not placed then
         redis.call('type', key).ok .. ', not a lock: no lock can be taken on it here')
     end
     if held then
-      if held ~= from then return refuse() end
+      if held ~= from then return refuse(key) end
       replaced = replaced + 1
     end
   end
@@ -258,8 +268,19 @@ if not placed then
     redis.call('set', key, ARGV[1], 'PX', ARGV[2])
   end
 end
-if mine then redis.call('del', heirKey(locks[1])) end
-if waiter and mayBeQueued then leave(locks[1], waiter) end
+-- Reservations taken up end; one passed over ends too, and its heir is
+-- reserved the key again at this lock's release (heir-queue.ts).
+if reserved then
+  for _, key in ipairs(locks) do
+    local heir
+    if #locks == 1 then heir = node.extra else heir = reservedFor(key) end
+    if heir and (heir == waiter or heir == instance) then redis.call('del', heirKey(key))
+    elseif heir then overtake(key, heir) end
+  end
+end
+if waiter and mayBeQueued then
+  for _, key in ipairs(locks) do leave(key, waiter) end
+end
 local granted = replaced == #locks and ${acquireReply.replaced} or ${acquireReply.granted}
 -- A handoff inside one instance: if a waiter of another instance heads
 -- this node's queue, the reply says so, so that the instance ends its run
@@ -422,8 +443,8 @@ ${luaDecimalLess}
 ${heirQueueLua}
 local first = ''
 local reserveMs = tonumber(ARGV[2])
+if ARGV[5] then enqueueAll(KEYS, ARGV[5], ARGV[6], tonumber(ARGV[7])) end
 for i = 1, #KEYS do
-  if ARGV[5] then enqueue(KEYS[i], ARGV[5], ARGV[6], tonumber(ARGV[7])) end
   local free = waited[i] and redis.call('exists', KEYS[i]) == 0
   local reserved = free and reservedFor(KEYS[i])
   if free and (not reserved or reserved == ARGV[4]) then
@@ -455,20 +476,27 @@ export function heirOf(reply: unknown): string | undefined {
 }
 
 /**
- * KEYS[1]: a lock key; ARGV: waiter id, reservation ms, notify. A waiter
- * that gives up leaves the queue; a reservation it had passes to the next.
+ * KEYS: a lock's keys; ARGV: waiter id, reservation ms, notify. A waiter
+ * that gives up leaves each key's queue; a reservation it had passes to
+ * the next. Returns how many reservations it had.
  */
 export const leaveQueueScript = new LuaScript(
   "leave-queue",
   `${luaDecimalLess}
 ${heirQueueLua}
-leave(KEYS[1], ARGV[1])
-if reservedFor(KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('del', heirKey(KEYS[1]))
-if redis.call('exists', KEYS[1]) == 1 then return 1 end
-local heir = reserve(KEYS[1], tonumber(ARGV[2]))
-if heir and ARGV[3] == '1' then notifyHeir(KEYS[1], heir) end
-return 1`,
+local had = 0
+for _, key in ipairs(KEYS) do
+  leave(key, ARGV[1])
+  if reservedFor(key) == ARGV[1] then
+    had = had + 1
+    redis.call('del', heirKey(key))
+    if redis.call('exists', key) == 0 then
+      local heir = reserve(key, tonumber(ARGV[2]))
+      if heir and ARGV[3] == '1' then notifyHeir(key, heir) end
+    end
+  end
+end
+return had`,
 );
 
 /**

@@ -30,8 +30,8 @@
  *
  * None of this decides who holds the lock: a grant is a majority round as
  * ever; a kept key is a free key (a client that ignores reservations,
- * node-redlock say, may take it). Only multi-key locks are left out: the nodes
- * queue only single-key waiters.
+ * node-redlock say, or a try-lock of another instance, may take it). Only
+ * multi-key locks have no turn: their releases always hand over.
  */
 
 import type { Timer } from "../clock.js";

@@ -90,8 +90,8 @@ const acquireEntry = fc
       e.fenced ? String(e.keys.length) : "0",
       ...(e.fenced ? e.proposals.slice(0, e.keys.length) : []),
       e.from,
-      // The library queues only one-resource callers.
-      ...(e.waiter && e.keys.length === 1 ? [e.waiter, e.ticket, e.waitMs, e.mayBeQueued] : []),
+      // Callers of one resource or several queue alike (on every key).
+      ...(e.waiter ? [e.waiter, e.ticket, e.waitMs, e.mayBeQueued] : []),
     ],
   }));
 const releaseEntry = fc
@@ -104,7 +104,7 @@ const releaseEntry = fc
   })
   .map((e) => ({
     keys: e.keys,
-    args: [e.value, ...e.mode, e.instance, ...(e.keys.length === 1 ? (e.requeue ?? []) : [])],
+    args: [e.value, ...e.mode, e.instance, ...(e.requeue ?? [])],
   }));
 
 async function setState(client: Redis, s: typeof state extends fc.Arbitrary<infer T> ? T : never) {
