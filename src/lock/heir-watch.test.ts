@@ -55,6 +55,18 @@ describe("HeirWatch: an heir is woken by a majority's notices", () => {
     assert.deepEqual(woken, [["i:1", 9n]]);
   });
 
+  it("counts each node once: a multi-key release's notices (one per key) from two nodes are not a majority", () => {
+    const { heirWatch, woken } = watch(3);
+    // Nodes 0 and 1 each name the heir for keys x and y.
+    heirWatch.heard("i:1", 0);
+    heirWatch.heard("i:1", 0);
+    heirWatch.heard("i:1", 1);
+    heirWatch.heard("i:1", 1);
+    assert.deepEqual(woken, [], "two of five nodes are not a majority");
+    heirWatch.heard("i:1", 2);
+    assert.deepEqual(woken, [["i:1", undefined]]);
+  });
+
   it("wakes at the window's end when fewer nodes name the heir", () => {
     const { heirWatch, woken, fire } = watch(3);
     heirWatch.heard("i:2");

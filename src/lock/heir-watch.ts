@@ -43,6 +43,8 @@ export interface HeirWatchOptions {
 interface Counted {
   openedAtMs: number;
   count: number;
+  /** The nodes counted (each once). */
+  nodes: Set<number>;
   fence: bigint | undefined;
   woken: boolean;
   cancel: () => void;
@@ -69,9 +71,9 @@ export class HeirWatch {
   /** Subscribes on every node, once (a failed subscription is tried again on the next call). */
   listen(): void {
     if (this.closed) return;
-    this.subscriptions ??= this.options.nodes.map((node) => {
+    this.subscriptions ??= this.options.nodes.map((node, index) => {
       const subscription = node.transport.subscribe?.((channel, message) => {
-        if (channel === this.channel) this.heard(message);
+        if (channel === this.channel) this.heard(message, index);
       });
       return subscription && new ChannelSubscription(subscription, this.channel);
     });
@@ -82,9 +84,13 @@ export class HeirWatch {
    * One node's notice: counted in its waiter's window (opened by the first
    * one); the waiter is woken at the quorum's notice or at the window's
    * end, once. Notices after the wake, within the window, are the same
-   * release's other nodes and are absorbed.
+   * release's other nodes and are absorbed. \`node\`: which node sent it; a
+   * release of a multi-key lock sends one notice per key from each node,
+   * and only distinct nodes count towards the quorum (counting a node twice
+   * woke the waiter before a majority had released: its round was refused,
+   * and the rest of the release's notices were absorbed).
    */
-  heard(message: string): void {
+  heard(message: string, node?: number): void {
     if (this.closed) return;
     const { waiterId, fence } = parseHeirNotice(message);
     const { quorum, windowMs, now, timer, onHeir } = this.options;
@@ -104,6 +110,7 @@ export class HeirWatch {
       const opened: Counted = {
         openedAtMs: now(),
         count: 0,
+        nodes: new Set(),
         fence: undefined,
         woken: false,
         cancel: () => {},
@@ -112,7 +119,11 @@ export class HeirWatch {
       this.counted.set(waiterId, opened);
       counted = opened;
     }
-    counted.count++;
+    if (node === undefined) counted.count++;
+    else if (!counted.nodes.has(node)) {
+      counted.nodes.add(node);
+      counted.count++;
+    }
     if (fence !== undefined && (counted.fence === undefined || fence > counted.fence)) {
       counted.fence = fence;
     }
