@@ -278,7 +278,10 @@ export function lossOf(reply: CounterReply): CounterLoss | undefined {
 export function lossReason(status: number): string {
   if (status === amnesia) return "lost its data (marker gone); excluded until repaired";
   if (status === suspect) {
-    return "restarted (a new run_id) and may have come back older; excluded until repaired";
+    return (
+      "restarted (a new run_id), or its data was replaced in place, and may have come back older; " +
+      "excluded until repaired"
+    );
   }
   return "counter missing; excluded until repaired";
 }

@@ -263,7 +263,7 @@ export function requireBatchCount(count: unknown): number {
 
 function emitRepairWarning(event: RepairEvent): void {
   process.emitWarning(
-    `redquorum repaired the ID counter on ${event.endpoint} (it had lost its data) to ${event.value}`,
+    `redquorum repaired the ID counter on ${event.endpoint} (it had lost its data, or may have come back older) to ${event.value}`,
     { code: "REDQUORUM_REPAIR" },
   );
 }

@@ -62,7 +62,9 @@ export class IdRepairs {
     this.context.observer.node(
       this.context.group.nodes[index]!.endpoint,
       "needs repair",
-      loss.status === counterStatus.suspect ? "restarted (a new run_id)" : "lost its ID counter",
+      loss.status === counterStatus.suspect
+        ? "restarted, or its data replaced in place"
+        : "lost its ID counter",
     );
     this.scheduler.schedule(index, () => this.repair(index, loss.token));
   }
