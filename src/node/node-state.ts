@@ -16,7 +16,7 @@
  */
 
 import { LuaScript } from "./lua-script.js";
-import { replacingCommands, serverIdentityLua } from "./server-identity.js";
+import { serverIdentityLua } from "./server-identity.js";
 
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
@@ -43,8 +43,7 @@ export function isRestartedLua(marker: string): string {
   return `(${marker} and ${marker}:sub(1, ${restartedMarkerPrefix.length}) == '${restartedMarkerPrefix}')`;
 }
 
-/** Lua expressions over the server's INFO: its run_id, and its uptime in whole seconds (rounded down). */
-export const runIdLua = "(string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '')";
+/** Lua expression over the server's INFO: its uptime in whole seconds (rounded down). */
 export const uptimeSecondsLua =
   "(tonumber(string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')) or 0)";
 
@@ -115,21 +114,6 @@ export const quarantineReply = {
 } as const;
 
 /**
- * How many times the server's data was emptied or swapped (FLUSHALL,
- * FLUSHDB, SWAPDB, REPLICAOF: server-identity.ts) since it started or since
- * the last CONFIG RESETSTAT, from INFO commandstats.
- */
-const flushCount = `
-local function flushCount()
-  local stats = redis.call('info', 'commandstats')
-  local flushes = 0
-  for _, name in ipairs({'${replacingCommands.join("', '")}'}) do
-    flushes = flushes + (tonumber(string.match(stats, 'cmdstat_' .. name .. ':calls=(%d+)')) or 0)
-  end
-  return flushes
-end`;
-
-/**
  * Lua: `checkQuarantine(marker, quarantined, quarantineArg)`, given the
  * marker and quarantine keys' values (read by the caller's MGET with what
  * else it needs), returns the node's marker and, while the node is in
@@ -151,7 +135,7 @@ end`;
  * quarantine (its fencing counters are still unknown: "lost:" sends them
  * to repair, or to init() on a cluster redquorum never used).
  */
-export const quarantineCheck = `${flushCount}
+export const quarantineCheck = `
 local function checkQuarantine(marker, quarantined, quarantineArg)
   local waits = tonumber(quarantineArg) > 0
   if quarantined then
@@ -165,8 +149,12 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     -- With the marker, the memory it was written on (a flush took the one
     -- recorded): a copy of the node taken from now on carries it, so its
     -- restore is seen (lock/scripts.ts, certifyScript; memory-check.ts).
-    redis.call('set', '${runKey}', ${serverIdentityLua})
-    local kind = flushCount() > 0 and ${unjudgedLua("flushed")} or ${unjudgedLua("start")}
+    -- Its count of data-replacing commands (server-identity.ts) says
+    -- whether the server was flushed since it started.
+    local identity = ${serverIdentityLua}
+    redis.call('set', '${runKey}', identity)
+    local flushed = string.match(identity, '/(%d+)$') ~= '0'
+    local kind = flushed and ${unjudgedLua("flushed")} or ${unjudgedLua("start")}
     redis.call('set', '${quarantineKey}', kind, 'PX', ${unjudgedLifetimeMs})
     if waits then return marker, {${quarantineReply.quarantined}, marker, kind} end
   end

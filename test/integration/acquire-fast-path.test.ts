@@ -37,7 +37,7 @@ const generalOnly = acquireScript.source.replace(
  * test expects the fast path to serve must get the same reply from it, so
  * that the comparison is known to have run the fast path's code.
  */
-const generalStart = acquireBodyLua.indexOf("local function flushCount");
+const generalStart = acquireBodyLua.indexOf("local function checkQuarantine");
 const fastOnly = LuaScript.batchable(
   "acquire, fast path only",
   fenceVoteLua,
