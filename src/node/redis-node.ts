@@ -39,6 +39,13 @@ export class RedisNode {
   private outstandingCount = 0;
   /** When a command last settled, or the node last went from idle to busy. */
   private silentSinceMs = 0;
+  /**
+   * The membership stamp this node's votes carry ("<cluster id>:<epoch>",
+   * "" where the client found no record): set by the group's checks
+   * (membership/view.ts), sent as the last argument of every script that
+   * checks membership (membership/check.ts).
+   */
+  membershipStamp = "";
 
   constructor(transport: NodeTransport) {
     this.transport = transport;
@@ -150,7 +157,9 @@ export class RedisNode {
     args: readonly string[],
     calls = 1,
   ): Promise<unknown> {
-    const tail = [String(keys.length), ...keys, ...args];
+    const tail = script.checksMembership
+      ? [String(keys.length), ...keys, ...args, this.membershipStamp]
+      : [String(keys.length), ...keys, ...args];
     const sequence = ++this.scriptsSent;
     return this.send(["EVALSHA", script.sha1, ...tail], connectWaitMs, calls).catch(
       (error: unknown) => {

@@ -5,7 +5,9 @@
  * with what a failed check does (refuse the group, or take the node out of
  * service). What a check checks is src/node/admission.ts.
  */
-import { NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { MembershipError, NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { membershipRefusalOf } from "../membership/check.js";
+import type { MembershipView } from "../membership/view.js";
 import { Admission, type AdmissionOptions } from "../node/admission.js";
 import type { NodeInfo } from "../node/inspect.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -139,19 +141,7 @@ export class NodeGroup {
       (node, index) => {
         const skipped = skip?.(index);
         if (skipped) return skipped;
-        if (this.isCurrent(index, now)) return call(node, index);
-        // Same connection, checks only old: the node keeps voting while it
-        // is checked again (a configuration it has now can only have been
-        // set at runtime, and the check takes it out once it has read it),
-        // but not once its last passed check is older than one interval and
-        // one check timeout: rechecks that keep failing (a timeout, an ACL
-        // change) must not leave it voting for good, since what the checks
-        // write lapses (lock/horizon.ts: the client's maxTtlMs record).
-        if (this.isCheckedOnEpoch(index) && !this.isOverdue(index, now)) {
-          this.check(index).catch(() => {});
-          return call(node, index);
-        }
-        return this.check(index).then(() => call(node, index));
+        return this.vote(node, index, now, call);
       },
       options,
     );
@@ -161,6 +151,59 @@ export class NodeGroup {
       done.then(() => this.inFlight.delete(done));
     }
     return result;
+  }
+
+  /** The membership the nodes record, as this group's checks read it. */
+  get membership(): MembershipView {
+    return this.admission.membership;
+  }
+
+  /**
+   * `call` on node \`index\` once it may vote. A vote the node refused for
+   * its membership (the cluster's members changed since the last check, or
+   * it gained its first record) sends every node to be checked again before
+   * its next vote: the checks read the new record, and either the list fits
+   * it (votes carry its stamp from then on) or the client is refused.
+   */
+  private vote<T>(
+    node: RedisNode,
+    index: number,
+    now: number,
+    call: (node: RedisNode, index: number) => Promise<T>,
+  ): Promise<T> {
+    return this.voteChecked(node, index, now, call).catch((error: unknown) => {
+      const stamp = membershipRefusalOf(error);
+      if (stamp === undefined) throw error;
+      this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
+      throw new NodeError(
+        node.endpoint,
+        new Error(
+          `refused the vote: the node's membership is ${stamp || "none"}, ` +
+            `this client's ${node.membershipStamp || "none"} (checking the nodes again)`,
+        ),
+      );
+    });
+  }
+
+  private voteChecked<T>(
+    node: RedisNode,
+    index: number,
+    now: number,
+    call: (node: RedisNode, index: number) => Promise<T>,
+  ): Promise<T> {
+    if (this.isCurrent(index, now)) return call(node, index);
+    // Same connection, checks only old: the node keeps voting while it
+    // is checked again (a configuration it has now can only have been
+    // set at runtime, and the check takes it out once it has read it),
+    // but not once its last passed check is older than one interval and
+    // one check timeout: rechecks that keep failing (a timeout, an ACL
+    // change) must not leave it voting for good, since what the checks
+    // write lapses (lock/horizon.ts: the client's maxTtlMs record).
+    if (this.isCheckedOnEpoch(index) && !this.isOverdue(index, now)) {
+      this.check(index).catch(() => {});
+      return call(node, index);
+    }
+    return this.check(index).then(() => call(node, index));
   }
 
   /**
@@ -299,7 +342,12 @@ export class NodeGroup {
               reason,
             );
             if (error instanceof NodeConfigurationError) {
-              if (first) this.refuse(error);
+              // A list that does not fit the cluster's members stops the
+              // client whenever it is found: after a change of members, an
+              // old list must be reloaded, not voted with.
+              if (first || (error instanceof MembershipError && error.scope === "list")) {
+                this.refuse(error);
+              }
               const node = this.nodes[index]!;
               this.excluded[index] = new NodeError(node.endpoint, error);
               this.checkedAtMs[index] = startedMs;
