@@ -171,6 +171,8 @@ export class NextId {
   async init(): Promise<void> {
     this.assertOpen();
     await this.group.ready();
+    // The cluster's membership (docs/membership.md), as Redlock.init records it.
+    await this.group.recordMembership(this.options.checkTimeoutMs);
     const reads = await this.counter.read({ isYes: () => true, stop: "all" });
     this.requireAll("init", reads);
     const holding = this.endpointsWhere(

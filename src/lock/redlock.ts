@@ -251,7 +251,15 @@ export class Redlock implements LockOwner {
       judge: this.context.judge,
       assertOpen: () => this.assertOpen(),
     };
-    return this.track(initNodes(context, options));
+    return this.track(
+      initNodes(context, options).then(async (reports) => {
+        // The cluster's membership (docs/membership.md): recorded once
+        // every node answers; on a cluster that has one, the list is
+        // checked against it (a MembershipError if it does not fit).
+        await this.group.recordMembership(this.options.checkTimeoutMs);
+        return reports;
+      }),
+    );
   }
 
   /**

@@ -5,7 +5,7 @@
  * that write it are membership/scripts.ts; what a client does with it,
  * membership/view.ts.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 /** The node's member id: 64 random bits, written when it joins. Its memory, not its address, is the member. */
 export const nodeIdKey = "redquorum:node";
@@ -36,9 +36,17 @@ export function newId(): string {
   return randomBytes(8).toString("hex");
 }
 
-/** What vote scripts compare: "<cluster id>:<epoch>"; "" for a node (or a view) without a record. */
+/**
+ * What vote scripts compare: "<cluster id>:<epoch>:<digest of the member
+ * ids>"; "" for a node (or a view) without a record. The digest tells apart
+ * two changes that raced to the same epoch with different members (each
+ * lost on a majority, but one may have landed on some nodes).
+ */
 export function stampOf(record: MembershipRecord | undefined): string {
-  return record ? `${record.clusterId}:${record.epoch}` : "";
+  if (!record) return "";
+  const ids = record.members.map((member) => member.id).sort();
+  const digest = createHash("sha256").update(ids.join(",")).digest("hex").slice(0, 8);
+  return `${record.clusterId}:${record.epoch}:${digest}`;
 }
 
 export function formatRecord(record: MembershipRecord): string {

@@ -19,6 +19,7 @@ import {
   stampOf,
 } from "./record.js";
 import { readKeys, writeRecordScript, writeReply } from "./scripts.js";
+import { membershipTesting } from "./testing.js";
 
 /**
  * "enforce": the above. "off": no check of the list, each node's votes carry
@@ -39,9 +40,9 @@ export class MembershipView {
   private readonly answers: Array<NodeMembership | undefined>;
   private current: MembershipRecord | undefined;
 
-  constructor(nodes: readonly RedisNode[], mode: MembershipMode = "enforce") {
+  constructor(nodes: readonly RedisNode[], mode?: MembershipMode) {
     this.nodes = nodes;
-    this.mode = mode;
+    this.mode = mode ?? membershipTesting.mode;
     this.answers = new Array(nodes.length).fill(undefined);
   }
 
@@ -101,9 +102,15 @@ export class MembershipView {
       );
     }
     for (const node of this.nodes) node.membershipStamp = stampOf(record);
-    // Nodes checked before this record was read: each must be a member of it.
+    // Nodes checked before this record was read: each must be a member of
+    // it, or (without a record) at a member's address, to rejoin when it
+    // is checked again (its votes are refused until then: no stamp).
     this.answers.forEach((answer, index) => {
-      if (answer) this.requireMember(index, record);
+      if (!answer) return;
+      if (answer.id !== undefined && answer.record) this.requireMember(index, record);
+      else if (!memberAt(record, this.nodes[index]!.endpoint)) {
+        throw this.notMember(index, record, "list");
+      }
     });
   }
 
@@ -171,16 +178,7 @@ export class MembershipView {
     const endpoint = this.nodes[index]!.endpoint;
     const { id, record } = this.answers[index]!;
     const where = `cluster ${view.clusterId} (epoch ${view.epoch}; members ${describeMembers(view)})`;
-    if (id === undefined || !record) {
-      throw new MembershipError(
-        [endpoint],
-        `${endpoint} is not a member of ${where}: it holds no membership record ` +
-          "(a new node, or one that lost its memory at an address the record does not give). " +
-          `Add it with \`redquorum members add ${endpoint}\` or \`redquorum members replace <old> ${endpoint}\`, ` +
-          "or remove it from the node list",
-        "node",
-      );
-    }
+    if (id === undefined || !record) throw this.notMember(index, view, "node");
     if (record.clusterId !== view.clusterId) throw this.twoClusters(index, record);
     if (!memberById(view, id)) {
       throw new MembershipError(
@@ -202,6 +200,24 @@ export class MembershipView {
           "one server's data copied to another (counting both would fake a majority). Remove one from the list",
       );
     }
+  }
+
+  /** Node `index` holds no record and cannot rejoin by itself. */
+  private notMember(
+    index: number,
+    view: MembershipRecord,
+    scope: "list" | "node",
+  ): MembershipError {
+    const endpoint = this.nodes[index]!.endpoint;
+    return new MembershipError(
+      [endpoint],
+      `${endpoint} is not a member of cluster ${view.clusterId} (epoch ${view.epoch}; members ` +
+        `${describeMembers(view)}): it holds no membership record ` +
+        "(a new node, or one that lost its memory at an address the record does not give). " +
+        `Add it with \`redquorum members add ${endpoint}\` or \`redquorum members replace <old> ${endpoint}\`, ` +
+        "or remove it from the node list",
+      scope,
+    );
   }
 
   private twoClusters(index: number, record: MembershipRecord): MembershipError {

@@ -6,6 +6,7 @@
  * service). What a check checks is src/node/admission.ts.
  */
 import { MembershipError, NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { type RecordedMembership, recordMembership } from "../membership/change.js";
 import { membershipRefusalOf } from "../membership/check.js";
 import type { MembershipView } from "../membership/view.js";
 import { Admission, type AdmissionOptions } from "../node/admission.js";
@@ -159,6 +160,18 @@ export class NodeGroup {
   }
 
   /**
+   * Records the cluster's membership if the nodes hold none yet (every node
+   * must answer), or checks the list against the one they hold; then every
+   * node is checked again before its next vote, so the votes carry the
+   * record's stamp from the first (none is refused for want of it).
+   */
+  async recordMembership(timeoutMs: number): Promise<RecordedMembership> {
+    const recorded = await recordMembership(this.nodes, timeoutMs);
+    this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
+    return recorded;
+  }
+
+  /**
    * `call` on node \`index\` once it may vote. A vote the node refused for
    * its membership (the cluster's members changed since the last check, or
    * it gained its first record) sends every node to be checked again before
@@ -171,15 +184,21 @@ export class NodeGroup {
     now: number,
     call: (node: RedisNode, index: number) => Promise<T>,
   ): Promise<T> {
-    return this.voteChecked(node, index, now, call).catch((error: unknown) => {
+    return this.voteChecked(node, index, now, call).catch(async (error: unknown) => {
       const stamp = membershipRefusalOf(error);
       if (stamp === undefined) throw error;
       this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
+      // Checked again now: if the list fits the node's record, the vote is
+      // asked again with its stamp (a cluster recorded while this client
+      // held a lock must not cost it the lock's next extension).
+      const sent = node.membershipStamp;
+      await this.check(index);
+      if (node.membershipStamp !== sent) return call(node, index);
       throw new NodeError(
         node.endpoint,
         new Error(
           `refused the vote: the node's membership is ${stamp || "none"}, ` +
-            `this client's ${node.membershipStamp || "none"} (checking the nodes again)`,
+            `this client's ${sent || "none"}`,
         ),
       );
     });
