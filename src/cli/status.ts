@@ -2,6 +2,7 @@
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
 import { Redlock } from "../lock/redlock.js";
+import { membershipStatus } from "../membership/api.js";
 import type { NodeStatus } from "../node/status.js";
 import { restartUnchecked, type Verdict, verdictOf } from "../node/verdict.js";
 import {
@@ -15,6 +16,7 @@ import {
   printJson,
 } from "./common.js";
 import { exitCodes } from "./exit-codes.js";
+import { describeRecord } from "./members.js";
 
 interface StatusOptions extends NodesOptions {
   json?: boolean;
@@ -92,8 +94,13 @@ export function statusCommand(): Command {
       const ids = new NextId(urls, { key: options.key });
       let nodes: NodeStatus[];
       let idNodes: NodeStatus[];
+      let membership: Awaited<ReturnType<typeof membershipStatus>>;
       try {
-        [nodes, idNodes] = await Promise.all([redlock.status(), ids.status()]);
+        [nodes, idNodes, membership] = await Promise.all([
+          redlock.status(),
+          ids.status(),
+          membershipStatus(urls),
+        ]);
       } finally {
         await Promise.all([redlock.close(), ids.close()]);
       }
@@ -101,7 +108,7 @@ export function statusCommand(): Command {
       // check takes it out of service until it is repaired.
       const verdict = verdictOf(nodes, idNodes, { restartsUncheckedOut: true });
       if (options.json) {
-        printJson({ nodes, idNodes, verdict });
+        printJson({ nodes, idNodes, verdict, membership });
       } else {
         printData(
           formatTable(
@@ -121,7 +128,10 @@ export function statusCommand(): Command {
           ),
         );
         printData(`\n${describe("locks", verdict.locks)}\n${describe("IDs", verdict.ids)}`);
+        printData(describeRecord(membership.record));
+        // Clients with this list are refused: say why, and what to do.
+        if (membership.problem) printData(`  NOT safe: ${membership.problem}`);
       }
-      if (!verdict.locks.safe) process.exitCode = exitCodes.unavailable;
+      if (!verdict.locks.safe || membership.problem) process.exitCode = exitCodes.unavailable;
     });
 }

@@ -11,6 +11,7 @@ import {
   type MemberChangeReport,
   type NodeMembershipReport,
   readMembership,
+  requireList,
   viewOf,
 } from "./change.js";
 import type { MembershipRecord } from "./record.js";
@@ -28,7 +29,11 @@ export interface MembershipStatus {
   readonly record: MembershipRecord | undefined;
   /** Per node: its member id and record, or why it could not be read. */
   readonly nodes: readonly NodeMembershipReport[];
-  /** Why the nodes do not make one membership (two clusters), if they do not. */
+  /**
+   * Why the nodes given are not one cluster's members (two clusters, a node
+   * that is not a member, a member missing), if they are not: clients with
+   * this list are refused.
+   */
   readonly problem?: string;
 }
 
@@ -53,9 +58,17 @@ export async function membershipStatus(
   try {
     const reports = await readMembership(group, timeoutMs);
     try {
-      return { record: viewOf(reports), nodes: reports };
+      const record = viewOf(reports);
+      if (record) requireList(reports, record);
+      return { record, nodes: reports };
     } catch (error) {
-      return { record: undefined, nodes: reports, problem: (error as Error).message };
+      let record: MembershipRecord | undefined;
+      try {
+        record = viewOf(reports);
+      } catch {
+        record = undefined;
+      }
+      return { record, nodes: reports, problem: (error as Error).message };
     }
   } finally {
     await Promise.allSettled(group.map((node) => node.close()));

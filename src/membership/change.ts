@@ -156,7 +156,10 @@ export async function recordMembership(
 }
 
 /** The list `reports` came from must be `view`'s member set (by member id). */
-function requireList(reports: readonly NodeMembershipReport[], view: MembershipRecord): void {
+export function requireList(
+  reports: readonly NodeMembershipReport[],
+  view: MembershipRecord,
+): void {
   const strangers = reports.filter((r) => !r.error && (!r.id || !memberById(view, r.id)));
   const ids = new Set(reports.flatMap((r) => (r.id ? [r.id] : [])));
   const absent = view.members.filter((member) => !ids.has(member.id));

@@ -214,7 +214,7 @@ export class MembershipView {
       `${endpoint} is not a member of cluster ${view.clusterId} (epoch ${view.epoch}; members ` +
         `${describeMembers(view)}): it holds no membership record ` +
         "(a new node, or one that lost its memory at an address the record does not give). " +
-        `Add it with \`redquorum members add ${endpoint}\` or \`redquorum members replace <old> ${endpoint}\`, ` +
+        `Add it with \`redquorum members add redis://${endpoint}\` or \`redquorum members replace <old URL> redis://${endpoint}\` (--nodes: the members), ` +
         "or remove it from the node list",
       scope,
     );
