@@ -38,7 +38,7 @@ import { type SeedContext, seedBatch } from "./seed-rounds.js";
 
 /**
  * Strictly increasing, never repeated IDs agreed by a majority of N
- * independent Redis masters (seed 2), made fast by the `range` strategy:
+ * independent Redis masters, made fast by the `range` strategy:
  * one conditional write per round, concurrent calls share a round (group
  * commit), rounds pipelined.
  */
@@ -164,8 +164,8 @@ export class NextId {
   }
 
   /**
-   * Initialises the counter on a new cluster: 0 and the marker on every node
-   * (seed 2's `SET current 0`). Needs every node, and is refused when any
+   * Initialises the counter on a new cluster: 0 and the marker on every node.
+   * Needs every node, and is refused when any
    * node's counter already handed out IDs.
    */
   async init(): Promise<void> {

@@ -56,7 +56,7 @@ import {
 } from "./scripts.js";
 
 /**
- * Redlock (seed 1) over N independent Redis masters: a lock is granted when
+ * Redlock over N independent Redis masters: a lock is granted when
  * a majority set the key within the validity window, measured on the
  * monotonic clock from the start of the round.
  */
