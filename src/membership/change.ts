@@ -110,6 +110,8 @@ async function write(
 export interface RecordedMembership {
   /** The record the nodes hold now; undefined when none could be written (`reason`). */
   readonly record: MembershipRecord | undefined;
+  /** Per node of the list: the member id it holds now, where known. */
+  readonly ids?: ReadonlyArray<string | undefined>;
   readonly reason?: string;
 }
 
@@ -152,7 +154,7 @@ export async function recordMembership(
         "another init or change wrote a record there first (run init again: it checks the list against what the nodes hold)",
     );
   }
-  return { record };
+  return { record, ids: record.members.map((member) => member.id) };
 }
 
 /** The list `reports` came from must be `view`'s member set (by member id). */

@@ -89,6 +89,20 @@ export class MembershipView {
     node.membershipStamp = stampOf(view);
   }
 
+  /**
+   * What init just wrote: `record` on every node, node i holding member id
+   * `ids[i]` — known without reading it back, so the nodes vote with its
+   * stamp from the next call on.
+   */
+  learn(record: MembershipRecord, ids: ReadonlyArray<string | undefined>): void {
+    if (this.mode === "off" || (this.current && this.current.epoch >= record.epoch)) return;
+    this.current = record;
+    this.nodes.forEach((node, index) => {
+      this.answers[index] = { id: ids[index], record };
+      node.membershipStamp = stampOf(record);
+    });
+  }
+
   /** A check of a node found a newer record: it is the view now, and every node votes with it. */
   private adopt(record: MembershipRecord): void {
     this.current = record;

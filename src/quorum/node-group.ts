@@ -163,11 +163,14 @@ export class NodeGroup {
    * Records the cluster's membership if the nodes hold none yet (every node
    * must answer), or checks the list against the one they hold; then every
    * node is checked again before its next vote, so the votes carry the
-   * record's stamp from the first (none is refused for want of it).
+   * record's stamp from the first (none is refused for want of it: a node
+   * whose record the checks have not read yet refuses once, and is checked
+   * again).
    */
   async recordMembership(timeoutMs: number): Promise<RecordedMembership> {
     const recorded = await recordMembership(this.nodes, timeoutMs);
-    this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
+    // Written just now on every node: no need to read it back before voting.
+    if (recorded.record && recorded.ids) this.membership.learn(recorded.record, recorded.ids);
     return recorded;
   }
 
