@@ -19,7 +19,6 @@ import {
   stampOf,
 } from "./record.js";
 import { readKeys, writeRecordScript, writeReply } from "./scripts.js";
-import { membershipTesting } from "./testing.js";
 
 /** What one node holds: its member id and record, or why it could not be read. */
 export interface NodeMembershipReport {
@@ -216,6 +215,8 @@ export async function applyMemberChange(
   nodes: readonly RedisNode[],
   change: MemberChange,
   timeoutMs: number,
+  /** False only in the fault suite's negative control: the node joins without the quarantine. */
+  joinQuarantine = true,
 ): Promise<MemberChangeReport> {
   const { add, removeIndex } = change;
   if (!add && removeIndex === undefined) {
@@ -325,8 +326,7 @@ export async function applyMemberChange(
   }
   // Step 3: the new node joins, after the old epoch can no longer win.
   if (add && newMember) {
-    const join = membershipTesting.joinQuarantine;
-    const status = await write(add, "", next, newMember.id, join, timeoutMs).catch(
+    const status = await write(add, "", next, newMember.id, joinQuarantine, timeoutMs).catch(
       (error: unknown) => {
         throw new MembershipError(
           [add.endpoint],
