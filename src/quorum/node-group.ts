@@ -168,6 +168,12 @@ export class NodeGroup {
    * again).
    */
   async recordMembership(timeoutMs: number): Promise<RecordedMembership> {
+    // Nodes that lost their records (a flush, a restart without data) while
+    // this client knows the cluster's record are brought back to it by
+    // their next check (at their recorded address): a new cluster id
+    // written over them now would refuse this client for good.
+    const known = this.membership.record;
+    if (known) return { record: known };
     const recorded = await recordMembership(this.nodes, timeoutMs);
     // Written just now on every node: no need to read it back before voting.
     if (recorded.record && recorded.ids) this.membership.learn(recorded.record, recorded.ids);

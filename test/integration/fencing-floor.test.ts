@@ -136,8 +136,12 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
 
   it("init reports a node repaired but still in quarantine as in quarantine, not in service", async () => {
     await cluster.flushAll();
-    // A quarantine longer than the fencing repair's delay (2 s).
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 20_000, retry: { retries: 0 } });
+    // A quarantine longer than the fencing repair's delay (2 s). Not about node timeouts: 500 ms.
+    const redlock = new Redlock(cluster.urls, {
+      maxTtlMs: 20_000,
+      retry: { retries: 0 },
+      nodeTimeoutMs: 500,
+    });
     try {
       await redlock.init();
       await (await redlock.acquire(["q"], 1_000)).release();
