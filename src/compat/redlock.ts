@@ -42,6 +42,7 @@ import {
 } from "./execution.js";
 import { Lock, lockOf, stateOf } from "./lock.js";
 import {
+  dropInNodeTimeoutMs,
   maxAttemptsOf,
   mergeSettings,
   nodeRedlockDefaults,
@@ -135,6 +136,7 @@ export class Redlock extends EventEmitter {
     this.core = new CoreRedlock(nodes, {
       // node-redlock's Lock has no fencing token to carry.
       fencing: false,
+      nodeTimeoutMs: dropInNodeTimeoutMs,
       ...options,
       driftFactor: this.settings.driftFactor,
       onEvent: (event) => {

@@ -61,6 +61,15 @@ export const nodeRedlockDefaults: Settings = Object.freeze({
   automaticExtensionThreshold: 500,
 });
 
+/**
+ * The drop-in's bound on each node's answer, where redquorum's Redlock has
+ * 50 ms (for Redis on a network of its own). node-redlock waits for a node
+ * as long as its client does; a drop-in must not start failing rounds on a
+ * busy machine where node-redlock did not, so it allows 200 ms, as NextId
+ * does. `settings.redquorum.nodeTimeoutMs` sets it.
+ */
+export const dropInNodeTimeoutMs = 200;
+
 const settingNames = [
   "driftFactor",
   "retryCount",
