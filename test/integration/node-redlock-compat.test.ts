@@ -9,6 +9,7 @@ import Redlock, {
   ResourceLockedError,
 } from "../../src/compat/node-redlock.js";
 import {
+  ClosedError,
   InvalidArgumentError,
   LocalCluster,
   LockLostError,
@@ -421,7 +422,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
       // The waiter sleeps a minute before its next attempt; quit() ends that.
       await redlock.quit();
       const error = await waiting;
-      assert.ok(error instanceof Error, String(error));
+      assert.ok(error instanceof ClosedError, String(error));
       await Promise.all(given.map(ended));
       await held.release();
     } finally {
