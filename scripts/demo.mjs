@@ -129,8 +129,14 @@ function post(url, body) {
   });
 }
 
-async function stop(signal) {
-  if (stopping) return;
+/** Stops every child; a second signal (npm passes on the Ctrl-C the demo got too) waits for the same stop. */
+let stopped;
+function stop(signal) {
+  stopped ??= stopAll(signal);
+  return stopped;
+}
+
+async function stopAll(signal) {
   stopping = true;
   process.stdout.write("\n");
   say(`${signal}: stopping the ID server, then the cluster`);

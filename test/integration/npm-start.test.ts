@@ -174,7 +174,7 @@ describe("npm start", () => {
       assert.equal(await connectResult(Number(new URL(server).port)), "ECONNREFUSED", server);
       assert.deepEqual(dataDirsLeft(), [], "the dev cluster's data directory is removed");
     } finally {
-      await npm.stop("SIGKILL", -npm.pgid);
+      npm.killAll();
     }
   });
 
@@ -194,11 +194,15 @@ describe("npm start", () => {
     }
   });
 
-  it("SIGTERM to the demo alone, with the ID server up, leaves nothing running", async () => {
+  it("SIGTERM to the demo alone, with the ID server up, leaves nothing running; so does a second signal on its heels", async () => {
     const npm = new NpmStart();
     try {
       await npm.until("redquorum serve listening on");
-      const exit = await npm.stop("SIGTERM", npm.demoPid());
+      const demo = npm.demoPid();
+      // As after Ctrl-C, when npm passes the SIGINT on to the demo that got one too.
+      const exiting = npm.stop("SIGTERM", demo);
+      process.kill(demo, "SIGINT");
+      const exit = await exiting;
       assert.equal(exit.code, 0, `${JSON.stringify(exit)}\n${npm.output}`);
       assert.deepEqual(await npm.leftOver(), [], npm.output);
       assert.match(npm.output, /stopped; the cluster's data directory is removed/);
