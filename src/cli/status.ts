@@ -72,6 +72,17 @@ function describe(what: string, verdict: Verdict): string {
   return [head, ...verdict.reasons.map((reason) => `  ${reason}`)].join("\n");
 }
 
+/**
+ * No ID counter on the nodes: every node that answered lacks the counter's
+ * marker, in any form. A cluster used only for locks is not "NOT safe" for
+ * IDs: it never had any. (A counter lost from every node at once looks the
+ * same to the nodes.)
+ */
+function idsUninitialised(idNodes: readonly NodeStatus[]): boolean {
+  const answered = idNodes.filter((node) => node.reachable);
+  return answered.length > 0 && answered.every((node) => node.markerValue === undefined);
+}
+
 export function statusCommand(): Command {
   return new Command("status")
     .description(
@@ -127,7 +138,11 @@ export function statusCommand(): Command {
             nodes.map((node, i) => row(node, idNodes[i])),
           ),
         );
-        printData(`\n${describe("locks", verdict.locks)}\n${describe("IDs", verdict.ids)}`);
+        const idsLine = idsUninitialised(idNodes)
+          ? `IDs: not initialised (no node holds the counter ${JSON.stringify(options.key)}; ` +
+            "`redquorum id init` creates it on a new cluster)"
+          : describe("IDs", verdict.ids);
+        printData(`\n${describe("locks", verdict.locks)}\n${idsLine}`);
         printData(describeRecord(membership.record));
         // Clients with this list are refused: say why, and what to do.
         if (membership.problem) printData(`  NOT safe: ${membership.problem}`);

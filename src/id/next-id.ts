@@ -159,7 +159,7 @@ export class NextId {
   }
 
   private take(n: number, signal: AbortSignal | undefined): Promise<bigint[]> {
-    if (this.options.strategy === "seed") return seedBatch(this.seed, n, signal);
+    if (this.options.strategy === "read-then-write") return seedBatch(this.seed, n, signal);
     return this.range.take(n, signal);
   }
 

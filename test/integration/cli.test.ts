@@ -82,6 +82,12 @@ describe("redquorum command line", () => {
     assert.equal(before.code, 3, before.stderr);
     assert.match(before.stdout, /locks: NOT safe/);
     assert.match(before.stdout, /no marker: run `redquorum init`/);
+    // No ID counter: one line saying so, not "NOT safe" and a reason per node.
+    assert.match(
+      before.stdout,
+      /^IDs: not initialised \(no node holds the counter "redquorum:id"; `redquorum id init` creates it on a new cluster\)$/m,
+    );
+    assert.doesNotMatch(before.stdout, /IDs: NOT safe|no ID counter marker/);
 
     const init = await cli(["init", "--json"], env);
     assert.equal(init.code, 0, init.stderr);
@@ -187,8 +193,15 @@ describe("redquorum command line", () => {
       idNodes.map((node: { marker: boolean }) => node.marker),
       [true, true, true],
     );
+    const text = await cli(["status"], env);
+    assert.match(text.stdout, /^IDs: safe \(3 of 3 nodes usable, 2 needed\)$/m);
     const other = await cli(["status", "--json", "--key", "redquorum:id:cli-never"], env);
     assert.equal(JSON.parse(other.stdout).verdict.ids.safe, false, "a counter never initialised");
+    const otherText = await cli(["status", "--key", "redquorum:id:cli-never"], env);
+    assert.match(
+      otherText.stdout,
+      /^IDs: not initialised \(no node holds the counter "redquorum:id:cli-never";/m,
+    );
     const run = await cli(["id", "next", "--count", "3"], env);
     assert.equal(run.code, 0, run.stderr);
     const ids = run.stdout.trimEnd().split("\n").map(BigInt);
