@@ -442,8 +442,14 @@ export class Redlock extends EventEmitter {
     if (this.nodes.every((_, i) => answers[i] !== undefined)) return Promise.resolve(build());
     return new Promise((resolve) => {
       // Every call to a node ends within its timeout; unref'd, so a
-      // program that is done does not wait for its stats.
-      setTimeout(() => resolve(build()), this.core.options.nodeTimeoutMs + 1).unref();
+      // program that is done does not wait for its stats. The round marks
+      // a node timed out in a setImmediate after its own timer
+      // (quorum/round.ts): after a blocked event loop both timers fire in
+      // one turn, so the stats wait for the immediates queued before them.
+      setTimeout(
+        () => setImmediate(() => resolve(build())),
+        this.core.options.nodeTimeoutMs + 1,
+      ).unref();
     });
   }
 
