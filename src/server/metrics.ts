@@ -30,8 +30,11 @@ export class IdServerMetrics {
   private readonly repairs: Counter<"node">;
   private readonly quarantined: Counter<"node">;
   private readonly nodeInService: Gauge<"node">;
-  readonly inFlight: Gauge;
-  readonly readingBody: Gauge;
+  /** The server's request counts, read at each scrape (see `watchRequests`). */
+  private requestCounts: () => { inFlight: number; reading: number } = () => ({
+    inFlight: 0,
+    reading: 0,
+  });
 
   constructor(endpoints: readonly string[]) {
     const registers = [this.registry];
@@ -94,15 +97,24 @@ export class IdServerMetrics {
       labelNames: ["node"],
       registers,
     });
-    this.inFlight = new Gauge({
+    // Read when scraped, not kept up to date per request: two gauge updates
+    // per request and stage were a measurable share of the hot path.
+    const counts = () => this.requestCounts();
+    new Gauge({
       name: "redquorum_id_requests_in_flight",
       help: "POST /v1/ids requests whose body is in, not yet answered (bounded by --max-in-flight)",
       registers,
+      collect() {
+        this.set(counts().inFlight);
+      },
     });
-    this.readingBody = new Gauge({
+    new Gauge({
       name: "redquorum_id_requests_reading_body",
       help: "POST /v1/ids requests whose body is still arriving (bounded in time by --body-timeout)",
       registers,
+      collect() {
+        this.set(counts().reading);
+      },
     });
     for (const node of endpoints) {
       this.nodeInService.set({ node }, 1);
@@ -129,6 +141,11 @@ export class IdServerMetrics {
       if (event.state === "repaired") this.repairs.inc({ node });
     }
   };
+
+  /** Where the request gauges read their values from: the server's own counts. */
+  watchRequests(counts: () => { inFlight: number; reading: number }): void {
+    this.requestCounts = counts;
+  }
 
   request(code: number, startedMs: number | undefined, ids: number): void {
     this.requests.inc({ code: String(code) });
