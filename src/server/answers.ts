@@ -27,7 +27,16 @@ export class Answers {
     let body = '{"ids":[';
     for (let i = 0; i < ids.length; i++) body += i === 0 ? `"${ids[i]}"` : `,"${ids[i]}"`;
     body += "]}";
-    this.send(res, 200, jsonHeaders, body, () => this.metrics.request(200, startedMs, ids.length));
+    if (this.draining || res.headersSent || res.destroyed) {
+      this.send(res, 200, jsonHeaders, body, () =>
+        this.metrics.request(200, startedMs, ids.length),
+      );
+      return;
+    }
+    // The hot path, as send() but without its closures; the body is ASCII.
+    res.writeHead(200, { "Content-Type": "application/json", "Content-Length": body.length });
+    res.end(res.req.method === "HEAD" ? undefined : body);
+    this.metrics.request(200, startedMs, ids.length);
   }
 
   /** The JSON error answer; `startedMs` for a POST /v1/ids, whose duration is measured. */

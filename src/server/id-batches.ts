@@ -22,9 +22,13 @@ import { idLimits } from "../limits.js";
 import { HttpError } from "./http-error.js";
 import type { IdSource } from "./id-source.js";
 
-/** One request waiting for its IDs. */
+/** One request waiting for its IDs; `batch` and `waiting` are this module's, set by `add`. */
 export interface IdWaiter {
   readonly count: number;
+  /** The batch it waits in. */
+  batch: unknown;
+  /** Still waiting: not served, failed nor cancelled. */
+  waiting: boolean;
   /** Its IDs, `count` of them. Not called once it was cancelled. */
   served(ids: bigint[]): void;
   /** Its batch failed (the source's error, or the request timeout's 503). Not called once cancelled. */
@@ -34,15 +38,10 @@ export interface IdWaiter {
 /** The reason a call is aborted with when no request waits for it any more: nobody reads it. */
 const nobodyWaits = new Error("no request waits for these IDs any more");
 
-/** A cancelled waiter's place in its batch. */
-interface Entry {
-  readonly waiter: IdWaiter;
-  live: boolean;
-}
-
 class Batch {
-  readonly entries: Entry[] = [];
-  /** IDs asked for: the counts of the live entries. */
+  /** In arrival order, cancelled ones too (`waiting` false). */
+  readonly waiters: IdWaiter[] = [];
+  /** IDs asked for: the counts of the waiters, less those cancelled before it started. */
   total = 0;
   live = 0;
   started = false;
@@ -72,8 +71,8 @@ export class IdBatches {
     this.maxIdsPerCall = options.maxIdsPerCall ?? idLimits.batchCountMax;
   }
 
-  /** Adds `waiter` to this turn's call; returns a function that cancels its wait. */
-  add(waiter: IdWaiter): () => void {
+  /** Adds `waiter` to this turn's call; `cancel(waiter)` ends its wait. */
+  add(waiter: IdWaiter): void {
     let batch = this.gathering[this.gathering.length - 1];
     if (!batch || (batch.total > 0 && batch.total + waiter.count > this.maxIdsPerCall)) {
       batch = new Batch();
@@ -81,12 +80,11 @@ export class IdBatches {
       if (this.gathering.length === 0) setImmediate(this.flush);
       this.gathering.push(batch);
     }
-    const entry: Entry = { waiter, live: true };
-    batch.entries.push(entry);
+    waiter.batch = batch;
+    waiter.waiting = true;
+    batch.waiters.push(waiter);
     batch.total += waiter.count;
     batch.live++;
-    const owner = batch;
-    return () => this.cancel(owner, entry);
   }
 
   private readonly flush = (): void => {
@@ -135,13 +133,13 @@ export class IdBatches {
       return;
     }
     let next = 0;
-    for (const entry of batch.entries) {
-      if (!entry.live) continue; // cancelled while in flight: its IDs are the hole at the end
-      entry.live = false;
-      const { count } = entry.waiter;
+    for (const waiter of batch.waiters) {
+      if (!waiter.waiting) continue; // cancelled while in flight: its IDs are the hole at the end
+      waiter.waiting = false;
+      const { count } = waiter;
       const mine = count === ids.length ? ids : ids.slice(next, next + count);
       next += count;
-      entry.waiter.served(mine);
+      waiter.served(mine);
     }
   }
 
@@ -149,19 +147,21 @@ export class IdBatches {
     clearTimeout(batch.timer);
     const signal = batch.controller?.signal;
     const reason: unknown = signal?.aborted ? signal.reason : error;
-    for (const entry of batch.entries) {
-      if (!entry.live) continue;
-      entry.live = false;
-      entry.waiter.failed(reason);
+    for (const waiter of batch.waiters) {
+      if (!waiter.waiting) continue;
+      waiter.waiting = false;
+      waiter.failed(reason);
     }
   }
 
-  private cancel(batch: Batch, entry: Entry): void {
-    if (!entry.live) return;
-    entry.live = false;
+  /** Ends the wait of `waiter` (added before); its IDs, if they come, go to nobody. */
+  cancel(waiter: IdWaiter): void {
+    if (!waiter.waiting) return;
+    waiter.waiting = false;
+    const batch = waiter.batch as Batch;
     batch.live--;
     if (!batch.started) {
-      batch.total -= entry.waiter.count;
+      batch.total -= waiter.count;
       return;
     }
     if (batch.live === 0) {

@@ -88,7 +88,9 @@ class IdRequest implements OpenWork, IdWaiter {
   private readonly res: ServerResponse;
   private readonly startedMs: number;
   private readonly stopRead: () => void;
-  private cancelWait: (() => void) | undefined;
+  /** Set by IdBatches. */
+  batch: unknown;
+  waiting = false;
 
   constructor(requests: IdRequests, req: IncomingMessage, res: ServerResponse, startedMs: number) {
     this.requests = requests;
@@ -130,7 +132,7 @@ class IdRequest implements OpenWork, IdWaiter {
     requests.reading--;
     requests.inFlight++;
     this.stage = "in flight";
-    this.cancelWait = batches.add(this);
+    batches.add(this);
   }
 
   served(ids: bigint[]): void {
@@ -145,7 +147,7 @@ class IdRequest implements OpenWork, IdWaiter {
 
   stop(): void {
     this.stopRead();
-    this.cancelWait?.();
+    this.requests.parts.batches.cancel(this);
   }
 
   closed(): void {

@@ -81,7 +81,7 @@ export class IdServer {
   private readonly http: Server;
   private readonly options: IdServerOptions;
   /** Every response not yet closed, with what stops its work. */
-  private readonly open = new OpenResponses();
+  private readonly open: OpenResponses;
   private readonly answers: Answers;
   private readonly requests: IdRequests;
   private readonly drain: Drain;
@@ -90,6 +90,15 @@ export class IdServer {
   constructor(ids: IdSource, options: IdServerOptions) {
     this.options = options;
     const { log, metrics } = options;
+    this.http = createServer({
+      // A client that stalls mid-request must not hold a slot for minutes
+      // (node's defaults are 300 s for a request, 60 s for headers)...
+      requestTimeout: clientTimeoutMs,
+      headersTimeout: clientTimeoutMs,
+      // ...nor for up to 30 s more, until node's next check.
+      connectionsCheckingInterval: connectionsCheckingIntervalMs,
+    });
+    this.open = new OpenResponses(this.http);
     const open = this.open;
     this.answers = new Answers(open, metrics);
     const answers = this.answers;
@@ -112,17 +121,7 @@ export class IdServer {
       log,
       healthCacheMs: options.healthCacheMs,
     });
-    this.http = createServer(
-      {
-        // A client that stalls mid-request must not hold a slot for minutes
-        // (node's defaults are 300 s for a request, 60 s for headers)...
-        requestTimeout: clientTimeoutMs,
-        headersTimeout: clientTimeoutMs,
-        // ...nor for up to 30 s more, until node's next check.
-        connectionsCheckingInterval: connectionsCheckingIntervalMs,
-      },
-      routes.route,
-    );
+    this.http.on("request", routes.route);
     this.drain = new Drain({
       http: this.http,
       open,

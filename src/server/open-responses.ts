@@ -3,7 +3,7 @@
  * the drain answers those still unanswered at its end, and a parse error
  * on a connection is answered through the response on the wire there.
  */
-import type { ServerResponse } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { HttpError } from "./http-error.js";
 
@@ -21,6 +21,18 @@ const noWork: OpenWork = { stop() {}, closed() {} };
 export class OpenResponses {
   private readonly works = new Map<ServerResponse, OpenWork>();
 
+  /**
+   * A response queued behind another on a pipelined connection gets no
+   * socket of its own, so it never closes if the client goes: a closing
+   * connection forgets its responses too. One listener per connection,
+   * not one per request: this runs on the hot path.
+   */
+  constructor(server: Server) {
+    server.on("connection", (socket: Socket) => {
+      socket.once("close", () => this.socketClosed(socket));
+    });
+  }
+
   get size(): number {
     return this.works.size;
   }
@@ -34,23 +46,10 @@ export class OpenResponses {
     return this.works.keys();
   }
 
-  /**
-   * Holds `res` until it closes. A response queued behind another on a
-   * pipelined connection gets no socket of its own, so it never closes if
-   * the client goes: the socket's close forgets it too.
-   */
+  /** Holds `res` until it, or its connection, closes. */
   add(res: ServerResponse): void {
     this.works.set(res, noWork);
-    let done = false;
-    const forget = () => {
-      if (done) return;
-      done = true;
-      unhook();
-      this.works.get(res)?.closed();
-      this.works.delete(res);
-    };
-    const unhook = onSocketClose(res.req.socket, forget);
-    res.once("close", forget);
+    res.on("close", () => this.forget(res));
   }
 
   /** Gives `res` (added already) the work that `stop` and its close end. */
@@ -69,23 +68,15 @@ export class OpenResponses {
     for (const res of this.works.keys()) if (res.req.socket === socket) found.push(res);
     return found;
   }
-}
 
-/** Per socket, what to run when it closes: one listener however many requests it pipelines. */
-const socketCloseHooks = new WeakMap<Socket, Set<() => void>>();
-
-/** Runs `hook` when `socket` closes, unless the returned function is called first. */
-function onSocketClose(socket: Socket, hook: () => void): () => void {
-  let hooks = socketCloseHooks.get(socket);
-  if (!hooks) {
-    const set = new Set<() => void>();
-    hooks = set;
-    socketCloseHooks.set(socket, set);
-    socket.once("close", () => {
-      for (const run of set) run();
-      set.clear();
-    });
+  private forget(res: ServerResponse): void {
+    const work = this.works.get(res);
+    if (work === undefined) return;
+    this.works.delete(res);
+    work.closed();
   }
-  hooks.add(hook);
-  return () => hooks.delete(hook);
+
+  private socketClosed(socket: Socket): void {
+    for (const res of this.on(socket)) this.forget(res);
+  }
 }

@@ -23,10 +23,10 @@ export interface BodyLimits {
 /**
  * Reads the request body as text and calls `done` once: with the body, or
  * with a 413 once it passes `maxBytes` (also when Content-Length says so
- * up front), a 408 `body_timeout` after `timeoutMs`, a 400 `aborted` when
- * the client goes mid-body. What is left of a refused body is read and
- * dropped, not kept. The returned function stops the read (`done` is then
- * never called).
+ * up front), or a 408 `body_timeout` after `timeoutMs`. What is left of
+ * a refused body is read and dropped, not kept. The returned function
+ * stops the read (`done` is then never called): the caller's, when the
+ * client goes mid-body.
  */
 export function readBody(
   req: IncomingMessage,
@@ -74,10 +74,11 @@ class BodyRead {
         ),
       timeoutMs,
     );
+    // No 'error' or 'close' listener: a client gone mid-body closes the
+    // response too, which stops the read (OpenResponses), and node emits
+    // a request's 'error' only to a listener.
     req.on("data", this.onData);
-    req.once("end", this.onEnd);
-    req.once("error", this.onError);
-    req.once("close", this.onClose);
+    req.on("end", this.onEnd);
   }
 
   readonly stop = (): void => {
@@ -101,15 +102,6 @@ class BodyRead {
     this.done(undefined, body);
   };
 
-  private readonly onError = (): void =>
-    this.fail(new HttpError(400, "aborted", "the request ended before its body"));
-
-  // A client gone mid-body: settle, so nothing waits for an end that never comes.
-  private readonly onClose = (): void => {
-    if (!this.req.complete)
-      this.fail(new HttpError(400, "aborted", "the request ended before its body"));
-  };
-
   private fail(error: HttpError): void {
     if (this.settled) return;
     this.stop();
@@ -122,8 +114,6 @@ class BodyRead {
     const { req } = this;
     req.off("data", this.onData);
     req.off("end", this.onEnd);
-    req.off("error", this.onError);
-    req.off("close", this.onClose);
   }
 }
 
