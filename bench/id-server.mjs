@@ -21,8 +21,8 @@
 // is done again (twice at most; the least disturbed attempt is kept, †).
 //
 // Correctness, in every server run: any non-2xx, connection error or
-// timeout, a body that is not {"ids":[…]}, an ID handed out twice (every
-// ID of every response is kept), a probe client that asks the servers in
+// timeout, a body that is not {"ids":[…]}, an ID handed out twice (no two
+// responses' ID ranges may overlap), a probe client that asks the servers in
 // turn, one request after the other, and must see its IDs rise (real-time
 // order across servers), requests still counted in flight once the
 // clients are gone, a server error log line, or a server that does not
@@ -34,6 +34,8 @@
 //   node bench/id-server.mjs --cells floor,count=1 --reps 1
 //   node bench/id-server.mjs --proposals clock    (the servers' NextId proposals)
 //   node bench/id-server.mjs --cli ../other-worktree/dist/cli.js   (the servers of another build)
+//   node bench/id-server.mjs --baseline ../main/dist/cli.js   (adds "baseline count=1": count=1
+//                                                             with that build's servers, interleaved)
 //
 // Options may also come from the environment: ID_SERVER_BENCH_SECONDS,
 // _REPS, _WARMUP, _CONNECTIONS, _PIPELINE_DEPTH, _PROPOSALS, _CLI.
@@ -75,6 +77,7 @@ const { values: args } = parseArgs({
     workload: { type: "string" }, // `npm run bench -- --workload X` hands X to every benchmark
     json: { type: "string" },
     cli: { type: "string", default: env("CLI") },
+    baseline: { type: "string" },
   },
 });
 const positive = (name, text) => {
@@ -108,6 +111,16 @@ const allCells = [
   { name: "2 servers", kind: "server", count: 1, servers: 2 },
   { name: "4 servers", kind: "server", count: 1, servers: 4 },
 ];
+// --baseline: the count=1 cell again with another build's servers, in the
+// same round-robin: before/after on the same (possibly busy) machine.
+if (args.baseline)
+  allCells.push({
+    name: "baseline count=1",
+    kind: "server",
+    count: 1,
+    servers: 1,
+    cli: args.baseline,
+  });
 const wanted = args.cells?.split(",").map((s) => s.trim());
 const cells = allCells.filter((c) => !wanted || wanted.includes(c.name));
 if (cells.length === 0) {
@@ -301,19 +314,21 @@ function runServers(cell) {
     let row;
     try {
       const started = Array.from({ length: cell.servers }, () =>
-        startServer(cli, cluster.urls, serverOptions),
+        startServer(cell.cli ?? cli, cluster.urls, serverOptions),
       );
       servers.push(...(await Promise.all(started)));
       const urls = servers.map((s) => s.url);
       for (const url of urls) await postIds(url, cell.count); // connected, initialised, answering
-      // Every ID of every response (the probe's too), to find one handed out twice.
-      const seen = new Set();
-      let repeated = 0;
+      // The first and last ID of every response (the probe's too): no two
+      // responses' ranges may overlap, so no ID was handed out twice. Two
+      // numbers per response, so that the check costs the load generator
+      // as little with count=100 as with count=1.
+      const ranges = [];
       const keep = (body) => {
-        for (const id of body.slice(9, -3).split('","')) {
-          if (seen.has(id)) repeated++;
-          else seen.add(id);
-        }
+        const first = BigInt(body.slice(9, body.indexOf('"', 9)));
+        const last = BigInt(body.slice(body.lastIndexOf('"', body.length - 4) + 1, -3));
+        if (last < first) return false;
+        ranges.push([first, last]);
         return true;
       };
       const stopProbe = orderProbe(urls, keep);
@@ -325,7 +340,10 @@ function runServers(cell) {
       const probe = await stopProbe();
       row.problems.push(...probe.problems);
       row.probeAnswers = probe.answers;
-      if (repeated > 0) row.problems.push(`${repeated} IDs handed out twice`);
+      ranges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      const overlaps = ranges.filter((r, i) => i > 0 && r[0] <= ranges[i - 1][1]).length;
+      if (overlaps > 0) row.problems.push(`${overlaps} responses whose IDs overlap another's`);
+      row.responsesChecked = ranges.length;
       row.rounds = roundStats(
         await row.startMetrics,
         await Promise.all(urls.map(scrape)),
@@ -525,6 +543,11 @@ function ratios() {
   }
   const nextId = ratio(m("NextId", "idsPerSecond"), m("count=1", "idsPerSecond"));
   add("in-process NextId IDs/s ÷ count=1's", x(nextId), "reported");
+  const before = ratio(
+    m("count=1", "requestsPerSecond"),
+    m("baseline count=1", "requestsPerSecond"),
+  );
+  if (before !== undefined) add("count=1 requests/s ÷ the baseline build's", x(before), "reported");
   return rows;
 }
 const ratioRows = ratios();
