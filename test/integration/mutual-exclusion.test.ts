@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Redis } from "ioredis";
-import { QuorumError, Redlock } from "../../src/index.js";
+import { LockExpiredError, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
 import { acquireScript, releaseScript } from "../../src/lock/scripts.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { batchMarker } from "../../src/node/lua-script.js";
@@ -10,8 +10,24 @@ import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 
+/**
+ * REDQUORUM_TEST_SCALE: "fast" (the default, `npm test`) runs each harness
+ * with fewer acquisitions; "full" with the counts below. Both run every
+ * mode, including the one in which votes split.
+ */
+function testScale(): "fast" | "full" {
+  const scale = process.env.REDQUORUM_TEST_SCALE ?? "fast";
+  if (scale !== "fast" && scale !== "full") {
+    throw new Error(
+      `REDQUORUM_TEST_SCALE: expected "fast" or "full", got ${JSON.stringify(scale)}`,
+    );
+  }
+  return scale;
+}
+const full = testScale() === "full";
+
 const workerCount = 16;
-const acquisitionsPerWorker = 150;
+const acquisitionsPerWorker = full ? 150 : 12;
 const retry = { retries: 10_000, delayMs: 4, jitterMs: 4 };
 
 interface Verdict {
@@ -77,6 +93,164 @@ async function runHarness(
   }
   const lostUpdates = workerCount * acquisitionsPerWorker - Number(await counter.get(counterKey));
   return { overran, holds, lostUpdates, unconfirmedReleases };
+}
+
+/** The split-votes harness's counts: try-lock workers, their grants, the rival's holds. */
+const split = {
+  workers: 8,
+  grantsPerWorker: full ? 150 : 20,
+  rivalHolds: full ? 150 : 20,
+  ttlMs: 2_000,
+} as const;
+
+interface SplitVerdict extends Verdict {
+  /** Worker attempts refused although some nodes granted them (votes split). */
+  splitRefusals: number;
+  /** Worker releases that found the lock gone from a majority. */
+  lostBeforeRelease: number;
+  rivalHolds: number;
+  attempts: number;
+}
+
+/**
+ * Votes that split: `split.workers` independent Redlock instances, each
+ * with try-locks only (no retries, so no wait queue orders them; every
+ * other one without fencing, whose commit would need a majority too), and
+ * a rival that is not redquorum: a minimal Redlock client with plain
+ * `SET NX PX` that reaches only 3 of the 5 nodes (a seeded 3 each time,
+ * as a client partitioned from the other 2 would), holds only if all 3
+ * granted, and else deletes what it set. While the rival holds, a worker's
+ * attempt finds the key free on the other 2 nodes: 2 votes of 5, which
+ * must not grant. Every holder does the same read-modify-write of a
+ * counter as `runHarness`, recorded as a hold. Runs until every worker was
+ * granted `split.grantsPerWorker` times and the rival held
+ * `split.rivalHolds` times.
+ */
+async function runSplitHarness(
+  cluster: TestCluster,
+  resource: string,
+  seed: number,
+): Promise<SplitVerdict> {
+  const random = prng(seed);
+  const { ttlMs } = split;
+  const holds: Hold[] = [];
+  const counter: Redis = cluster.client(0);
+  const counterKey = `mx:counter:${resource}`;
+  await counter.set(counterKey, "0");
+  const redlocks = Array.from(
+    { length: split.workers },
+    (_, w) => new Redlock(cluster.urls, { retry: { retries: 0 }, fencing: w % 2 === 0 }),
+  );
+  const granted = new Array<number>(split.workers).fill(0);
+  let rivalHolds = 0;
+  let splitRefusals = 0;
+  let attempts = 0;
+  let overran = 0;
+  let unconfirmedReleases = 0;
+  let lostBeforeRelease = 0;
+  let updates = 0;
+  // Until both counts are reached; a broken lock that grants too often
+  // ends the run at ten times the workers' count (its holds then overlap).
+  const grantsWanted = split.workers * split.grantsPerWorker;
+  let failure: { error: unknown } | undefined;
+  const done = () =>
+    failure !== undefined ||
+    (rivalHolds >= split.rivalHolds && granted.every((n) => n >= split.grantsPerWorker)) ||
+    updates >= 10 * grantsWanted;
+  // Not a timing: a bound on attempts, so that a harness whose premise
+  // broke (the rival never gets the key) fails with a message, not a hang.
+  const attemptsMax = 400 * (grantsWanted + split.rivalHolds);
+  const pause = () => new Promise((r) => setTimeout(r, Math.floor(random() * 3)));
+  const criticalSection = async (client: string, validUntilMs: number) => {
+    const startMs = performance.now();
+    const value = Number(await counter.get(counterKey));
+    await pause();
+    await counter.set(counterKey, String(value + 1));
+    const endMs = performance.now();
+    if (endMs >= validUntilMs) overran++;
+    updates++;
+    holds.push({ client, startMs, endMs });
+  };
+  const worker = async (w: number) => {
+    const redlock = redlocks[w]!;
+    while (!done()) {
+      attempts++;
+      assert.ok(attempts < attemptsMax, `${attempts} attempts: the harness is stuck`);
+      const lock = await redlock.acquire([resource], ttlMs).catch((error: unknown) => {
+        if (error instanceof ResourceLockedError) {
+          const yes = error.nodeCount - error.heldNodeCount - error.nodeErrors.length;
+          if (yes > 0) splitRefusals++;
+          return undefined;
+        }
+        if (error instanceof QuorumError) return undefined; // a loaded machine's timeouts
+        throw error;
+      });
+      if (lock) {
+        await criticalSection(`worker-${w}`, performance.now() + lock.remainingMs());
+        granted[w]!++;
+        await lock.release().catch((error: unknown) => {
+          // The lock was gone from a majority before its release: someone
+          // else's grant took it (counted, and checked below).
+          if (error instanceof LockExpiredError) lostBeforeRelease++;
+          else if (error instanceof QuorumError) unconfirmedReleases++;
+          else throw error;
+        });
+      }
+      await pause();
+    }
+  };
+  const deleteIfOurs =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+  const rival = async () => {
+    for (let n = 0; !done(); n++) {
+      attempts++;
+      assert.ok(attempts < attemptsMax, `${attempts} attempts: the harness is stuck`);
+      const nodes = [0, 1, 2, 3, 4];
+      for (let i = nodes.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [nodes[i], nodes[j]] = [nodes[j]!, nodes[i]!];
+      }
+      nodes.length = 3;
+      const value = `rival-${seed}-${n}`;
+      const startMs = performance.now();
+      const replies = await Promise.all(
+        nodes.map((i) => cluster.client(i).set(resource, value, "PX", ttlMs, "NX")),
+      );
+      if (replies.every((r) => r === "OK")) {
+        // Its validity as Redlock counts it (drift 1% + 2 ms).
+        const validUntilMs = startMs + ttlMs - ttlMs * 0.01 - 2;
+        await criticalSection("rival", validUntilMs);
+        rivalHolds++;
+      }
+      await Promise.all(nodes.map((i) => cluster.client(i).eval(deleteIfOurs, 1, resource, value)));
+      await pause();
+    }
+  };
+  // One participant's failure stops the others (they check done()).
+  const participant = (run: () => Promise<void>) =>
+    run().catch((error: unknown) => {
+      failure ??= { error };
+    });
+  try {
+    await Promise.all([
+      participant(rival),
+      ...redlocks.map((_, w) => participant(() => worker(w))),
+    ]);
+  } finally {
+    await Promise.all(redlocks.map((r) => r.close()));
+  }
+  if (failure) throw failure.error;
+  const lostUpdates = updates - Number(await counter.get(counterKey));
+  return {
+    overran,
+    holds,
+    lostUpdates,
+    unconfirmedReleases,
+    lostBeforeRelease,
+    splitRefusals,
+    rivalHolds,
+    attempts,
+  };
 }
 
 /**
@@ -155,6 +329,22 @@ describe("mutual exclusion under contention", () => {
       assert.equal(verdict.lostUpdates, 0, `lost updates; ${context}`);
     });
   }
+
+  it(`votes split: ${split.workers} try-lock instances (half without fencing) and a plain SET NX rival on 3 of 5 nodes: no overlap, no lost update`, async (t) => {
+    const seed = testSeed();
+    t.diagnostic(describeSeed(seed));
+    const verdict = await runSplitHarness(cluster, "mx:resource:split", seed);
+    const context =
+      `${describeSeed(seed)}; ${verdict.attempts} attempts, ${verdict.splitRefusals} refused on split votes, ` +
+      `${verdict.rivalHolds} rival holds, ${verdict.unconfirmedReleases} releases unconfirmed`;
+    t.diagnostic(context);
+    assert.equal(verdict.overran, 0, `critical sections outlived their validity; ${context}`);
+    assert.deepEqual(findOverlaps(verdict.holds), [], `overlapping holds; ${context}`);
+    assert.equal(verdict.lostUpdates, 0, `lost updates; ${context}`);
+    assert.equal(verdict.lostBeforeRelease, 0, `locks lost before their release; ${context}`);
+    // The premise: votes did split (attempts refused though some nodes granted).
+    assert.ok(verdict.splitRefusals >= split.rivalHolds / 2, `too few split votes; ${context}`);
+  });
 
   it("negative control: the same harness with a broken lock (a faked majority) is flagged", async (t) => {
     const seed = testSeed();
