@@ -8,32 +8,37 @@ import { batchMarker } from "../../src/node/lua-script.js";
 import type { NodeTransport } from "../../src/node/transport.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { byScale } from "../helpers/scale.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 
-/**
- * REDQUORUM_TEST_SCALE: "fast" (the default, `npm test`) runs each harness
- * with fewer acquisitions; "full" with the counts below. Both run every
- * mode, including the one in which votes split.
- */
-function testScale(): "fast" | "full" {
-  const scale = process.env.REDQUORUM_TEST_SCALE ?? "fast";
-  if (scale !== "fast" && scale !== "full") {
-    throw new Error(
-      `REDQUORUM_TEST_SCALE: expected "fast" or "full", got ${JSON.stringify(scale)}`,
-    );
-  }
-  return scale;
-}
-const full = testScale() === "full";
-
 const workerCount = 16;
-const acquisitionsPerWorker = full ? 150 : 12;
+const acquisitionsPerWorker = byScale(12, 150);
 const retry = { retries: 10_000, delayMs: 4, jitterMs: 4 };
+
+/** A hold with its fencing token (holds of a lock without fencing have none). */
+type FencedHold = Hold & { fence?: bigint };
+
+/**
+ * Fencing order: holds that do not overlap follow one another, and each
+ * fenced one's token is above every fenced token before it. The first
+ * hold found out of order, or undefined.
+ */
+function fenceOutOfOrder(holds: readonly FencedHold[]): string | undefined {
+  let last: FencedHold | undefined;
+  for (const hold of [...holds].sort((a, b) => a.startMs - b.startMs)) {
+    if (hold.fence === undefined) continue;
+    if (last?.fence !== undefined && hold.fence <= last.fence) {
+      return `${hold.client} held with token ${hold.fence} after ${last.client} held with ${last.fence}`;
+    }
+    last = hold;
+  }
+  return undefined;
+}
 
 interface Verdict {
   /** Holds that outlived their lock's validity. */
   overran: number;
-  holds: Hold[];
+  holds: FencedHold[];
   /** Increments of the shared counter lost to overlapping read-modify-writes. */
   lostUpdates: number;
   unconfirmedReleases: number;
@@ -54,7 +59,7 @@ async function runHarness(
 ): Promise<Verdict> {
   const random = prng(seed);
   const ttlMs = 2_000;
-  const holds: Hold[] = [];
+  const holds: FencedHold[] = [];
   let overran = 0;
   let unconfirmedReleases = 0;
   const counter: Redis = cluster.client(0);
@@ -77,7 +82,7 @@ async function runHarness(
           const endMs = performance.now();
           // A hold only counts as exclusive while the lock was valid.
           if (lock.remainingMs() <= 0) overran++;
-          holds.push({ client: `worker-${worker}`, startMs, endMs });
+          holds.push({ client: `worker-${worker}`, startMs, endMs, fence: lock.fence });
           // Under load a release can miss its node timeout on a majority:
           // the keys then expire with their TTL. That costs the others
           // time, not exclusion, which is what this test checks.
@@ -98,8 +103,8 @@ async function runHarness(
 /** The split-votes harness's counts: try-lock workers, their grants, the rival's holds. */
 const split = {
   workers: 8,
-  grantsPerWorker: full ? 150 : 20,
-  rivalHolds: full ? 150 : 20,
+  grantsPerWorker: byScale(15, 150),
+  rivalHolds: byScale(20, 150),
   ttlMs: 2_000,
 } as const;
 
@@ -119,7 +124,8 @@ interface SplitVerdict extends Verdict {
  * a rival that is not redquorum: a minimal Redlock client with plain
  * `SET NX PX` that reaches only 3 of the 5 nodes (a seeded 3 each time,
  * as a client partitioned from the other 2 would), holds only if all 3
- * granted, and else deletes what it set. While the rival holds, a worker's
+ * granted, and else deletes what it set; every other try it reaches only
+ * 2 (a minority: it never holds, and deletes its keys a moment later). While the rival holds, a worker's
  * attempt finds the key free on the other 2 nodes: 2 votes of 5, which
  * must not grant. Every holder does the same read-modify-write of a
  * counter as `runHarness`, recorded as a hold. Runs until every worker was
@@ -133,7 +139,7 @@ async function runSplitHarness(
 ): Promise<SplitVerdict> {
   const random = prng(seed);
   const { ttlMs } = split;
-  const holds: Hold[] = [];
+  const holds: FencedHold[] = [];
   const counter: Redis = cluster.client(0);
   const counterKey = `mx:counter:${resource}`;
   await counter.set(counterKey, "0");
@@ -161,7 +167,7 @@ async function runSplitHarness(
   // broke (the rival never gets the key) fails with a message, not a hang.
   const attemptsMax = 400 * (grantsWanted + split.rivalHolds);
   const pause = () => new Promise((r) => setTimeout(r, Math.floor(random() * 3)));
-  const criticalSection = async (client: string, validUntilMs: number) => {
+  const criticalSection = async (client: string, validUntilMs: number, fence?: bigint) => {
     const startMs = performance.now();
     const value = Number(await counter.get(counterKey));
     await pause();
@@ -169,7 +175,7 @@ async function runSplitHarness(
     const endMs = performance.now();
     if (endMs >= validUntilMs) overran++;
     updates++;
-    holds.push({ client, startMs, endMs });
+    holds.push({ client, startMs, endMs, fence });
   };
   const worker = async (w: number) => {
     const redlock = redlocks[w]!;
@@ -186,7 +192,7 @@ async function runSplitHarness(
         throw error;
       });
       if (lock) {
-        await criticalSection(`worker-${w}`, performance.now() + lock.remainingMs());
+        await criticalSection(`worker-${w}`, performance.now() + lock.remainingMs(), lock.fence);
         granted[w]!++;
         await lock.release().catch((error: unknown) => {
           // The lock was gone from a majority before its release: someone
@@ -210,13 +216,18 @@ async function runSplitHarness(
         const j = Math.floor(random() * (i + 1));
         [nodes[i], nodes[j]] = [nodes[j]!, nodes[i]!];
       }
-      nodes.length = 3;
+      // Every other try it reaches only 2 nodes (it never holds then): its
+      // keys, there for a moment, keep those nodes' fencing counters
+      // behind the others' when a worker is granted on the other 3.
+      const majority = n % 2 === 0;
+      nodes.length = majority ? 3 : 2;
       const value = `rival-${seed}-${n}`;
       const startMs = performance.now();
       const replies = await Promise.all(
         nodes.map((i) => cluster.client(i).set(resource, value, "PX", ttlMs, "NX")),
       );
-      if (replies.every((r) => r === "OK")) {
+      if (!majority) await pause();
+      else if (replies.every((r) => r === "OK")) {
         // Its validity as Redlock counts it (drift 1% + 2 ms).
         const validUntilMs = startMs + ttlMs - ttlMs * 0.01 - 2;
         await criticalSection("rival", validUntilMs);
@@ -314,7 +325,7 @@ describe("mutual exclusion under contention", () => {
   // Four workers per instance: handoffs inside an instance, yields and
   // pub/sub between them.
   for (const instanceCount of [workerCount, 4]) {
-    it(`${workerCount} workers on ${instanceCount} Redlock instances × ${acquisitionsPerWorker} acquisitions of one resource: no overlap, no lost update`, async (t) => {
+    it(`${workerCount} workers on ${instanceCount} Redlock instances × ${acquisitionsPerWorker} acquisitions of one resource: no overlap, no lost update, tokens in order`, async (t) => {
       const seed = testSeed();
       t.diagnostic(describeSeed(seed));
       const redlocks = Array.from(
@@ -327,10 +338,11 @@ describe("mutual exclusion under contention", () => {
       assert.equal(verdict.holds.length, workerCount * acquisitionsPerWorker);
       assert.deepEqual(findOverlaps(verdict.holds), [], `overlapping holds; ${context}`);
       assert.equal(verdict.lostUpdates, 0, `lost updates; ${context}`);
+      assert.equal(fenceOutOfOrder(verdict.holds), undefined, `fencing order; ${context}`);
     });
   }
 
-  it(`votes split: ${split.workers} try-lock instances (half without fencing) and a plain SET NX rival on 3 of 5 nodes: no overlap, no lost update`, async (t) => {
+  it(`votes split: ${split.workers} try-lock instances (half without fencing) and a plain SET NX rival on 3 of 5 nodes: no overlap, no lost update, tokens in order`, async (t) => {
     const seed = testSeed();
     t.diagnostic(describeSeed(seed));
     const verdict = await runSplitHarness(cluster, "mx:resource:split", seed);
@@ -341,6 +353,7 @@ describe("mutual exclusion under contention", () => {
     assert.equal(verdict.overran, 0, `critical sections outlived their validity; ${context}`);
     assert.deepEqual(findOverlaps(verdict.holds), [], `overlapping holds; ${context}`);
     assert.equal(verdict.lostUpdates, 0, `lost updates; ${context}`);
+    assert.equal(fenceOutOfOrder(verdict.holds), undefined, `fencing order; ${context}`);
     assert.equal(verdict.lostBeforeRelease, 0, `locks lost before their release; ${context}`);
     // The premise: votes did split (attempts refused though some nodes granted).
     assert.ok(verdict.splitRefusals >= split.rivalHolds / 2, `too few split votes; ${context}`);
