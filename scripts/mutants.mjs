@@ -11,14 +11,16 @@
 //
 // Exit code 0 when every mutant was caught, 1 when one survived or could
 // not be planted, 2 on a usage error.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import {
   cpSync,
   existsSync,
   mkdtempSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
+  utimesSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,7 +34,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
  * Each mutant: the file, the exact text to replace (found exactly once) and
  * its replacement, and the test files that must catch it, fastest first.
  */
-export const mutants = [
+const mutants = [
   {
     name: "majority-to-1",
     bug: "a lock is granted on 1 vote instead of a majority",
@@ -47,7 +49,7 @@ export const mutants = [
     file: "src/node/node-state.ts",
     find: "local waits = tonumber(quarantineArg) > 0",
     replace: "local waits = false",
-    tests: ["test/integration/quarantine.test.ts"],
+    tests: ["test/integration/faults.test.ts", "test/integration/observe.test.ts"],
   },
   {
     name: "fence-equal",
@@ -55,7 +57,7 @@ export const mutants = [
     file: "src/fencing/scripts.ts",
     find: "return current, less(current, proposal) and",
     replace: "return current, not less(proposal, current) and",
-    tests: ["test/integration/fencing.test.ts"],
+    tests: ["test/integration/mutual-exclusion.test.ts"],
   },
   {
     name: "id-minority",
@@ -63,7 +65,7 @@ export const mutants = [
     file: "src/id/range-rounds.ts",
     find: "if (round.yesCount < quorum) {",
     replace: "if (round.yesCount < 1) {",
-    tests: ["test/integration/next-id.test.ts"],
+    tests: ["test/integration/id-repair.test.ts"],
   },
   {
     name: "release-any-value",
@@ -71,7 +73,7 @@ export const mutants = [
     file: "src/lock/scripts.ts",
     find: "if redis.call('get', KEYS[i]) == ARGV[1] then",
     replace: "if redis.call('exists', KEYS[i]) == 1 then",
-    tests: ["test/integration/lock.test.ts"],
+    tests: ["test/integration/lock.test.ts", "test/integration/attempt-undo.test.ts"],
   },
   {
     name: "validity-unchecked",
@@ -79,7 +81,7 @@ export const mutants = [
     file: "src/lock/attempt.ts",
     find: "const valid = validUntil > options.clock.now();",
     replace: "const valid = true;",
-    tests: ["test/integration/lock.test.ts"],
+    tests: ["test/integration/lock.test.ts", "test/integration/lock-overlap.test.ts"],
   },
   {
     name: "fence-one-node",
@@ -87,7 +89,7 @@ export const mutants = [
     file: "src/fencing/issuer.ts",
     find: "if (tally.accepted[i]! >= this.context.group.quorum) {",
     replace: "if (tally.accepted[i]! >= 1) {",
-    tests: ["test/integration/fencing.test.ts"],
+    tests: ["test/integration/fencing-rolling-restart.test.ts"],
   },
   {
     name: "id-equal",
@@ -95,12 +97,49 @@ export const mutants = [
     file: "src/id/counter.ts",
     find: "if less(current, ARGV[1]) then",
     replace: "if not less(ARGV[1], current) then",
-    tests: ["test/integration/next-id.test.ts"],
+    tests: ["test/integration/next-id-faults.test.ts"],
   },
 ];
 
-/** What a scratch copy needs to run the tests: everything but the build, the VCS and the outputs. */
-const copied = ["src", "test", "scripts", "package.json", "tsconfig.json", "biome.json"];
+/**
+ * What a scratch copy takes from the checkout (node_modules is linked).
+ * dist/ is copied with its times, and a mutated file keeps its old time,
+ * so the test runner does not rebuild: the files named above import the
+ * library from src/ (the mutant), none runs the built command.
+ */
+const copied = [
+  "src",
+  "test",
+  "scripts",
+  "dist",
+  "package.json",
+  "package-lock.json",
+  "tsconfig.json",
+  "tsup.config.ts",
+  "biome.json",
+];
+
+/** Bound on one mutant's test run (its files together); past it the run is stopped. */
+const runTimeoutMs = 300_000;
+
+/** The scratch copies and test runs alive now: Ctrl-C removes and stops them. */
+const live = { dirs: new Set(), children: new Set() };
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    for (const child of live.children) stopGroup(child);
+    for (const dir of live.dirs) rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  });
+}
+
+/** Kills a detached child's whole process group (the runner and its test processes). */
+function stopGroup(child) {
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
 
 function usage(message) {
   if (message) process.stderr.write(`${message}\n`);
@@ -111,7 +150,7 @@ function usage(message) {
 }
 
 /** Applies one mutant to the file under `dir`; throws unless its text is there exactly once. */
-export function plant(dir, mutant) {
+function plant(dir, mutant) {
   const path = join(dir, mutant.file);
   const text = readFileSync(path, "utf8");
   const count = text.split(mutant.find).length - 1;
@@ -121,24 +160,34 @@ export function plant(dir, mutant) {
         "(expected once): the source changed, update the mutant in scripts/mutants.mjs",
     );
   }
+  const { atime, mtime } = statSync(path);
   writeFileSync(path, text.replace(mutant.find, mutant.replace));
+  utimesSync(path, atime, mtime);
 }
 
+/** A scratch copy of the checkout with `mutant` planted (throws if it cannot be). */
 function scratchCopy(mutant) {
   const dir = mkdtempSync(join(tmpdir(), `redquorum-mutant-${mutant.name}-`));
-  for (const entry of copied) {
-    if (existsSync(join(root, entry)))
-      cpSync(join(root, entry), join(dir, entry), { recursive: true });
+  live.dirs.add(dir);
+  try {
+    for (const entry of copied) {
+      if (!existsSync(join(root, entry))) continue;
+      cpSync(join(root, entry), join(dir, entry), { recursive: true, preserveTimestamps: true });
+    }
+    symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir");
+    plant(dir, mutant);
+    return dir;
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    live.dirs.delete(dir);
+    throw error;
   }
-  symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir");
-  plant(dir, mutant);
-  return dir;
 }
 
 /** Whether this checkout's runner stops at the first failing file. */
 const runnerBails = readFileSync(join(root, "scripts/run-tests.mjs"), "utf8").includes("--bail");
 
-/** Runs the runner on `files` in `dir`; resolves with its exit code and output. */
+/** Runs the runner on `files` in `dir`: its exit code, output, and whether it was stopped. */
 function runTests(dir, files) {
   return new Promise((done) => {
     const args = ["scripts/run-tests.mjs", ...(runnerBails ? ["--bail"] : []), ...files];
@@ -146,60 +195,105 @@ function runTests(dir, files) {
       cwd: dir,
       env: { ...process.env, REDQUORUM_TEST_SCALE: "fast", FORCE_COLOR: "0", NO_COLOR: "1" },
       stdio: ["ignore", "pipe", "pipe"],
+      detached: true, // its own process group: a stop reaches the test processes too
     });
+    live.children.add(child);
     let output = "";
-    child.stdout.on("data", (chunk) => {
+    let stopped = false;
+    // The first failing test is the verdict: the rest of the run is not
+    // waited for (a test that fails may leave its file unable to exit).
+    const collect = (chunk) => {
       output += chunk;
+      if (!stopped && failedIn(output)) {
+        stopped = true;
+        setTimeout(() => stopGroup(child), 200); // the rest of the failure's lines
+      }
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      stopGroup(child);
+    }, runTimeoutMs);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      live.children.delete(child);
+      done({ code: code ?? (signal ? 1 : 0), output, timedOut });
     });
-    child.stderr.on("data", (chunk) => {
-      output += chunk;
-    });
-    child.on("close", (code, signal) => done({ code: code ?? (signal ? 1 : 0), output }));
   });
 }
 
-/** The first failing test the output names (TAP's "not ok", or the spec reporter's ✖). */
-function firstFailure(output) {
-  for (const line of output.split("\n")) {
+/** Whether the runner's output reports a failed test (TAP, spec reporter, or its own list). */
+function failedIn(output) {
+  return /^\s*not ok \d+ - |^run-tests: \d+ failed:|^\s*✖ /m.test(output);
+}
+
+/**
+ * The first failing test the output names, with its file when it says:
+ * the runner's closing list ("file: test"), else TAP's "not ok" or the
+ * spec reporter's ✖ (the innermost test comes first).
+ */
+function firstFailure(output, files) {
+  const lines = output.split("\n");
+  const summary = lines.findIndex((line) => /^run-tests: \d+ failed:/.test(line));
+  if (summary >= 0 && lines[summary + 1]) return lines[summary + 1].trim();
+  const named = files.filter((file) => output.includes(`${file}`));
+  const file = files.length === 1 ? files[0] : named.length === 1 ? named[0] : files.join(" | ");
+  for (const line of lines) {
     const tap = /^\s*not ok \d+ - (.+?)\s*(#.*)?$/.exec(line);
-    if (tap) return tap[1];
+    if (tap) return `${file}: ${tap[1]}`;
     const spec = /^\s*✖ (.+?)(?: \(\d+(?:\.\d+)?m?s\))?$/.exec(line);
-    if (spec && !/failing tests/.test(spec[1])) return spec[1];
+    if (spec && !/failing tests/.test(spec[1])) return `${file}: ${spec[1]}`;
   }
-  return "(no test named in the output)";
+  return `${file}: (no test named in the output)`;
 }
 
 /** Runs `mutant`'s test files until one fails; the verdict. */
 async function hunt(mutant, keep) {
   const started = performance.now();
+  const elapsed = () => (performance.now() - started) / 1000;
   let dir;
   try {
     dir = scratchCopy(mutant);
   } catch (error) {
-    return { mutant, status: "not planted", detail: error.message, seconds: 0 };
+    return { mutant, status: "NOT PLANTED", detail: error.message, seconds: 0 };
   }
   try {
+    // A runner that bails takes the files together (side by side, the
+    // first failure stops the rest); else one file at a time.
     const batches = runnerBails ? [mutant.tests] : mutant.tests.map((file) => [file]);
     for (const files of batches) {
-      const { code, output } = await runTests(dir, files);
-      if (code !== 0) {
-        const file = files.length === 1 ? files[0] : failingFile(output, files);
-        const seconds = (performance.now() - started) / 1000;
-        return { mutant, status: "caught", detail: `${file}: ${firstFailure(output)}`, seconds };
+      const { code, output, timedOut } = await runTests(dir, files);
+      const failed = failedIn(output);
+      if (timedOut && !failed) {
+        return {
+          mutant,
+          status: "TIMED OUT",
+          detail: `${files.join(", ")}: no failure within ${runTimeoutMs / 1000} s`,
+          seconds: elapsed(),
+        };
+      }
+      if (code !== 0 || failed) {
+        return {
+          mutant,
+          status: "caught",
+          detail: firstFailure(output, files),
+          seconds: elapsed(),
+        };
       }
     }
-    const seconds = (performance.now() - started) / 1000;
-    return { mutant, status: "SURVIVED", detail: `passed ${mutant.tests.join(", ")}`, seconds };
+    return {
+      mutant,
+      status: "SURVIVED",
+      detail: `passed ${mutant.tests.join(", ")}`,
+      seconds: elapsed(),
+    };
   } finally {
     if (keep) process.stdout.write(`kept ${dir}\n`);
     else rmSync(dir, { recursive: true, force: true });
+    live.dirs.delete(dir);
   }
-}
-
-/** With a bailing runner: the file the first failure belongs to, as far as the output tells. */
-function failingFile(output, files) {
-  const named = files.filter((file) => output.includes(file));
-  return named.length === 1 ? named[0] : files.join(" | ");
 }
 
 function pad(text, width) {
@@ -234,7 +328,9 @@ async function main() {
   if (values.prepare) {
     const mutant = byName.get(values.prepare);
     if (!mutant) usage(`--prepare: no mutant ${values.prepare} (see --list)`);
-    process.stdout.write(`${scratchCopy(mutant)}\n`);
+    const dir = scratchCopy(mutant);
+    live.dirs.delete(dir); // kept: the caller removes it
+    process.stdout.write(`${dir}\n`);
     return 0;
   }
   const selected = values.only
@@ -242,6 +338,13 @@ async function main() {
         .split(",")
         .map((name) => byName.get(name) ?? usage(`--only: no mutant ${name} (see --list)`))
     : mutants;
+  // The runner rebuilds a stale dist/ before it runs tests: once here,
+  // not in every scratch copy (which takes dist/ as it is).
+  const builder = join(root, "scripts/build-if-stale.mjs");
+  if (existsSync(builder)) {
+    const build = spawnSync(process.execPath, [builder], { cwd: root, stdio: "inherit" });
+    if (build.status !== 0) return 1;
+  }
   const started = performance.now();
   const results = [];
   for (const mutant of selected) {
@@ -250,14 +353,22 @@ async function main() {
     results.push(result);
     process.stdout.write(`  ${result.status} (${result.seconds.toFixed(1)} s): ${result.detail}\n`);
   }
-  const rows = results.map((r) => [r.mutant.name, r.status, r.detail, `${r.seconds.toFixed(1)}`]);
-  const widths = [0, 1, 2].map((c) => Math.max(...rows.map((row) => row[c].length), 7));
-  process.stdout.write(
-    `\n${pad("mutant", widths[0])}  ${pad("verdict", widths[1])}  ${pad("caught by", Math.min(widths[2], 100))}  seconds\n`,
-  );
-  for (const [name, status, detail, seconds] of rows) {
+  const clip = (text, width) => (text.length > width ? `${text.slice(0, width - 1)}…` : text);
+  const rows = results.map((r) => [
+    r.mutant.name,
+    r.status,
+    clip(r.detail, 110),
+    r.seconds.toFixed(1),
+  ]);
+  const header = ["mutant", "verdict", "caught by (file: test), or why not", "seconds"];
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c].length)));
+  process.stdout.write("\n");
+  for (const row of [header, ...rows]) {
     process.stdout.write(
-      `${pad(name, widths[0])}  ${pad(status, widths[1])}  ${pad(detail, Math.min(widths[2], 100))}  ${seconds}\n`,
+      `${row
+        .map((cell, c) => pad(cell, widths[c]))
+        .join("  ")
+        .trimEnd()}\n`,
     );
   }
   const total = (performance.now() - started) / 1000;
