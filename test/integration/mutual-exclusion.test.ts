@@ -125,19 +125,19 @@ interface SplitVerdict extends Verdict {
  * `SET NX PX` that reaches only 3 of the 5 nodes (a seeded 3 each time,
  * as a client partitioned from the other 2 would), holds only if all 3
  * granted, and else deletes what it set; every other try it reaches only
- * 2 (a minority: it never holds, and deletes its keys a moment later). While the rival holds, a worker's
- * attempt finds the key free on the other 2 nodes: 2 votes of 5, which
- * must not grant. Every holder does the same read-modify-write of a
- * counter as `runHarness`, recorded as a hold. Runs until every worker was
- * granted `split.grantsPerWorker` times and the rival held
- * `split.rivalHolds` times.
+ * 2 (a minority: it never holds, and deletes its keys a moment later).
+ * While the rival holds, a worker's attempt finds the key free on the
+ * other 2 nodes: 2 votes of 5, which must not grant. Every holder does the
+ * same read-modify-write of a counter as `runHarness`, recorded as a hold.
+ * Runs until every worker was granted `split.grantsPerWorker` times and
+ * the rival held `split.rivalHolds` times. Each participant draws from its
+ * own seeded stream (the interleaving is the machine's).
  */
 async function runSplitHarness(
   cluster: TestCluster,
   resource: string,
   seed: number,
 ): Promise<SplitVerdict> {
-  const random = prng(seed);
   const { ttlMs } = split;
   const holds: FencedHold[] = [];
   const counter: Redis = cluster.client(0);
@@ -166,11 +166,17 @@ async function runSplitHarness(
   // Not a timing: a bound on attempts, so that a harness whose premise
   // broke (the rival never gets the key) fails with a message, not a hang.
   const attemptsMax = 400 * (grantsWanted + split.rivalHolds);
-  const pause = () => new Promise((r) => setTimeout(r, Math.floor(random() * 3)));
-  const criticalSection = async (client: string, validUntilMs: number, fence?: bigint) => {
+  const pause = (random: () => number) =>
+    new Promise((r) => setTimeout(r, Math.floor(random() * 3)));
+  const criticalSection = async (
+    random: () => number,
+    client: string,
+    validUntilMs: number,
+    fence?: bigint,
+  ) => {
     const startMs = performance.now();
     const value = Number(await counter.get(counterKey));
-    await pause();
+    await pause(random);
     await counter.set(counterKey, String(value + 1));
     const endMs = performance.now();
     if (endMs >= validUntilMs) overran++;
@@ -179,6 +185,7 @@ async function runSplitHarness(
   };
   const worker = async (w: number) => {
     const redlock = redlocks[w]!;
+    const random = prng(seed + 1 + w);
     while (!done()) {
       attempts++;
       assert.ok(attempts < attemptsMax, `${attempts} attempts: the harness is stuck`);
@@ -192,7 +199,8 @@ async function runSplitHarness(
         throw error;
       });
       if (lock) {
-        await criticalSection(`worker-${w}`, performance.now() + lock.remainingMs(), lock.fence);
+        const validUntilMs = performance.now() + lock.remainingMs();
+        await criticalSection(random, `worker-${w}`, validUntilMs, lock.fence);
         granted[w]!++;
         await lock.release().catch((error: unknown) => {
           // The lock was gone from a majority before its release: someone
@@ -202,12 +210,13 @@ async function runSplitHarness(
           else throw error;
         });
       }
-      await pause();
+      await pause(random);
     }
   };
   const deleteIfOurs =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
   const rival = async () => {
+    const random = prng(seed);
     for (let n = 0; !done(); n++) {
       attempts++;
       assert.ok(attempts < attemptsMax, `${attempts} attempts: the harness is stuck`);
@@ -226,15 +235,15 @@ async function runSplitHarness(
       const replies = await Promise.all(
         nodes.map((i) => cluster.client(i).set(resource, value, "PX", ttlMs, "NX")),
       );
-      if (!majority) await pause();
+      if (!majority) await pause(random);
       else if (replies.every((r) => r === "OK")) {
         // Its validity as Redlock counts it (drift 1% + 2 ms).
         const validUntilMs = startMs + ttlMs - ttlMs * 0.01 - 2;
-        await criticalSection("rival", validUntilMs);
+        await criticalSection(random, "rival", validUntilMs);
         rivalHolds++;
       }
       await Promise.all(nodes.map((i) => cluster.client(i).eval(deleteIfOurs, 1, resource, value)));
-      await pause();
+      await pause(random);
     }
   };
   // One participant's failure stops the others (they check done()).

@@ -36,6 +36,9 @@ function recordingLogger(): Logger & {
   };
 }
 
+/** These tests are not about node timeouts: not on the 50 ms default, which a loaded machine exceeds. */
+const notAboutTimeouts = { nodeTimeoutMs: 1_000 } as const;
+
 type NodeEvent = Extract<RedquorumEvent, { type: "node" }>;
 
 /**
@@ -85,11 +88,12 @@ describe("logger and events", () => {
     const events: RedquorumEvent[] = [];
     const logger = recordingLogger();
     const redlock = new Redlock(cluster.urls, {
+      ...notAboutTimeouts,
       retry: { retries: 0 },
       logger,
       onEvent: (event) => events.push(event),
     });
-    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const rival = new Redlock(cluster.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       const lock = await redlock.acquire(["observed"], 5_000);
       await lock.extend(5_000);
@@ -170,6 +174,7 @@ describe("logger and events", () => {
     const events: RedquorumEvent[] = [];
     const logger = recordingLogger();
     const ids = new NextId(cluster.urls, {
+      ...notAboutTimeouts,
       key: "observed:id",
       unsafeAllowNonDurableNodes: true,
       logger,
@@ -226,6 +231,7 @@ describe("logger and events", () => {
     const told: string[] = [];
     const warned: string[] = [];
     const redlock = new Redlock([...cluster.urls, dead], {
+      ...notAboutTimeouts,
       retry: { retries: 0 },
       onEvent: (event) => {
         told.push(event.type === "node" ? `node:${event.state}` : `${event.type}:${event.outcome}`);
