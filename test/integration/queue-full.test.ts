@@ -31,6 +31,9 @@ async function until(condition: () => boolean, what: string, boundMs = 30_000): 
   }
 }
 
+/** Not about node timeouts: not on the 50 ms default, which a loaded machine exceeds. */
+const notAboutTimeouts = { nodeTimeoutMs: 1_000 } as const;
+
 /** Whether `error` is the queue-full refusal of `what` at `limit`, as a caller sees it. */
 function isQueueFull(error: unknown, what: string, limit: number): boolean {
   return (
@@ -54,6 +57,7 @@ describe("QueueFullError: the bound on waiting calls", () => {
     // between polls): only the release of the lock, held by a caller of the
     // same instance, hands it to the first one.
     const waiting = new Redlock(cluster().urls, {
+      ...notAboutTimeouts,
       retry: { retries: limits.retriesMax, delayMs: limits.delayMsMax, jitterMs: 0 },
     });
     const outcomes: Array<Promise<{ lock: Lock } | { error: unknown }>> = [];
@@ -111,6 +115,7 @@ describe("QueueFullError: the bound on waiting calls", () => {
     (idLimits as { queueLengthMax: number }).queueLengthMax = bound;
     // Not about durability: these nodes run without persistence.
     const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
       key: "queue-full:id",
       unsafeAllowNonDurableNodes: true,
     });
