@@ -1,23 +1,44 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Redis } from "ioredis";
-import { QuorumError, Redlock } from "../../src/index.js";
+import { LockExpiredError, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
 import { acquireScript, releaseScript } from "../../src/lock/scripts.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { batchMarker } from "../../src/node/lua-script.js";
 import type { NodeTransport } from "../../src/node/transport.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { byScale } from "../helpers/scale.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 
 const workerCount = 16;
-const acquisitionsPerWorker = 150;
+const acquisitionsPerWorker = byScale(12, 150);
 const retry = { retries: 10_000, delayMs: 4, jitterMs: 4 };
+
+/** A hold with its fencing token (holds of a lock without fencing have none). */
+type FencedHold = Hold & { fence?: bigint };
+
+/**
+ * Fencing order: holds that do not overlap follow one another, and each
+ * fenced one's token is above every fenced token before it. The first
+ * hold found out of order, or undefined.
+ */
+function fenceOutOfOrder(holds: readonly FencedHold[]): string | undefined {
+  let last: FencedHold | undefined;
+  for (const hold of [...holds].sort((a, b) => a.startMs - b.startMs)) {
+    if (hold.fence === undefined) continue;
+    if (last?.fence !== undefined && hold.fence <= last.fence) {
+      return `${hold.client} held with token ${hold.fence} after ${last.client} held with ${last.fence}`;
+    }
+    last = hold;
+  }
+  return undefined;
+}
 
 interface Verdict {
   /** Holds that outlived their lock's validity. */
   overran: number;
-  holds: Hold[];
+  holds: FencedHold[];
   /** Increments of the shared counter lost to overlapping read-modify-writes. */
   lostUpdates: number;
   unconfirmedReleases: number;
@@ -38,7 +59,7 @@ async function runHarness(
 ): Promise<Verdict> {
   const random = prng(seed);
   const ttlMs = 2_000;
-  const holds: Hold[] = [];
+  const holds: FencedHold[] = [];
   let overran = 0;
   let unconfirmedReleases = 0;
   const counter: Redis = cluster.client(0);
@@ -61,7 +82,7 @@ async function runHarness(
           const endMs = performance.now();
           // A hold only counts as exclusive while the lock was valid.
           if (lock.remainingMs() <= 0) overran++;
-          holds.push({ client: `worker-${worker}`, startMs, endMs });
+          holds.push({ client: `worker-${worker}`, startMs, endMs, fence: lock.fence });
           // Under load a release can miss its node timeout on a majority:
           // the keys then expire with their TTL. That costs the others
           // time, not exclusion, which is what this test checks.
@@ -77,6 +98,179 @@ async function runHarness(
   }
   const lostUpdates = workerCount * acquisitionsPerWorker - Number(await counter.get(counterKey));
   return { overran, holds, lostUpdates, unconfirmedReleases };
+}
+
+/** The split-votes harness's counts: try-lock workers, their grants, the rival's holds. */
+const split = {
+  workers: 8,
+  grantsPerWorker: byScale(15, 150),
+  rivalHolds: byScale(20, 150),
+  ttlMs: 2_000,
+} as const;
+
+interface SplitVerdict extends Verdict {
+  /** Worker attempts refused although some nodes granted them (votes split). */
+  splitRefusals: number;
+  /** Worker releases that found the lock gone from a majority. */
+  lostBeforeRelease: number;
+  rivalHolds: number;
+  attempts: number;
+}
+
+/**
+ * Votes that split: `split.workers` independent Redlock instances, each
+ * with try-locks only (no retries, so no wait queue orders them; every
+ * other one without fencing, whose commit would need a majority too), and
+ * a rival that is not redquorum: a minimal Redlock client with plain
+ * `SET NX PX` that reaches only 3 of the 5 nodes (a seeded 3 each time,
+ * as a client partitioned from the other 2 would), holds only if all 3
+ * granted, and else deletes what it set; every other try it reaches only
+ * 2 (a minority: it never holds, and deletes its keys a moment later).
+ * While the rival holds, a worker's attempt finds the key free on the
+ * other 2 nodes: 2 votes of 5, which must not grant. Every holder does the
+ * same read-modify-write of a counter as `runHarness`, recorded as a hold.
+ * Runs until every worker was granted `split.grantsPerWorker` times and
+ * the rival held `split.rivalHolds` times. Each participant draws from its
+ * own seeded stream (the interleaving is the machine's).
+ */
+async function runSplitHarness(
+  cluster: TestCluster,
+  resource: string,
+  seed: number,
+): Promise<SplitVerdict> {
+  const { ttlMs } = split;
+  const holds: FencedHold[] = [];
+  const counter: Redis = cluster.client(0);
+  const counterKey = `mx:counter:${resource}`;
+  await counter.set(counterKey, "0");
+  const redlocks = Array.from(
+    { length: split.workers },
+    (_, w) => new Redlock(cluster.urls, { retry: { retries: 0 }, fencing: w % 2 === 0 }),
+  );
+  const granted = new Array<number>(split.workers).fill(0);
+  let rivalHolds = 0;
+  let splitRefusals = 0;
+  let attempts = 0;
+  let overran = 0;
+  let unconfirmedReleases = 0;
+  let lostBeforeRelease = 0;
+  let updates = 0;
+  // Until both counts are reached; a broken lock that grants too often
+  // ends the run at ten times the workers' count (its holds then overlap).
+  const grantsWanted = split.workers * split.grantsPerWorker;
+  let failure: { error: unknown } | undefined;
+  const done = () =>
+    failure !== undefined ||
+    (rivalHolds >= split.rivalHolds && granted.every((n) => n >= split.grantsPerWorker)) ||
+    updates >= 10 * grantsWanted;
+  // Not a timing: a bound on attempts, so that a harness whose premise
+  // broke (the rival never gets the key) fails with a message, not a hang.
+  const attemptsMax = 400 * (grantsWanted + split.rivalHolds);
+  const pause = (random: () => number) =>
+    new Promise((r) => setTimeout(r, Math.floor(random() * 3)));
+  const criticalSection = async (
+    random: () => number,
+    client: string,
+    validUntilMs: number,
+    fence?: bigint,
+  ) => {
+    const startMs = performance.now();
+    const value = Number(await counter.get(counterKey));
+    await pause(random);
+    await counter.set(counterKey, String(value + 1));
+    const endMs = performance.now();
+    if (endMs >= validUntilMs) overran++;
+    updates++;
+    holds.push({ client, startMs, endMs, fence });
+  };
+  const worker = async (w: number) => {
+    const redlock = redlocks[w]!;
+    const random = prng(seed + 1 + w);
+    while (!done()) {
+      attempts++;
+      assert.ok(attempts < attemptsMax, `${attempts} attempts: the harness is stuck`);
+      const lock = await redlock.acquire([resource], ttlMs).catch((error: unknown) => {
+        if (error instanceof ResourceLockedError) {
+          const yes = error.nodeCount - error.heldNodeCount - error.nodeErrors.length;
+          if (yes > 0) splitRefusals++;
+          return undefined;
+        }
+        if (error instanceof QuorumError) return undefined; // a loaded machine's timeouts
+        throw error;
+      });
+      if (lock) {
+        const validUntilMs = performance.now() + lock.remainingMs();
+        await criticalSection(random, `worker-${w}`, validUntilMs, lock.fence);
+        granted[w]!++;
+        await lock.release().catch((error: unknown) => {
+          // The lock was gone from a majority before its release: someone
+          // else's grant took it (counted, and checked below).
+          if (error instanceof LockExpiredError) lostBeforeRelease++;
+          else if (error instanceof QuorumError) unconfirmedReleases++;
+          else throw error;
+        });
+      }
+      await pause(random);
+    }
+  };
+  const deleteIfOurs =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+  const rival = async () => {
+    const random = prng(seed);
+    for (let n = 0; !done(); n++) {
+      attempts++;
+      assert.ok(attempts < attemptsMax, `${attempts} attempts: the harness is stuck`);
+      const nodes = [0, 1, 2, 3, 4];
+      for (let i = nodes.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [nodes[i], nodes[j]] = [nodes[j]!, nodes[i]!];
+      }
+      // Every other try it reaches only 2 nodes (it never holds then): its
+      // keys, there for a moment, keep those nodes' fencing counters
+      // behind the others' when a worker is granted on the other 3.
+      const majority = n % 2 === 0;
+      nodes.length = majority ? 3 : 2;
+      const value = `rival-${seed}-${n}`;
+      const startMs = performance.now();
+      const replies = await Promise.all(
+        nodes.map((i) => cluster.client(i).set(resource, value, "PX", ttlMs, "NX")),
+      );
+      if (!majority) await pause(random);
+      else if (replies.every((r) => r === "OK")) {
+        // Its validity as Redlock counts it (drift 1% + 2 ms).
+        const validUntilMs = startMs + ttlMs - ttlMs * 0.01 - 2;
+        await criticalSection(random, "rival", validUntilMs);
+        rivalHolds++;
+      }
+      await Promise.all(nodes.map((i) => cluster.client(i).eval(deleteIfOurs, 1, resource, value)));
+      await pause(random);
+    }
+  };
+  // One participant's failure stops the others (they check done()).
+  const participant = (run: () => Promise<void>) =>
+    run().catch((error: unknown) => {
+      failure ??= { error };
+    });
+  try {
+    await Promise.all([
+      participant(rival),
+      ...redlocks.map((_, w) => participant(() => worker(w))),
+    ]);
+  } finally {
+    await Promise.all(redlocks.map((r) => r.close()));
+  }
+  if (failure) throw failure.error;
+  const lostUpdates = updates - Number(await counter.get(counterKey));
+  return {
+    overran,
+    holds,
+    lostUpdates,
+    unconfirmedReleases,
+    lostBeforeRelease,
+    splitRefusals,
+    rivalHolds,
+    attempts,
+  };
 }
 
 /**
@@ -140,7 +334,7 @@ describe("mutual exclusion under contention", () => {
   // Four workers per instance: handoffs inside an instance, yields and
   // pub/sub between them.
   for (const instanceCount of [workerCount, 4]) {
-    it(`${workerCount} workers on ${instanceCount} Redlock instances × ${acquisitionsPerWorker} acquisitions of one resource: no overlap, no lost update`, async (t) => {
+    it(`${workerCount} workers on ${instanceCount} Redlock instances × ${acquisitionsPerWorker} acquisitions of one resource: no overlap, no lost update, tokens in order`, async (t) => {
       const seed = testSeed();
       t.diagnostic(describeSeed(seed));
       const redlocks = Array.from(
@@ -153,8 +347,26 @@ describe("mutual exclusion under contention", () => {
       assert.equal(verdict.holds.length, workerCount * acquisitionsPerWorker);
       assert.deepEqual(findOverlaps(verdict.holds), [], `overlapping holds; ${context}`);
       assert.equal(verdict.lostUpdates, 0, `lost updates; ${context}`);
+      assert.equal(fenceOutOfOrder(verdict.holds), undefined, `fencing order; ${context}`);
     });
   }
+
+  it(`votes split: ${split.workers} try-lock instances (half without fencing) and a plain SET NX rival on 3 of 5 nodes: no overlap, no lost update, tokens in order`, async (t) => {
+    const seed = testSeed();
+    t.diagnostic(describeSeed(seed));
+    const verdict = await runSplitHarness(cluster, "mx:resource:split", seed);
+    const context =
+      `${describeSeed(seed)}; ${verdict.attempts} attempts, ${verdict.splitRefusals} refused on split votes, ` +
+      `${verdict.rivalHolds} rival holds, ${verdict.unconfirmedReleases} releases unconfirmed`;
+    t.diagnostic(context);
+    assert.equal(verdict.overran, 0, `critical sections outlived their validity; ${context}`);
+    assert.deepEqual(findOverlaps(verdict.holds), [], `overlapping holds; ${context}`);
+    assert.equal(verdict.lostUpdates, 0, `lost updates; ${context}`);
+    assert.equal(fenceOutOfOrder(verdict.holds), undefined, `fencing order; ${context}`);
+    assert.equal(verdict.lostBeforeRelease, 0, `locks lost before their release; ${context}`);
+    // The premise: votes did split (attempts refused though some nodes granted).
+    assert.ok(verdict.splitRefusals >= split.rivalHolds / 2, `too few split votes; ${context}`);
+  });
 
   it("negative control: the same harness with a broken lock (a faked majority) is flagged", async (t) => {
     const seed = testSeed();

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
+import { freePort } from "../../src/cluster/local-sockets.js";
 import {
   type Logger,
   NextId,
@@ -11,13 +12,63 @@ import { limits } from "../../src/limits.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
-/** A logger in console's shape that records what it was told. */
-function recordingLogger(): Logger & { lines: Array<[string, string]> } {
+/** A logger in console's shape that records what it was told: level, message, fields. */
+function recordingLogger(): Logger & {
+  lines: Array<[string, string]>;
+  calls: Array<{ level: string; message: string; fields: unknown; argCount: number }>;
+} {
   const lines: Array<[string, string]> = [];
-  const at = (level: string) => (message: string) => {
-    lines.push([level, message]);
+  const calls: Array<{ level: string; message: string; fields: unknown; argCount: number }> = [];
+  const at =
+    (level: string) =>
+    (...args: unknown[]) => {
+      const [message, fields] = args as [string, unknown];
+      lines.push([level, message]);
+      calls.push({ level, message, fields, argCount: args.length });
+    };
+  return {
+    lines,
+    calls,
+    debug: at("debug"),
+    info: at("info"),
+    warn: at("warn"),
+    error: at("error"),
   };
-  return { lines, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
+/** These tests are not about node timeouts: not on the 50 ms default, which a loaded machine exceeds. */
+const notAboutTimeouts = { nodeTimeoutMs: 1_000 } as const;
+
+type NodeEvent = Extract<RedquorumEvent, { type: "node" }>;
+
+/**
+ * Each node event is logged once, in the same call: at its state's level,
+ * as "redquorum: <endpoint> <state>: <detail>", with the same three as
+ * fields (what pino and winston index).
+ */
+function assertLoggedAsEmitted(
+  logger: ReturnType<typeof recordingLogger>,
+  events: readonly RedquorumEvent[],
+): void {
+  const nodeEvents = events.filter((e): e is NodeEvent => e.type === "node");
+  const levelOf: Record<string, string> = {
+    unreachable: "warn",
+    "in service": "info",
+    excluded: "error",
+    quarantined: "warn",
+    "needs repair": "warn",
+    repaired: "info",
+  };
+  assert.deepEqual(
+    logger.calls.map((c) => [c.level, c.message, c.fields, c.argCount]),
+    nodeEvents.map((e) => [
+      levelOf[e.state],
+      `redquorum: ${e.endpoint} ${e.state}: ${e.detail}`,
+      { endpoint: e.endpoint, state: e.state, detail: e.detail },
+      2,
+    ]),
+  );
+  for (const e of nodeEvents) assert.ok(e.detail.length > 0, `${e.state}: no detail`);
 }
 
 /**
@@ -37,11 +88,12 @@ describe("logger and events", () => {
     const events: RedquorumEvent[] = [];
     const logger = recordingLogger();
     const redlock = new Redlock(cluster.urls, {
+      ...notAboutTimeouts,
       retry: { retries: 0 },
       logger,
       onEvent: (event) => events.push(event),
     });
-    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const rival = new Redlock(cluster.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       const lock = await redlock.acquire(["observed"], 5_000);
       await lock.extend(5_000);
@@ -53,11 +105,24 @@ describe("logger and events", () => {
       const ops = events.flatMap((e) =>
         e.type === "acquire" || e.type === "extend" || e.type === "release" ? [e] : [],
       );
+      // What each call was, on which resources, with what outcome: only this
+      // instance's calls (the rival has no hooks), in the order they ended.
       assert.deepEqual(
-        ops.map((e) => `${e.type}:${e.outcome}`),
-        ["acquire:ok", "extend:ok", "acquire:ERR_RESOURCE_LOCKED", "release:ok"],
+        ops.map((e) => [e.type, e.resources, e.outcome]),
+        [
+          ["acquire", ["observed"], "ok"],
+          ["extend", ["observed"], "ok"],
+          ["acquire", ["busy"], "ERR_RESOURCE_LOCKED"],
+          ["release", ["observed"], "ok"],
+        ],
       );
-      for (const e of ops) assert.ok(e.durationMs >= 0);
+      for (const e of ops) assert.ok(Number.isFinite(e.durationMs) && e.durationMs >= 0);
+      // Nothing happened to a node yet: no node event, nothing logged.
+      assert.deepEqual(
+        events.filter((e) => e.type === "node"),
+        [],
+      );
+      assert.deepEqual(logger.calls, []);
 
       // Node 2 goes away, then comes back (empty: no persistence here), so
       // it is told once each: unreachable, in service, quarantined.
@@ -93,6 +158,13 @@ describe("logger and events", () => {
         e.type === "node" && e.endpoint === endpoint ? [e.state] : [],
       );
       assert.deepEqual(nodeEvents, ["unreachable", "in service", "quarantined"]);
+      // Every node event was logged, and nothing else was.
+      assertLoggedAsEmitted(logger, events);
+      // Each probe's acquire was counted as well, whatever its outcome.
+      const probes = events.filter(
+        (e) => e.type === "acquire" && e.resources[0]?.startsWith("probe-"),
+      );
+      assert.ok(probes.length >= 2, `${probes.length} probe acquires counted`);
     } finally {
       await Promise.all([redlock.close(), rival.close()]);
     }
@@ -102,6 +174,7 @@ describe("logger and events", () => {
     const events: RedquorumEvent[] = [];
     const logger = recordingLogger();
     const ids = new NextId(cluster.urls, {
+      ...notAboutTimeouts,
       key: "observed:id",
       unsafeAllowNonDurableNodes: true,
       logger,
@@ -111,8 +184,15 @@ describe("logger and events", () => {
     try {
       await ids.init();
       await ids.nextBatch(3);
-      const round = events.find((e) => e.type === "id-round");
-      assert.ok(round?.type === "id-round" && round.outcome === "won" && round.ids === 3);
+      // One round served the call: counted once, won, with the IDs it claimed.
+      const rounds = events.filter((e) => e.type === "id-round");
+      assert.equal(rounds.length, 1, JSON.stringify(rounds));
+      const [round] = rounds;
+      assert.ok(round?.type === "id-round");
+      assert.equal(round.outcome, "won");
+      assert.equal(round.ids, 3);
+      assert.ok(Number.isFinite(round.durationMs) && round.durationMs >= 0);
+      assert.deepEqual(logger.calls, [], "logged before any node changed");
       const endpoint = `127.0.0.1:${cluster.cluster.node(1).port}`;
       await cluster.cluster.restart(1, { keepData: false });
       const by = performance.now() + 1_000 + limits.repairDelayMs + 3_000;
@@ -126,19 +206,40 @@ describe("logger and events", () => {
         .map((e) => (e.type === "node" ? e.state : ""));
       assert.ok(states.includes("needs repair"), JSON.stringify(states));
       assert.equal(states.at(-1), "repaired");
-      assert.ok(logger.lines.some(([level, m]) => level === "info" && /repaired/.test(m)));
+      // Only the restarted node changed state.
+      assert.deepEqual(
+        events.filter((e) => e.type === "node" && e.endpoint !== endpoint),
+        [],
+      );
+      assertLoggedAsEmitted(logger, events);
+      const repaired = events.filter((e) => e.type === "node").at(-1);
+      assert.ok(repaired?.type === "node");
+      assert.match(repaired.detail, /^ID counter raised to \d+$/);
+      // Rounds after the first were counted too, each won or lost.
+      for (const e of events) {
+        if (e.type === "id-round") assert.ok(e.outcome === "won" || e.outcome === "lost");
+      }
     } finally {
       await ids.close();
     }
   });
 
-  it("a hook that throws does not break an operation", async () => {
-    const redlock = new Redlock(cluster.urls, {
-      onEvent: () => {
+  it("a hook that throws does not break an operation, and is still called for every event", async () => {
+    // A fourth node that refuses connections: its failed check is a node
+    // event (logged as a warning), and three of four nodes still grant.
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const told: string[] = [];
+    const warned: string[] = [];
+    const redlock = new Redlock([...cluster.urls, dead], {
+      ...notAboutTimeouts,
+      retry: { retries: 0 },
+      onEvent: (event) => {
+        told.push(event.type === "node" ? `node:${event.state}` : `${event.type}:${event.outcome}`);
         throw new Error("metrics down");
       },
       logger: {
-        warn: () => {
+        warn: (message: string) => {
+          warned.push(message);
           throw new Error("logger down");
         },
       },
@@ -149,5 +250,15 @@ describe("logger and events", () => {
     } finally {
       await redlock.close();
     }
+    assert.deepEqual(
+      told.filter((t) => !t.startsWith("node:")),
+      ["acquire:ok", "release:ok"],
+    );
+    assert.ok(told.includes("node:unreachable"), JSON.stringify(told));
+    const deadEndpoint = new URL(dead).host;
+    assert.ok(
+      warned.some((m) => m.startsWith(`redquorum: ${deadEndpoint} unreachable: `)),
+      JSON.stringify(warned),
+    );
   });
 });

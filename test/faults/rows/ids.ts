@@ -89,6 +89,39 @@ async function loseTheOnlyOverlap(
   return { x, y, got };
 }
 
+/** Calls X and Y make at once in I1: enough that rounds split on every run. */
+const splitPairs = 12;
+
+/**
+ * X and Y, each over its own links (proxies): X's commands reach nodes 3
+ * and 4 30 ms late, Y's reach 0 and 1 30 ms late. Rounds they start
+ * together meet the nodes in opposite orders, node 2 deciding: one wins on
+ * a majority and the other is left with the 2 nodes it reached first, 2
+ * votes of 5 that must not win (dense proposals: the two ranges would be
+ * the same IDs). Their own key, so the other clients' rounds do not
+ * interleave with theirs.
+ */
+function racers(
+  ctx: RowContext,
+  library: Record<string, unknown>,
+): [Promise<Workload>, Promise<Workload>] {
+  const racer = async (name: string, late: readonly number[]) => {
+    const proxies = await ctx.proxies(name);
+    const workload = await ctx.spawn("ids", name, { urls: proxies.map((p) => p.url), library });
+    for (const i of late) proxies[i]!.latency(30, { direction: "up" });
+    return workload;
+  };
+  return [racer("X", [3, 4]), racer("Y", [0, 1])];
+}
+
+/** X and Y call next() together, `pairs` times; every call must get its ID. */
+async function race(ctx: RowContext, x: Workload, y: Workload, pairs: number): Promise<void> {
+  for (let n = 0; n < pairs; n++) {
+    const got = await Promise.all([x.attempt("next"), y.attempt("next")]);
+    for (const g of got) ctx.expect(g.ok, `racing next() failed: ${g.ok ? "" : g.message}`);
+  }
+}
+
 /** Variant rows where half the clients propose clock values. */
 const clockTitle = (clock: boolean) =>
   clock ? '; half the clients with clock proposals (proposals: "clock")' : "";
@@ -97,13 +130,18 @@ export const idRows: Row[] = [
   ...([false, true] as const).map(
     (clock): Row => ({
       id: clock ? "I1-clock" : "I1",
-      title: `8 concurrent clients, next() and nextBatch(k), no faults${clockTitle(clock)}`,
+      title: `8 concurrent clients, next() and nextBatch(k), no faults${clockTitle(clock)}; and two clients whose commands reach different nodes late, so that their rounds split`,
       expected: "safe",
       setup: { persistence: "aof-always" },
       checks: { ID: "clean", WGL: "clean", LV: "clean", HY: "clean" },
       async run(ctx) {
-        await initIds(ctx);
-        const clients = await idClients(ctx, 4, { durationMs: ctx.params.durationMs }, clock);
+        const split = { key: "split-ids", nodeTimeoutMs: 500 };
+        await all(initIds(ctx), initIds(ctx, { key: split.key }));
+        const [clients, x, y] = await all(
+          idClients(ctx, 4, { durationMs: ctx.params.durationMs }, clock),
+          ...racers(ctx, split),
+        );
+        await race(ctx, x, y, splitPairs);
         await Promise.all(clients.map((c) => c.exited));
       },
     }),

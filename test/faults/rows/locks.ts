@@ -10,7 +10,18 @@ import type { Row } from "../runner/types.js";
 import { noAofRewriteArgs } from "../tools/power-loss.js";
 import { scriptIs } from "../tools/triggers.js";
 import { calls, faultWindows, ok, validityViolations } from "./history-queries.js";
-import { all, contenders, finished, holders, holdOn, stopped, warm } from "./scripts.js";
+import {
+  all,
+  contenders,
+  finished,
+  holders,
+  holdOn,
+  holdOnFirstThree,
+  minorityRefused,
+  splitRival,
+  stopped,
+  warm,
+} from "./scripts.js";
 
 const noQuarantine = { quarantine: false };
 const retryFor = (ms: number) => ({
@@ -23,12 +34,23 @@ const urlsOf = (proxies: readonly { url: string }[]) => proxies.map((p) => p.url
 export const lockRows: Row[] = [
   {
     id: "L1",
-    title: "no faults, 8 clients contending on 2 resources (lock + lock-set, fenced store)",
+    title:
+      "no faults, 8 clients contending on 2 resources (lock + lock-set, fenced store); and votes that split: a client without fencing finds a held resource free on 2 of 5 nodes",
     expected: "safe",
     setup: { store: true },
     checks: { MX: "clean", RS: "clean", LV: "clean", HY: "clean" },
     async run(ctx) {
-      await finished(await contenders(ctx, 8));
+      const [loops, holder, rival] = await all(
+        contenders(ctx, 8),
+        ctx.spawn("lock", "holder"),
+        ctx.spawn("lock", "rival", splitRival),
+      );
+      await warm(holder, rival);
+      const held = await holdOnFirstThree(ctx, holder, "split", 5_000);
+      await minorityRefused(ctx, held, rival, "split");
+      await holder.attempt("use", { resource: "split" });
+      await holder.attempt("release", { resource: "split" });
+      await finished(loops);
     },
     verify(events, ctx) {
       ctx.expect(
@@ -381,7 +403,7 @@ export const lockRows: Row[] = [
   {
     id: "L10",
     title:
-      "clients see different majorities (A: {0,1,2}, B: {2,3,4}, per-client proxies): node 2 arbitrates",
+      "clients see different majorities (A: {0,1,2}, B: {2,3,4}, per-client proxies): node 2 arbitrates, also for a client without fencing on 2 free nodes",
     expected: "safe",
     setup: { store: true },
     checks: { MX: "clean", RS: "clean", LV: "clean" },
@@ -394,12 +416,25 @@ export const lockRows: Row[] = [
         fencedStore: true,
         library: { retry: { retries: 40, delayMs: 20, jitterMs: 20 } },
       });
-      const [a, b] = await all(
+      // C and D share A's and B's links (so their views), IPC-only: D
+      // holds "s" through {0,1,2}, then C, without fencing, finds it free
+      // on 3 and 4 and held on 2: node 2's vote is what refuses C, on every
+      // run (the loops meet that race only by luck).
+      const [a, b, d, c] = await all(
         ctx.spawn("lock-set", "A", spec(urlsOf(pa))),
         ctx.spawn("lock-set", "B", spec(urlsOf(pb))),
+        ctx.spawn("lock", "D", { urls: urlsOf(pa) }),
+        ctx.spawn("lock", "C", { ...splitRival, urls: urlsOf(pb) }),
       );
       for (const i of [3, 4]) pa[i]!.blackhole();
       for (const i of [0, 1]) pb[i]!.blackhole();
+      const held = await d.call<{ validUntilMs: number }>("acquire", {
+        resource: "s",
+        ttlMs: 5_000,
+      });
+      await minorityRefused(ctx, held, c, "s");
+      await d.attempt("use", { resource: "s" });
+      await d.attempt("release", { resource: "s" });
       await finished([a, b]);
     },
   },

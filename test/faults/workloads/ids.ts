@@ -25,10 +25,13 @@ async function fetch(count: number): Promise<bigint[]> {
   return stash.splice(0, count);
 }
 
+/** The counter's key as the op's resource when the row names one (the checkers keep keys apart). */
+const key = typeof options.library.key === "string" ? options.library.key : undefined;
+
 async function take(count: number): Promise<bigint[]> {
   return recorder.op(
     "ids",
-    undefined,
+    key,
     { count },
     () => fetch(count),
     (got) => ({ ids: got.map(String) }),
