@@ -1,8 +1,99 @@
-// Runs every test file under node:test with the tsx loader (Node 20 cannot
-// run TypeScript itself, and its --test does not expand globs).
-import { spawnSync } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+// Runs the test files, each in its own Node process (node:test, with the
+// tsx loader: Node 20 cannot run TypeScript itself), a few side by side:
+// most of a test's time is spent waiting on TTLs, restarts and timeouts,
+// not on the CPU. Prints one line per file with its wall time, the output
+// of the files that failed, and at the end every failed test by name with
+// its first error line.
+//
+//   node scripts/run-tests.mjs [options] [file ...]
+//
+// Without files: the tier's files (see `fullOnly` below). Options:
+//   --full             the full tier: every file, long harnesses at full
+//                      scale (REDQUORUM_TEST_SCALE=full); default: the fast tier
+//   --after-fast       with --full: leave out the files the fast tier has just
+//                      run at the same scale (CI runs `npm test` first)
+//   --bail             stop at the first failing file
+//   --jobs N           files run side by side (default 3)
+//   --test-timeout MS  bound on each test and hook (default and most 60000)
+//   --file-timeout MS  bound on each file, the last resort (default 900000)
+//   --verbose          print every file's output, not only failing files'
+//
+// Tests that run the `redquorum` command use the built bundle (dist/cli.js):
+// it is rebuilt first when any source is newer.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+/**
+ * Files only the full tier runs: the fault matrix (every row of the fault
+ * catalogue, each with its own cluster and workload processes), whose
+ * safety properties the fast tier checks in the integration tests.
+ */
+const fullOnly = ["test/faults/matrix.test.ts"];
+
+/** Started first (longest first), so no long file is left to run alone at the end. */
+const longFirst = [
+  "test/faults/matrix.test.ts",
+  "test/integration/mutual-exclusion.test.ts",
+  "test/integration/next-id.test.ts",
+  "test/integration/restart-quarantine.test.ts",
+  "test/integration/id-server.test.ts",
+  "test/integration/restarted-node.test.ts",
+  "test/integration/cli.test.ts",
+  "test/integration/cli-lock.test.ts",
+  "test/integration/fencing.test.ts",
+  "test/integration/next-id-faults.test.ts",
+];
+
+const testTimeoutMsMax = 60_000;
+const scales = ["fast", "full"];
+
+function usage(message) {
+  console.error(`run-tests: ${message}`);
+  console.error(
+    "usage: node scripts/run-tests.mjs [--full] [--after-fast] [--bail] [--jobs N] " +
+      "[--test-timeout MS] [--file-timeout MS] [--verbose] [file ...]",
+  );
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const options = {
+    full: false,
+    afterFast: false,
+    bail: false,
+    jobs: 3,
+    testTimeoutMs: testTimeoutMsMax,
+    fileTimeoutMs: 900_000,
+    verbose: false,
+    files: [],
+  };
+  const integer = (flag, value, min, max) => {
+    const n = Number(value);
+    if (value === undefined || !Number.isSafeInteger(n) || n < min || n > max) {
+      usage(`${flag} takes an integer from ${min} to ${max}, got ${value ?? "nothing"}`);
+    }
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === "--full") options.full = true;
+    else if (arg === "--after-fast") options.afterFast = true;
+    else if (arg === "--bail") options.bail = true;
+    else if (arg === "--verbose") options.verbose = true;
+    else if (arg === "--jobs") options.jobs = integer(arg, argv[++i], 1, 16);
+    else if (arg === "--test-timeout")
+      options.testTimeoutMs = integer(arg, argv[++i], 1, testTimeoutMsMax);
+    else if (arg === "--file-timeout")
+      options.fileTimeoutMs = integer(arg, argv[++i], 1_000, 3_600_000);
+    else if (arg.startsWith("--")) usage(`unknown option ${arg}`);
+    else options.files.push(arg);
+  }
+  if (options.afterFast && !options.full) usage("--after-fast goes with --full");
+  if (options.afterFast && options.files.length > 0) usage("--after-fast takes no files");
+  return options;
+}
 
 function find(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -12,11 +103,243 @@ function find(dir) {
   });
 }
 
-const only = process.argv.slice(2);
-const files = only.length > 0 ? only : [...find("src"), ...find("test")].sort();
-const result = spawnSync(
-  process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=1", "--test-timeout=300000", ...files],
-  { stdio: "inherit" },
-);
-process.exit(result.status ?? 1);
+/** Whether a file sizes its work by REDQUORUM_TEST_SCALE (it imports the scale helper). */
+function readsScale(file) {
+  return /from "(\.\.\/)+helpers\/scale\.js"/.test(readFileSync(file, "utf8"));
+}
+
+function tierFiles({ full, afterFast }) {
+  const all = [...find("src"), ...find("test")].sort();
+  if (!full) return all.filter((file) => !fullOnly.includes(file));
+  if (!afterFast) return all;
+  return all.filter((file) => fullOnly.includes(file) || readsScale(file));
+}
+
+function newestMtimeMs(path) {
+  const stat = statSync(path);
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  return Math.max(0, ...readdirSync(path).map((name) => newestMtimeMs(join(path, name))));
+}
+
+/** Builds dist/ (`npm run build`) unless dist/cli.js is newer than every source it comes from. */
+function buildIfStale() {
+  let built = 0;
+  try {
+    built = statSync("dist/cli.js").mtimeMs;
+  } catch {}
+  const sources = Math.max(
+    ...["src", "package.json", "tsup.config.ts", "tsconfig.json"].map(newestMtimeMs),
+  );
+  if (built > sources) return;
+  console.log("run-tests: dist/ is older than the sources: npm run build");
+  const result = spawnSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
+  if (result.status !== 0) {
+    console.error("run-tests: the build failed");
+    process.exit(1);
+  }
+}
+
+function seconds(ms) {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+class FileRun {
+  constructor(file, options, eventsDir, index) {
+    this.file = file;
+    this.eventsPath = join(eventsDir, `${index}.jsonl`);
+    this.output = "";
+    this.start = performance.now();
+    this.child = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "--import",
+        "./scripts/test-runner/register.mjs",
+        "--test-force-exit",
+        "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        "--test-reporter=./scripts/test-runner/events-reporter.mjs",
+        "--test-reporter-destination=stdout",
+        file,
+      ],
+      {
+        // Its own process group: a hung file is killed with the
+        // redis-servers and commands it started.
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: {
+          ...process.env,
+          REDQUORUM_TEST_SCALE: options.full ? "full" : "fast",
+          REDQUORUM_TEST_TIMEOUT_MS: String(options.testTimeoutMs),
+          REDQUORUM_TEST_EVENTS: this.eventsPath,
+        },
+      },
+    );
+    const collect = (chunk) => {
+      this.output += chunk;
+    };
+    this.child.stdout.on("data", collect);
+    this.child.stderr.on("data", collect);
+    this.timedOut = false;
+    this.watchdog = setTimeout(() => {
+      this.timedOut = true;
+      this.kill("SIGKILL");
+    }, options.fileTimeoutMs);
+    this.child.on("exit", (code, signal) => {
+      clearTimeout(this.watchdog);
+      this.ms = performance.now() - this.start;
+      this.code = code;
+      this.signal = signal;
+      // Whatever the file started and left running (tsx's esbuild service,
+      // a process a failed test never stopped), which may also hold its
+      // output pipes open.
+      this.kill("SIGKILL");
+    });
+    this.done = new Promise((resolve) => this.child.on("close", () => resolve(this)));
+  }
+
+  /** Signals the file's process group; whether anything was left in it. */
+  kill(signal) {
+    try {
+      process.kill(-this.child.pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  results() {
+    try {
+      return readFileSync(this.eventsPath, "utf8")
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => JSON.parse(line));
+    } catch {
+      return [];
+    }
+  }
+}
+
+function summarize(run, fileTimeoutMs) {
+  const results = run.results();
+  // Where it failed: not the suites above a failed test, nor the tests a
+  // failed hook cancelled.
+  const failures = results.filter(
+    (r) => !r.ok && r.kind !== "subtestsFailed" && r.kind !== "cancelledByParent",
+  );
+  const tests = results.filter((r) => !r.suite && !r.skipped).length;
+  const problems = failures.map((r) => ({ file: run.file, name: r.name, error: r.error }));
+  if (run.timedOut) {
+    problems.push({
+      file: run.file,
+      name: "(the file)",
+      error: `killed after ${seconds(fileTimeoutMs)} (--file-timeout)`,
+    });
+  } else if (run.code !== 0 && failures.length === 0) {
+    const lastLine = run.output.trim().split("\n").at(-1) ?? "";
+    problems.push({
+      file: run.file,
+      name: "(the file)",
+      error: `exited with ${run.signal ?? `code ${run.code}`}: ${lastLine}`,
+    });
+  }
+  return { tests, problems };
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  const fromEnv = process.env.REDQUORUM_TEST_SCALE;
+  if (fromEnv !== undefined && fromEnv !== "" && !scales.includes(fromEnv)) {
+    usage(`REDQUORUM_TEST_SCALE must be one of ${scales.join(", ")}, got ${fromEnv}`);
+  }
+  // The variable picks the scale (and tier) as --full does.
+  if (fromEnv === "full") options.full = true;
+  const files = options.files.length > 0 ? options.files : tierFiles(options);
+  const queue = [
+    ...longFirst.filter((file) => files.includes(file)),
+    ...files.filter((file) => !longFirst.includes(file)),
+  ];
+  buildIfStale();
+
+  const tier = options.files.length > 0 ? "" : options.full ? " (full tier)" : " (fast tier)";
+  console.log(
+    `run-tests: ${queue.length} files${tier}, scale ${options.full ? "full" : "fast"}, ` +
+      `${options.jobs} at a time, each test at most ${seconds(options.testTimeoutMs)}`,
+  );
+  const eventsDir = mkdtempSync(join(tmpdir(), "redquorum-test-events-"));
+  const running = new Set();
+  const problems = [];
+  const times = [];
+  let tests = 0;
+  let stopping = false;
+  let next = 0;
+  const start = performance.now();
+
+  const stopAll = (signal) => {
+    for (const run of running) run.kill(signal);
+  };
+  for (const signal of ["SIGINT", "SIGTERM"]) {
+    process.on(signal, () => {
+      stopAll("SIGTERM");
+      rmSync(eventsDir, { recursive: true, force: true });
+      process.exit(130);
+    });
+  }
+
+  await new Promise((resolveAll) => {
+    const launch = () => {
+      while (!stopping && running.size < options.jobs && next < queue.length) {
+        const run = new FileRun(queue[next], options, eventsDir, next);
+        next += 1;
+        running.add(run);
+        run.done.then(finish);
+      }
+      if (running.size === 0) resolveAll();
+    };
+    const finish = (run) => {
+      running.delete(run);
+      if (run.stopped) {
+        console.log(`- ${seconds(run.ms).padStart(8)}  ${run.file} (stopped by --bail)`);
+        launch();
+        return;
+      }
+      const summary = summarize(run, options.fileTimeoutMs);
+      tests += summary.tests;
+      times.push({ file: run.file, ms: run.ms });
+      const failed = summary.problems.length > 0;
+      if (failed || options.verbose) process.stdout.write(`\n${run.output}\n`);
+      const mark = failed ? "✖" : "✔";
+      const note = failed ? `, ${summary.problems.length} failed` : "";
+      console.log(
+        `${mark} ${seconds(run.ms).padStart(8)}  ${run.file} (${summary.tests} tests${note})`,
+      );
+      problems.push(...summary.problems);
+      if (failed && options.bail && !stopping) {
+        stopping = true;
+        console.log("run-tests: --bail: stopping at the first failing file");
+        for (const other of running) other.stopped = true;
+        stopAll("SIGKILL");
+      }
+      launch();
+    };
+    launch();
+  });
+  rmSync(eventsDir, { recursive: true, force: true });
+
+  const wall = performance.now() - start;
+  const notRun = queue.length - times.length;
+  console.log(
+    `\nrun-tests: ${times.length} files, ${tests} tests in ${seconds(wall)}` +
+      (notRun > 0 ? ` (${notRun} files not run)` : ""),
+  );
+  if (problems.length === 0) {
+    console.log("run-tests: all passed");
+    process.exit(notRun > 0 ? 1 : 0);
+  }
+  console.log(`run-tests: ${problems.length} failed:`);
+  for (const p of problems) console.log(`  ${p.file}: ${p.name}\n      ${p.error}`);
+  process.exit(1);
+}
+
+await main();
