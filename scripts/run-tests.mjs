@@ -17,13 +17,15 @@
 //   --test-timeout MS  bound on each test and hook (default and most 60000)
 //   --file-timeout MS  bound on each file, the last resort (default 900000)
 //   --verbose          print every file's output, not only failing files'
+//   --name PATTERN     only the tests whose name matches (node's --test-name-pattern)
 //
 // Tests that run the `redquorum` command use the built bundle (dist/cli.js):
 // it is rebuilt first when any source is newer.
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { buildIfStale, buildIsStale } from "./build-if-stale.mjs";
 
 /**
  * Files only the full tier runs: the fault matrix (every row of the fault
@@ -53,7 +55,7 @@ function usage(message) {
   console.error(`run-tests: ${message}`);
   console.error(
     "usage: node scripts/run-tests.mjs [--full] [--after-fast] [--bail] [--jobs N] " +
-      "[--test-timeout MS] [--file-timeout MS] [--verbose] [file ...]",
+      "[--test-timeout MS] [--file-timeout MS] [--verbose] [--name PATTERN] [file ...]",
   );
   process.exit(2);
 }
@@ -67,6 +69,7 @@ function parseArgs(argv) {
     testTimeoutMs: testTimeoutMsMax,
     fileTimeoutMs: 900_000,
     verbose: false,
+    namePattern: undefined,
     files: [],
   };
   const integer = (flag, value, min, max) => {
@@ -82,7 +85,10 @@ function parseArgs(argv) {
     else if (arg === "--after-fast") options.afterFast = true;
     else if (arg === "--bail") options.bail = true;
     else if (arg === "--verbose") options.verbose = true;
-    else if (arg === "--jobs") options.jobs = integer(arg, argv[++i], 1, 16);
+    else if (arg === "--name") {
+      options.namePattern = argv[++i];
+      if (!options.namePattern) usage("--name takes a pattern");
+    } else if (arg === "--jobs") options.jobs = integer(arg, argv[++i], 1, 16);
     else if (arg === "--test-timeout")
       options.testTimeoutMs = integer(arg, argv[++i], 1, testTimeoutMsMax);
     else if (arg === "--file-timeout")
@@ -115,30 +121,6 @@ function tierFiles({ full, afterFast }) {
   return all.filter((file) => fullOnly.includes(file) || readsScale(file));
 }
 
-function newestMtimeMs(path) {
-  const stat = statSync(path);
-  if (!stat.isDirectory()) return stat.mtimeMs;
-  return Math.max(0, ...readdirSync(path).map((name) => newestMtimeMs(join(path, name))));
-}
-
-/** Builds dist/ (`npm run build`) unless dist/cli.js is newer than every source it comes from. */
-function buildIfStale() {
-  let built = 0;
-  try {
-    built = statSync("dist/cli.js").mtimeMs;
-  } catch {}
-  const sources = Math.max(
-    ...["src", "package.json", "tsup.config.ts", "tsconfig.json"].map(newestMtimeMs),
-  );
-  if (built > sources) return;
-  console.log("run-tests: dist/ is older than the sources: npm run build");
-  const result = spawnSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
-  if (result.status !== 0) {
-    console.error("run-tests: the build failed");
-    process.exit(1);
-  }
-}
-
 function seconds(ms) {
   return `${(ms / 1000).toFixed(1)} s`;
 }
@@ -157,6 +139,7 @@ class FileRun {
         "--import",
         "./scripts/test-runner/register.mjs",
         "--test-force-exit",
+        ...(options.namePattern ? [`--test-name-pattern=${options.namePattern}`] : []),
         "--test-reporter=spec",
         "--test-reporter-destination=stdout",
         "--test-reporter=./scripts/test-runner/events-reporter.mjs",
@@ -260,7 +243,10 @@ async function main() {
     ...longFirst.filter((file) => files.includes(file)),
     ...files.filter((file) => !longFirst.includes(file)),
   ];
-  buildIfStale();
+  if (buildIsStale()) {
+    console.log("run-tests: dist/ is older than the sources: npm run build");
+    buildIfStale();
+  }
 
   const tier = options.files.length > 0 ? "" : options.full ? " (full tier)" : " (fast tier)";
   console.log(

@@ -8,10 +8,10 @@ import { Redis } from "ioredis";
 import { limits } from "../../src/limits.js";
 import { connectResult, startCli } from "../helpers/cli.js";
 
-/** Bound on a short CLI run (status, id next, a usage error): tsx's start (~1 s) plus a few round trips. */
+/** Bound on a short CLI run (status, id next, a usage error): its start (~0.2 s) plus a few round trips. */
 const runTimeoutMs = 15_000;
 /**
- * Bound on `dev` printing its line: tsx's start, then 3 redis-servers that
+ * Bound on `dev` printing its line: its start, then 3 redis-servers that
  * must each answer PING (LocalCluster allows each 10 s), then two init rounds.
  */
 const startTimeoutMs = 30_000;

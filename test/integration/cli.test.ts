@@ -7,7 +7,7 @@ import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
 import { finished, type Run, startCli, startCliIntoPipe } from "../helpers/cli.js";
 
-/** Bound on one CLI run: tsx's start (about 1 s on this machine) plus the command's work. */
+/** Bound on one CLI run: its start (about 0.2 s on this machine) plus the command's work, on a loaded machine. */
 const runTimeoutMs = 15_000;
 
 function cli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
@@ -108,8 +108,8 @@ describe("redquorum command line", () => {
   });
 
   it("--help and status into a pipe whose reader is gone: exit 141, no EPIPE stack, the process ends by itself", async () => {
-    // The read end is closed before the CLI starts writing (tsx alone takes
-    // a second): its first write to stdout fails with EPIPE, every time.
+    // The read end is closed right after the spawn, before the CLI has
+    // started: its first write to stdout fails with EPIPE, every time.
     for (const args of [["--help"], ["status"]]) {
       const { run } = startCliIntoPipe(args, env, { readFirst: false, timeoutMs: runTimeoutMs });
       const done = await run; // fails if the CLI does not exit (connections left open)
@@ -142,7 +142,12 @@ describe("redquorum command line", () => {
     const nodes = { REDQUORUM_NODES: fresh.urls.join(",") };
     try {
       // A first lock call before init puts every new node in quarantine.
-      const early = await cli(["lock", "cli:early", "--ttl", "1s", "--", "true"], nodes);
+      // (It then retries the quarantined nodes until --wait ends: 3 s is
+      // room for first contact on a loaded machine, not the default 10 s.)
+      const early = await cli(
+        ["lock", "cli:early", "--ttl", "1s", "--wait", "3s", "--", "true"],
+        nodes,
+      );
       assert.equal(early.code, 3, early.stderr);
       assert.match(early.stderr, /quarantined/);
       // Nothing marked, every node in quarantine: not ready, and the exit code says so.
@@ -316,9 +321,11 @@ describe("redquorum command line", () => {
     await waitForFile(ready, runTimeoutMs);
     assert.equal(await holders("cli:held"), 3);
 
-    const second = await cli(["lock", "cli:held", "--wait", "200ms", "--", "touch", ran], env);
+    // --wait also bounds the first contact with the nodes: 2 s is room for
+    // it on a loaded machine (with 200 ms it ran out there: exit 3, not 4).
+    const second = await cli(["lock", "cli:held", "--wait", "2s", "--", "touch", ran], env);
     assert.equal(second.code, 4, second.stderr);
-    assert.match(second.stderr, /could not get the lock within 200ms/);
+    assert.match(second.stderr, /could not get the lock within 2s/);
     assert.equal(existsSync(ran), false);
 
     holder.kill("SIGTERM");

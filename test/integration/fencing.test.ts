@@ -11,6 +11,7 @@ import {
   Redlock,
   ResourceLockedError,
 } from "../../src/index.js";
+import { libraryUrl } from "../helpers/built.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
@@ -227,7 +228,7 @@ describe("the GC pause (FAULTS.md L15 / I12): a paused client is fenced off", ()
     await store.del("balance", "balance:fence");
     const script = `
       import { Redis } from "ioredis";
-      import { Redlock, fencedSet } from "./src/index.ts";
+      import { Redlock, fencedSet } from "${libraryUrl}";
       const urls = ${JSON.stringify(cluster.urls)};
       const redlock = new Redlock(urls, { retry: { retries: 0 } });
       const store = new Redis(urls[0]);
@@ -243,13 +244,9 @@ describe("the GC pause (FAULTS.md L15 / I12): a paused client is fenced off", ()
         process.stdin.destroy();
       });
     `;
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", script],
-      {
-        stdio: ["pipe", "pipe", "inherit"],
-      },
-    );
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["pipe", "pipe", "inherit"],
+    });
     let out = "";
     child.stdout.on("data", (chunk: Buffer) => {
       out += chunk.toString();

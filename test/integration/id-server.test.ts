@@ -1,5 +1,5 @@
 /**
- * `redquorum serve`, end to end: server processes started from the source
+ * `redquorum serve`, end to end: server processes started from the build (dist/cli.js)
  * on free ports, real redis-server nodes, HTTP from this process.
  */
 import assert from "node:assert/strict";
@@ -14,11 +14,12 @@ import { LocalCluster, NextId } from "../../src/index.js";
 import { IdServer } from "../../src/server/id-server.js";
 import { jsonLogger } from "../../src/server/json-log.js";
 import { IdServerMetrics } from "../../src/server/metrics.js";
+import { cliPath } from "../helpers/built.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 import { sleep } from "../helpers/sleep.js";
 
-/** tsx's start (about 1 s here) plus first contact with the nodes. */
+/** The command's start (about 0.2 s here) plus first contact with the nodes, on a loaded machine. */
 const startTimeoutMs = 20_000;
 
 interface Server {
@@ -38,14 +39,10 @@ async function startServer(
   args: readonly string[] = [],
   env: NodeJS.ProcessEnv = {},
 ): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", "src/cli/main.ts", "serve", "--port", "0", ...args],
-    {
-      env: { ...process.env, REDQUORUM_NODES: nodes.join(","), ...env },
-      stdio: ["ignore", "ignore", "pipe"],
-    },
-  );
+  const child = spawn(process.execPath, [cliPath, "serve", "--port", "0", ...args], {
+    env: { ...process.env, REDQUORUM_NODES: nodes.join(","), ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   const logs: Record<string, unknown>[] = [];
   const lines: string[] = [];
   let stderr = "";
@@ -306,7 +303,7 @@ function errorOf(body: string): { code: string; message: string } {
 
 /** `serve <args>` to its end (for runs that never listen). */
 function runServe(nodes: readonly string[], args: readonly string[]) {
-  return spawnSync(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
+  return spawnSync(process.execPath, [cliPath, "serve", ...args], {
     env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
     encoding: "utf8",
     timeout: startTimeoutMs,
@@ -373,27 +370,19 @@ describe("redquorum serve (the HTTP ID server)", () => {
       // Node's 10 s bound on the whole request comes first.
       [["--body-timeout", "11s"], "--body-timeout"],
     ] as const) {
-      const run = spawnSync(
-        process.execPath,
-        ["--import", "tsx", "src/cli/main.ts", "serve", ...args],
-        {
-          env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
-          encoding: "utf8",
-          timeout: startTimeoutMs,
-        },
-      );
+      const run = spawnSync(process.execPath, [cliPath, "serve", ...args], {
+        env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
+        encoding: "utf8",
+        timeout: startTimeoutMs,
+      });
       assert.equal(run.status, 2, `${args.join(" ")}: ${run.stderr}`);
       assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
       assert.ok(run.stderr.includes(flag), run.stderr);
     }
-    const version = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "--version"],
-      {
-        encoding: "utf8",
-        timeout: startTimeoutMs,
-      },
-    );
+    const version = spawnSync(process.execPath, [cliPath, "--version"], {
+      encoding: "utf8",
+      timeout: startTimeoutMs,
+    });
     const pkg = JSON.parse(readFileSync("package.json", "utf8")) as { version: string };
     assert.equal(version.stdout.trim(), pkg.version);
   });
@@ -1252,15 +1241,11 @@ describe("redquorum serve (the HTTP ID server)", () => {
     } finally {
       assert.equal(await stopServer(server), 0);
     }
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "src/cli/main.ts", "id", "next", "--key", key, "--count", "5"],
-      {
-        env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
-        encoding: "utf8",
-        timeout: startTimeoutMs,
-      },
-    );
+    const run = spawnSync(process.execPath, [cliPath, "id", "next", "--key", key, "--count", "5"], {
+      env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
+      encoding: "utf8",
+      timeout: startTimeoutMs,
+    });
     assert.equal(run.status, 6, run.stderr);
     assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
     assert.match(run.stderr, /the largest ID is 9223372036854775807/);

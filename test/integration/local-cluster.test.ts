@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, Redlock, RedquorumError } from "../../src/index.js";
+import { libraryUrl } from "../helpers/built.js";
 
 /** Running, not dead or a zombie waiting to be reaped by init. */
 function alive(pid: number): boolean {
@@ -109,18 +110,14 @@ describe("LocalCluster", () => {
     );
     // What a user's script meets: an error and exit code 1, not exit 13 in silence.
     const script = `
-      import { LocalCluster } from "./src/index.ts";
+      import { LocalCluster } from "${libraryUrl}";
       await LocalCluster.start({ nodeCount: 2 });
     `;
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", script],
-      {
-        encoding: "utf8",
-        timeout: 30_000,
-        env: { ...process.env, REDQUORUM_REDIS_SERVER: "/nope/redis-server" },
-      },
-    );
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 30_000,
+      env: { ...process.env, REDQUORUM_REDIS_SERVER: "/nope/redis-server" },
+    });
     assert.equal(run.status, 1, run.stderr);
     assert.match(run.stderr, /ERR_REDIS_NOT_FOUND|redis-server not found/);
   });
@@ -148,19 +145,15 @@ describe("LocalCluster", () => {
 
   it("a process that exits without stop() leaves no redis-server or directory behind", () => {
     const script = `
-      import { LocalCluster } from "./src/index.ts";
+      import { LocalCluster } from "${libraryUrl}";
       const c = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
       console.log(JSON.stringify({ dir: c.baseDir, pids: c.nodes.map((n) => n.pid) }));
       process.exit(0);
     `;
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", script],
-      {
-        encoding: "utf8",
-        timeout: 30_000,
-      },
-    );
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
     assert.equal(run.status, 0, run.stderr);
     const { dir, pids } = JSON.parse(run.stdout.trim()) as { dir: string; pids: number[] };
     assert.equal(existsSync(dir), false);
@@ -169,20 +162,16 @@ describe("LocalCluster", () => {
 
   it("a process interrupted with SIGTERM leaves nothing behind either", () => {
     const script = `
-      import { LocalCluster } from "./src/index.ts";
+      import { LocalCluster } from "${libraryUrl}";
       const c = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
       console.log(JSON.stringify({ dir: c.baseDir, pids: c.nodes.map((n) => n.pid) }));
       process.kill(process.pid, "SIGTERM");
       setTimeout(() => {}, 10_000);
     `;
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", script],
-      {
-        encoding: "utf8",
-        timeout: 30_000,
-      },
-    );
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
     assert.equal(run.signal, "SIGTERM", run.stderr);
     const { dir, pids } = JSON.parse(run.stdout.trim()) as { dir: string; pids: number[] };
     assert.equal(existsSync(dir), false);
