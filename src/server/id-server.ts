@@ -77,6 +77,12 @@ export interface IdServerOptions {
   requestTimeoutMs: number;
   /** How long a /healthz verdict is reused, in milliseconds (it reads every node). */
   healthCacheMs: number;
+  /**
+   * Bound on a whole request and on its headers, in milliseconds; at least
+   * `bodyTimeoutMs`. Default `clientTimeoutMs` (the command line has no
+   * flag for it; tests of the bound set it short).
+   */
+  clientTimeoutMs?: number;
   log: JsonLogger;
   metrics: IdServerMetrics;
 }
@@ -160,8 +166,8 @@ export class IdServer {
       {
         // A client that stalls mid-request must not hold a slot for minutes
         // (node's defaults are 300 s for a request, 60 s for headers)...
-        requestTimeout: clientTimeoutMs,
-        headersTimeout: clientTimeoutMs,
+        requestTimeout: options.clientTimeoutMs ?? clientTimeoutMs,
+        headersTimeout: options.clientTimeoutMs ?? clientTimeoutMs,
         // ...nor for up to 30 s more, until node's next check.
         connectionsCheckingInterval: connectionsCheckingIntervalMs,
       },
@@ -282,7 +288,7 @@ export class IdServer {
    * close it (the parser cannot go on after an error).
    */
   private onClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-    const refusal = clientRefusal(error);
+    const refusal = clientRefusal(error, this.options.clientTimeoutMs ?? clientTimeoutMs);
     if (refusal === undefined || !socket.writable) {
       socket.destroy();
       return;
@@ -594,7 +600,10 @@ export class IdServer {
 }
 
 /** The JSON answer to an error of node's HTTP parser, or undefined for none (the client went away). */
-function clientRefusal(error: NodeJS.ErrnoException): HttpError | undefined {
+function clientRefusal(
+  error: NodeJS.ErrnoException,
+  requestTimeoutMs: number,
+): HttpError | undefined {
   switch (error.code) {
     case "ECONNRESET":
     case "EPIPE":
@@ -609,7 +618,7 @@ function clientRefusal(error: NodeJS.ErrnoException): HttpError | undefined {
       return new HttpError(
         408,
         "request_timeout",
-        `the request did not arrive whole within ${clientTimeoutMs / 1_000} s: send it at once`,
+        `the request did not arrive whole within ${requestTimeoutMs / 1_000} s: send it at once`,
       );
     default:
       return new HttpError(

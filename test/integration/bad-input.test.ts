@@ -168,6 +168,30 @@ describe("bad input gets a typed error and leaves no key", () => {
       InvalidArgumentError,
       /options\.turnMs.*10000/,
     ],
+    [
+      "a repairDelayMs within a node timeout",
+      () => new Redlock(cluster.urls, { repairDelayMs: 1_000 }),
+      InvalidArgumentError,
+      /options\.repairDelayMs: must exceed 1000 ms/,
+    ],
+    [
+      "a repairDelayMs given as a string",
+      () => new Redlock(cluster.urls, { repairDelayMs: "2s" as never }),
+      InvalidArgumentError,
+      /options\.repairDelayMs/,
+    ],
+    [
+      "a nodeStallMs below twice the node timeout",
+      () => new Redlock(cluster.urls, { nodeTimeoutMs: 300, nodeStallMs: 599 }),
+      InvalidArgumentError,
+      /options\.nodeStallMs.*600/,
+    ],
+    [
+      "a fractional nodeStallMs",
+      () => new Redlock(cluster.urls, { nodeStallMs: 1_500.5 }),
+      InvalidArgumentError,
+      /options\.nodeStallMs/,
+    ],
   ];
 
   for (const [name, run, errorClass, message] of constructorCases) {
