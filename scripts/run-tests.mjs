@@ -18,6 +18,9 @@
 //   --file-timeout MS  bound on each file, the last resort (default 900000)
 //   --verbose          print every file's output, not only failing files'
 //   --name PATTERN     only the tests whose name matches (node's --test-name-pattern)
+//   --slowest N        list the N slowest tests at the end
+//   --cpu              also print each file's CPU time, its processes' included
+//                      (needs /usr/bin/time)
 //
 // Tests that run the `redquorum` command use the built bundle (dist/cli.js):
 // it is rebuilt first when any source is newer.
@@ -55,7 +58,7 @@ function usage(message) {
   console.error(`run-tests: ${message}`);
   console.error(
     "usage: node scripts/run-tests.mjs [--full] [--after-fast] [--bail] [--jobs N] " +
-      "[--test-timeout MS] [--file-timeout MS] [--verbose] [--name PATTERN] [file ...]",
+      "[--test-timeout MS] [--file-timeout MS] [--verbose] [--name PATTERN] [--slowest N] [--cpu] [file ...]",
   );
   process.exit(2);
 }
@@ -70,6 +73,8 @@ function parseArgs(argv) {
     fileTimeoutMs: 900_000,
     verbose: false,
     namePattern: undefined,
+    slowest: 0,
+    cpu: false,
     files: [],
   };
   const integer = (flag, value, min, max) => {
@@ -85,10 +90,12 @@ function parseArgs(argv) {
     else if (arg === "--after-fast") options.afterFast = true;
     else if (arg === "--bail") options.bail = true;
     else if (arg === "--verbose") options.verbose = true;
+    else if (arg === "--cpu") options.cpu = true;
     else if (arg === "--name") {
       options.namePattern = argv[++i];
       if (!options.namePattern) usage("--name takes a pattern");
-    } else if (arg === "--jobs") options.jobs = integer(arg, argv[++i], 1, 16);
+    } else if (arg === "--slowest") options.slowest = integer(arg, argv[++i], 1, 1_000);
+    else if (arg === "--jobs") options.jobs = integer(arg, argv[++i], 1, 16);
     else if (arg === "--test-timeout")
       options.testTimeoutMs = integer(arg, argv[++i], 1, testTimeoutMsMax);
     else if (arg === "--file-timeout")
@@ -131,34 +138,34 @@ class FileRun {
     this.eventsPath = join(eventsDir, `${index}.jsonl`);
     this.output = "";
     this.start = performance.now();
-    this.child = spawn(
+    this.cpuPath = options.cpu ? join(eventsDir, `${index}.cpu`) : undefined;
+    const command = [
       process.execPath,
-      [
-        "--import",
-        "tsx",
-        "--import",
-        "./scripts/test-runner/register.mjs",
-        "--test-force-exit",
-        ...(options.namePattern ? [`--test-name-pattern=${options.namePattern}`] : []),
-        "--test-reporter=spec",
-        "--test-reporter-destination=stdout",
-        "--test-reporter=./scripts/test-runner/events-reporter.mjs",
-        "--test-reporter-destination=stdout",
-        file,
-      ],
-      {
-        // Its own process group: a hung file is killed with the
-        // redis-servers and commands it started.
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"],
-        env: {
-          ...process.env,
-          REDQUORUM_TEST_SCALE: options.full ? "full" : "fast",
-          REDQUORUM_TEST_TIMEOUT_MS: String(options.testTimeoutMs),
-          REDQUORUM_TEST_EVENTS: this.eventsPath,
-        },
+      "--import",
+      "tsx",
+      "--import",
+      "./scripts/test-runner/register.mjs",
+      "--test-force-exit",
+      ...(options.namePattern ? [`--test-name-pattern=${options.namePattern}`] : []),
+      "--test-reporter=spec",
+      "--test-reporter-destination=stdout",
+      "--test-reporter=./scripts/test-runner/events-reporter.mjs",
+      "--test-reporter-destination=stdout",
+      file,
+    ];
+    if (this.cpuPath) command.unshift("/usr/bin/time", "-f", "%U %S", "-o", this.cpuPath);
+    this.child = spawn(command[0], command.slice(1), {
+      // Its own process group: a hung file is killed with the
+      // redis-servers and commands it started.
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        ...process.env,
+        REDQUORUM_TEST_SCALE: options.full ? "full" : "fast",
+        REDQUORUM_TEST_TIMEOUT_MS: String(options.testTimeoutMs),
+        REDQUORUM_TEST_EVENTS: this.eventsPath,
       },
-    );
+    });
     const collect = (chunk) => {
       this.output += chunk;
     };
@@ -189,6 +196,16 @@ class FileRun {
       return true;
     } catch {
       return false;
+    }
+  }
+
+  /** User + system CPU seconds of the file and every process it waited for (--cpu). */
+  cpuSeconds() {
+    try {
+      const [user, system] = readFileSync(this.cpuPath, "utf8").trim().split(/\s+/).slice(-2);
+      return Number(user) + Number(system);
+    } catch {
+      return undefined;
     }
   }
 
@@ -227,7 +244,10 @@ function summarize(run, fileTimeoutMs) {
       error: `exited with ${run.signal ?? `code ${run.code}`}: ${lastLine}`,
     });
   }
-  return { tests, problems };
+  const timed = results
+    .filter((r) => !r.suite && !r.skipped)
+    .map((r) => ({ file: run.file, name: r.name, ms: r.ms ?? 0 }));
+  return { tests, problems, timed };
 }
 
 async function main() {
@@ -257,6 +277,7 @@ async function main() {
   const running = new Set();
   const problems = [];
   const times = [];
+  const timed = [];
   let tests = 0;
   let stopping = false;
   let next = 0;
@@ -292,13 +313,15 @@ async function main() {
       }
       const summary = summarize(run, options.fileTimeoutMs);
       tests += summary.tests;
+      timed.push(...summary.timed);
       times.push({ file: run.file, ms: run.ms });
       const failed = summary.problems.length > 0;
       if (failed || options.verbose) process.stdout.write(`\n${run.output}\n`);
       const mark = failed ? "✖" : "✔";
       const note = failed ? `, ${summary.problems.length} failed` : "";
+      const cpu = run.cpuPath ? `, ${run.cpuSeconds()?.toFixed(1) ?? "?"} s CPU` : "";
       console.log(
-        `${mark} ${seconds(run.ms).padStart(8)}  ${run.file} (${summary.tests} tests${note})`,
+        `${mark} ${seconds(run.ms).padStart(8)}  ${run.file} (${summary.tests} tests${note}${cpu})`,
       );
       problems.push(...summary.problems);
       if (failed && options.bail && !stopping) {
@@ -319,6 +342,12 @@ async function main() {
     `\nrun-tests: ${times.length} files, ${tests} tests in ${seconds(wall)}` +
       (notRun > 0 ? ` (${notRun} files not run)` : ""),
   );
+  if (options.slowest > 0) {
+    console.log(`run-tests: the ${options.slowest} slowest tests:`);
+    for (const t of timed.sort((a, b) => b.ms - a.ms).slice(0, options.slowest)) {
+      console.log(`  ${seconds(t.ms).padStart(8)}  ${t.file}: ${t.name}`);
+    }
+  }
   if (problems.length === 0) {
     console.log("run-tests: all passed");
     process.exit(notRun > 0 ? 1 : 0);

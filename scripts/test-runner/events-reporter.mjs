@@ -17,7 +17,11 @@ export default async function* events(source) {
     }
     if (type !== "test:pass" && type !== "test:fail") continue;
     names.length = data.nesting;
-    const record = { name: [...names, data.name].join(" > "), ok: type === "test:pass" };
+    const record = {
+      name: [...names, data.name].join(" > "),
+      ok: type === "test:pass",
+      ms: Math.round(data.details?.duration_ms ?? 0),
+    };
     if (data.details?.type === "suite") record.suite = true;
     if (data.skip !== undefined || data.todo !== undefined) record.skipped = true;
     if (type === "test:fail") {
