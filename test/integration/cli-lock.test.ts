@@ -17,6 +17,7 @@ import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { finished, type Run, startCli as startCliProcess } from "../helpers/cli.js";
+import { byScale } from "../helpers/scale.js";
 
 /** One CLI process's start (dist/cli.js): about 0.2 s on this machine, 3 s under heavy load. */
 const cliStartMs = 3_000;
@@ -166,7 +167,8 @@ describe("redquorum lock, end to end", () => {
 
   describe("concurrent runs on one resource", () => {
     const workers = 3;
-    const rounds = 3;
+    // Each worker's runs one after the other: 2 at the fast scale, 3 at the full one.
+    const rounds = byScale(2, 3);
     const holdMs = 200;
     /**
      * A run may wait for every other hold of the test, each a command's

@@ -16,7 +16,7 @@ import { jsonLogger } from "../../src/server/json-log.js";
 import { IdServerMetrics } from "../../src/server/metrics.js";
 import { cliPath } from "../helpers/built.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
-import { connectResult } from "../helpers/cli.js";
+import { connectResult, finished, startCli } from "../helpers/cli.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -321,13 +321,16 @@ function errorOf(body: string): { code: string; message: string } {
   return parsed.error;
 }
 
-/** `serve <args>` to its end (for runs that never listen). */
-function runServe(nodes: readonly string[], args: readonly string[]) {
-  return spawnSync(process.execPath, [cliPath, "serve", ...args], {
-    env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
-    encoding: "utf8",
-    timeout: startTimeoutMs,
-  });
+/** `serve <args>` to its end (for runs that never listen); runs side by side with others. */
+async function runServe(
+  nodes: readonly string[],
+  args: readonly string[],
+): Promise<{ status: number | null; stderr: string }> {
+  const run = await finished(
+    startCli(["serve", ...args], { REDQUORUM_NODES: nodes.join(",") }),
+    startTimeoutMs,
+  );
+  return { status: run.code, stderr: run.stderr };
 }
 
 /** A metric's value from the Prometheus text (the series with exactly these labels). */
@@ -378,7 +381,7 @@ describe("redquorum serve (the HTTP ID server)", () => {
   });
 
   it("refuses bad flags with exit 2 and one line naming the flag; --version prints the package's", async () => {
-    for (const [args, flag] of [
+    const cases = [
       [["--port", "70000"], "--port"],
       [["--max-in-flight", "0"], "--max-in-flight"],
       [["--node-timeout", "5s"], "--node-timeout"],
@@ -389,12 +392,10 @@ describe("redquorum serve (the HTTP ID server)", () => {
       [["--body-timeout", "0ms"], "--body-timeout"],
       // Node's 10 s bound on the whole request comes first.
       [["--body-timeout", "11s"], "--body-timeout"],
-    ] as const) {
-      const run = spawnSync(process.execPath, [cliPath, "serve", ...args], {
-        env: { ...process.env, REDQUORUM_NODES: nodes.join(",") },
-        encoding: "utf8",
-        timeout: startTimeoutMs,
-      });
+    ] as const;
+    const runs = await Promise.all(cases.map(([args]) => runServe(nodes, args)));
+    for (const [i, [args, flag]] of cases.entries()) {
+      const run = runs[i]!;
       assert.equal(run.status, 2, `${args.join(" ")}: ${run.stderr}`);
       assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
       assert.ok(run.stderr.includes(flag), run.stderr);
@@ -490,12 +491,12 @@ describe("redquorum serve (the HTTP ID server)", () => {
     assert.equal((await takeIds(main.url)).length, 1);
   });
 
-  it("a taken --port, a --host that does not resolve or is no address of this machine: exit 2, one line naming the option", () => {
+  it("a taken --port, a --host that does not resolve or is no address of this machine: exit 2, one line naming the option", async () => {
     const ownAddresses = Object.values(networkInterfaces())
       .flat()
       .map((i) => i?.address);
     const foreign = "10.1.2.3";
-    for (const [args, text] of [
+    const cases = [
       // A node's port: taken for sure.
       [["--port", String(cluster.node(0).port)], /address in use; choose another --port$/],
       [["--port", "0", "--host", "nope.invalid"], /does not resolve .*; choose another --host$/],
@@ -507,8 +508,10 @@ describe("redquorum serve (the HTTP ID server)", () => {
               /no interface .* that address; choose another --host$/,
             ] as const,
           ]),
-    ] as const) {
-      const run = runServe(nodes, args);
+    ] as const;
+    const runs = await Promise.all(cases.map(([args]) => runServe(nodes, args)));
+    for (const [i, [args, text]] of cases.entries()) {
+      const run = runs[i]!;
       assert.equal(run.status, 2, `${args.join(" ")}: ${run.stderr}`);
       assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
       assert.match(run.stderr.trimEnd(), /^redquorum: cannot listen on /);
@@ -522,7 +525,10 @@ describe("redquorum serve (the HTTP ID server)", () => {
     // Dense and clock proposals on one counter: the clock server's IDs jump
     // ahead, the dense servers' follow just above them.
     const clockAtStart = BigInt(Date.now() - 1_000) * 1_000n;
-    const others = [await startServer(nodes), await startServer(nodes, ["--proposals", "clock"])];
+    const others = await Promise.all([
+      startServer(nodes),
+      startServer(nodes, ["--proposals", "clock"]),
+    ]);
     const urls = [main.url, ...others.map((s) => s.url)];
     const calls: IdCall[] = [];
     const clients = 24;
