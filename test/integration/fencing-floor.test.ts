@@ -16,6 +16,13 @@ async function lastTokenOf(redlock: Redlock, resource: string, times: number): P
 }
 
 /**
+ * A short maxTtlMs: the restarted nodes' quarantines end within a test. Not
+ * about node timeouts: not on the 50 ms default, which a loaded machine can
+ * exceed ("no reply within 50 ms" failed a first lock here).
+ */
+const notHurried = { maxTtlMs: 1_000, retry: { retries: 0 }, nodeTimeoutMs: 500 } as const;
+
+/**
  * Redlock.raiseFencingFloor (fencing/floor.ts): the way out when more than
  * N - Q nodes lost their fencing counters before any repair, which leaves
  * too few known others to repair them from.
@@ -29,8 +36,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
   after(() => cluster.stop());
 
   it("is refused for good after two of three nodes restart empty, until the floor is raised above every token issued", async () => {
-    // A short maxTtlMs: the restarted nodes' quarantines end within the test.
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, notHurried);
     try {
       const issued = await lastTokenOf(redlock, "r", 5);
       await cluster.cluster.restart(0, { keepData: false });
@@ -92,7 +98,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
 
   it("takes nodes with no marker (restarted empty, met by no client) for lost: marks them, starts their quarantine, sets the floor", async () => {
     await cluster.flushAll();
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, notHurried);
     try {
       await redlock.init();
       const issued = await lastTokenOf(redlock, "u", 3);
@@ -137,7 +143,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
   it("init reports a node repaired but still in quarantine as in quarantine, not in service", async () => {
     await cluster.flushAll();
     // A quarantine longer than the fencing repair's delay (2 s).
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 20_000, retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, { ...notHurried, maxTtlMs: 20_000 });
     try {
       await redlock.init();
       await (await redlock.acquire(["q"], 1_000)).release();
@@ -168,7 +174,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
 
   it("never sets a floor below a value a node still knows", async () => {
     await cluster.flushAll();
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 1_000, retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, notHurried);
     try {
       await redlock.init();
       const issued = await lastTokenOf(redlock, "s", 3);
