@@ -25,7 +25,7 @@ interface Exit {
   signal: NodeJS.Signals | null;
 }
 
-/** One `redquorum <args>` run from the source, its output collected as it comes. */
+/** One `redquorum <args>` run, its output collected as it comes. */
 class CliRun {
   readonly child: ChildProcess;
   stdout = "";
@@ -55,7 +55,13 @@ class CliRun {
     for (;;) {
       const match = this[from].match(pattern);
       if (match) return match;
-      if (!this.running) throw new Error(`exited before ${pattern} on ${from}; ${this.output()}`);
+      if (!this.running) {
+        // Its output complete (read to the end), and how it ended.
+        const { code, signal } = await this.exited;
+        throw new Error(
+          `exited (${signal ?? `code ${code}`}) before ${pattern} on ${from}; ${this.output()}`,
+        );
+      }
       if (performance.now() > deadline) {
         throw new Error(`no ${pattern} on ${from} within ${timeoutMs} ms; ${this.output()}`);
       }
