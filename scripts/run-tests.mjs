@@ -32,10 +32,18 @@ import { buildIfStale, buildIsStale } from "./build-if-stale.mjs";
 
 /**
  * Files only the full tier runs: the fault matrix (every row of the fault
- * catalogue, each with its own cluster and workload processes), whose
- * safety properties the fast tier checks in the integration tests.
+ * catalogue, each with its own cluster and workload processes; the fast
+ * tier checks the same safety properties in the integration tests) and the
+ * tests of its tools, and the two commands that start a whole local
+ * cluster for a person to try things on (`npm start`, `redquorum dev`).
  */
-const fullOnly = ["test/faults/matrix.test.ts"];
+function fullOnly(file) {
+  return (
+    file.startsWith("test/faults/") ||
+    file === "test/integration/npm-start.test.ts" ||
+    file === "test/integration/cli-dev.test.ts"
+  );
+}
 
 /** Started first (longest first), so no long file is left to run alone at the end. */
 const longFirst = [
@@ -123,9 +131,9 @@ function readsScale(file) {
 
 function tierFiles({ full, afterFast }) {
   const all = [...find("src"), ...find("test")].sort();
-  if (!full) return all.filter((file) => !fullOnly.includes(file));
+  if (!full) return all.filter((file) => !fullOnly(file));
   if (!afterFast) return all;
-  return all.filter((file) => fullOnly.includes(file) || readsScale(file));
+  return all.filter((file) => fullOnly(file) || readsScale(file));
 }
 
 function seconds(ms) {
@@ -286,13 +294,18 @@ async function main() {
   const stopAll = (signal) => {
     for (const run of running) run.kill(signal);
   };
-  for (const signal of ["SIGINT", "SIGTERM"]) {
+  // Each file runs in a process group of its own (see FileRun), which a
+  // terminal's Ctrl-C does not reach: whatever ends this process ends them.
+  process.on("exit", () => stopAll("SIGKILL"));
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
       stopAll("SIGTERM");
       rmSync(eventsDir, { recursive: true, force: true });
       process.exit(130);
     });
   }
+  // A reader of this output that went away (`| head`) must not crash the run into orphans.
+  process.stdout.on("error", () => {});
 
   await new Promise((resolveAll) => {
     const launch = () => {
