@@ -13,7 +13,7 @@
 //   --after-fast       with --full: leave out the files the fast tier has just
 //                      run at the same scale (CI runs `npm test` first)
 //   --bail             stop at the first failing file
-//   --jobs N           files run side by side (default 3)
+//   --jobs N           files run side by side (default twice the cores, at most 8)
 //   --test-timeout MS  bound on each test and hook (default and most 60000)
 //   --file-timeout MS  bound on each file, the last resort (default 900000)
 //   --verbose          print every file's output, not only failing files'
@@ -26,7 +26,7 @@
 // it is rebuilt first when any source is newer.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildIfStale, buildIsStale } from "./build-if-stale.mjs";
 
@@ -45,18 +45,21 @@ function fullOnly(file) {
   );
 }
 
-/** Started first (longest first), so no long file is left to run alone at the end. */
+/** Started first (longest first, as measured here), so no long file is left to run alone at the end. */
 const longFirst = [
   "test/faults/matrix.test.ts",
-  "test/integration/mutual-exclusion.test.ts",
-  "test/integration/next-id.test.ts",
-  "test/integration/restart-quarantine.test.ts",
-  "test/integration/id-server.test.ts",
-  "test/integration/restarted-node.test.ts",
   "test/integration/cli.test.ts",
-  "test/integration/cli-lock.test.ts",
+  "test/integration/id-server.test.ts",
+  "test/integration/restart-quarantine.test.ts",
+  "test/integration/mutual-exclusion.test.ts",
   "test/integration/fencing.test.ts",
+  "test/integration/cli-lock.test.ts",
+  "test/integration/short-lived-repair.test.ts",
+  "test/integration/restarted-node.test.ts",
+  "test/integration/npm-start.test.ts",
   "test/integration/next-id-faults.test.ts",
+  "test/integration/repair-witness.test.ts",
+  "test/integration/next-id.test.ts",
 ];
 
 const testTimeoutMsMax = 60_000;
@@ -76,7 +79,9 @@ function parseArgs(argv) {
     full: false,
     afterFast: false,
     bail: false,
-    jobs: 3,
+    // Most of a file's time is waiting: twice the cores, but not so many
+    // redis-servers and clients that a small machine thrashes.
+    jobs: Math.min(8, 2 * availableParallelism()),
     testTimeoutMs: testTimeoutMsMax,
     fileTimeoutMs: 900_000,
     verbose: false,

@@ -152,7 +152,11 @@ describe("short-lived Redlock clients repair the fencing counters of the restart
     const takeOnce = async () => {
       // No retries: a lock that needs a repair first fails at once. A node
       // timeout for a loaded machine (these are fresh connections).
-      const redlock = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
+      const redlock = new Redlock(cluster().urls, {
+        retry: { retries: 0 },
+        nodeTimeoutMs: 500,
+        repairDelayMs,
+      });
       try {
         const lock = await redlock.acquire([resource], 5_000);
         assert.ok(lock.fence! > last, `token ${lock.fence} after ${last}`);
