@@ -306,6 +306,8 @@ describe("redquorum command line", () => {
     const ready = join(dir, "ready");
     const trapped = join(dir, "trapped");
     const ran = join(dir, "second-ran");
+    // The command runs in a process group of its own: if this test fails
+    // before it is stopped, it still ends by itself (within a minute).
     const holder = startCli(
       [
         "lock",
@@ -313,22 +315,25 @@ describe("redquorum command line", () => {
         "--",
         "sh",
         "-c",
-        `trap 'echo term > ${trapped}; exit 0' TERM; touch ${ready}; while :; do sleep 0.05; done`,
+        `trap 'echo term > ${trapped}; exit 0' TERM; touch ${ready}; ` +
+          "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done",
       ],
       env,
     );
     const held = finished(holder, runTimeoutMs);
-    await waitForFile(ready, runTimeoutMs);
-    assert.equal(await holders("cli:held"), 3);
+    try {
+      await waitForFile(ready, runTimeoutMs);
+      assert.equal(await holders("cli:held"), 3);
 
-    // --wait also bounds the first contact with the nodes: 2 s is room for
-    // it on a loaded machine (with 200 ms it ran out there: exit 3, not 4).
-    const second = await cli(["lock", "cli:held", "--wait", "2s", "--", "touch", ran], env);
-    assert.equal(second.code, 4, second.stderr);
-    assert.match(second.stderr, /could not get the lock within 2s/);
-    assert.equal(existsSync(ran), false);
-
-    holder.kill("SIGTERM");
+      // --wait also bounds the first contact with the nodes: 2 s is room for
+      // it on a loaded machine (with 200 ms it ran out there: exit 3, not 4).
+      const second = await cli(["lock", "cli:held", "--wait", "2s", "--", "touch", ran], env);
+      assert.equal(second.code, 4, second.stderr);
+      assert.match(second.stderr, /could not get the lock within 2s/);
+      assert.equal(existsSync(ran), false);
+    } finally {
+      holder.kill("SIGTERM");
+    }
     const run = await held;
     assert.equal(run.code, 0, run.stderr); // the command's code: it trapped SIGTERM and exited 0
     assert.equal(readFileSync(trapped, "utf8"), "term\n");
