@@ -137,16 +137,20 @@ async function waitForGrants(
 }
 
 describe("fencing tokens: strictly increasing in grant order", () => {
-  // Full scale: 2,000 grants across 8 kill -9 and restart steps; fast: 400 across 4.
+  // Full scale: 16 clients, 2,000 grants across 8 kill -9 and restart
+  // steps; fast: 8 clients, 400 grants across 4.
+  const clients = byScale(8, 16);
   const grants = byScale(400, 2_000);
   const steps = byScale(4, 8);
-  it(`16 clients, ${grants} grants, minority nodes kill -9'd and restarted ${steps} times (AOF always)`, async (t) => {
+  it(`${clients} clients, ${grants} grants, minority nodes kill -9'd and restarted ${steps} times (AOF always)`, async (t) => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "aof-always" });
     const seed = testSeed();
     const context = describeSeed(seed);
     t.diagnostic(context);
     const random = prng(seed);
-    const run = contend(cluster.urls, 16, { retry: { retries: 10_000, delayMs: 3, jitterMs: 3 } });
+    const run = contend(cluster.urls, clients, {
+      retry: { retries: 10_000, delayMs: 3, jitterMs: 3 },
+    });
     try {
       for (let step = 0; step < steps; step++) {
         const victim = Math.floor(random() * 5);
@@ -174,7 +178,7 @@ describe("fencing tokens: strictly increasing in grant order", () => {
     const maxTtlMs = 2_000;
     // The shortest repair delay allowed: the repair's wait is not what this is about.
     const repairDelayMs = 1_100;
-    const run = contend(cluster.urls, 16, {
+    const run = contend(cluster.urls, byScale(8, 16), {
       maxTtlMs,
       repairDelayMs,
       retry: { retries: 10_000, delayMs: 3, jitterMs: 3 },
