@@ -138,9 +138,9 @@ async function waitForGrants(
 
 describe("fencing tokens: strictly increasing in grant order", () => {
   // Full scale: 16 clients, 2,000 grants across 8 kill -9 and restart
-  // steps; fast: 8 clients, 400 grants across 4.
+  // steps; fast: 8 clients, 250 grants across 4.
   const clients = byScale(8, 16);
-  const grants = byScale(400, 2_000);
+  const grants = byScale(250, 2_000);
   const steps = byScale(4, 8);
   it(`${clients} clients, ${grants} grants, minority nodes kill -9'd and restarted ${steps} times (AOF always)`, async (t) => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "aof-always" });
@@ -178,7 +178,8 @@ describe("fencing tokens: strictly increasing in grant order", () => {
     const maxTtlMs = 2_000;
     // The shortest repair delay allowed: the repair's wait is not what this is about.
     const repairDelayMs = 1_100;
-    const run = contend(cluster.urls, byScale(8, 16), {
+    // Contending clients: 4 at the fast scale, 16 at the full one.
+    const run = contend(cluster.urls, byScale(4, 16), {
       maxTtlMs,
       repairDelayMs,
       retry: { retries: 10_000, delayMs: 3, jitterMs: 3 },
