@@ -2,7 +2,8 @@ import { defineConfig } from "tsup";
 
 export default defineConfig([
   {
-    entry: ["src/index.ts"],
+    // The library, and the node-redlock drop-in ("redquorum/node-redlock").
+    entry: { index: "src/index.ts", "node-redlock": "src/compat/node-redlock.ts" },
     format: ["esm", "cjs"],
     // stripInternal: members tagged @internal (Lock's and Redlock's plumbing)
     // stay out of the published .d.ts.

@@ -19,6 +19,7 @@ import { fenceFloorKey, fenceKeyPrefix, fenceMaxKey } from "../src/fencing/scrip
 import { LocalCluster } from "../src/index.js";
 import { heirKeyPrefix } from "../src/lock/heir-queue.js";
 import { acquireFastPathCondition, acquireScript, releaseScript } from "../src/lock/scripts.js";
+import { membershipCheckLua } from "../src/membership/check.js";
 import { markerKey, quarantineKey } from "../src/node/node-state.js";
 
 const { values } = parseArgs({
@@ -147,6 +148,8 @@ try {
     for (const [name, variant] of order) {
       const acquireSha = shas.get(variant.acquire)!;
       const releaseSha = shas.get(variant.release)!;
+      // The acquire script's last argument: the membership stamp ("" on nodes without a record).
+      const stamp = variant.acquire.startsWith(membershipCheckLua) ? [""] : [];
       const key = `script-cost:${name}`;
       for (const node of nodes) await node.config("RESETSTAT");
       let cycles = 0;
@@ -155,7 +158,9 @@ try {
         const value = `v${++sequence}`;
         if (variant.setup) await Promise.all(nodes.map((n) => variant.setup!(n, key)));
         await Promise.all(
-          nodes.map((n) => n.evalsha(acquireSha, 1, key, ...variant.acquireArgs(value, sequence))),
+          nodes.map((n) =>
+            n.evalsha(acquireSha, 1, key, ...variant.acquireArgs(value, sequence), ...stamp),
+          ),
         );
         await Promise.all(
           nodes.map((n) => n.evalsha(releaseSha, 1, key, ...variant.releaseArgs(value))),

@@ -3,7 +3,9 @@
 // ioredis and node-redis (`redis`) that redquorum supports, and checks that
 //  - the tarball holds the build, and its .d.ts no @internal member;
 //  - @arethetypeswrong/cli finds no problem (node16 profile: ESM and CJS);
-//  - an ESM project (import) and a CommonJS one (require) see the exports;
+//  - an ESM project (import) and a CommonJS one (require) see the exports,
+//    also those of the node-redlock drop-in (redquorum/node-redlock), and a
+//    node-redlock program runs on it from each;
 //  - a TypeScript consumer passing its own ioredis and node-redis clients
 //    type-checks with moduleResolution node16 (from ESM and CJS) and bundler;
 //  - a real lock, its fence, a waiter woken by the release and NextId IDs
@@ -141,6 +143,14 @@ function checkProject({ name, dependencies, overrides }) {
   check(`${label}: CommonJS require`, () =>
     run(process.execPath, ["cjs.cjs"], { cwd: dir }).trim(),
   );
+  check(`${label}: a node-redlock program on redquorum/node-redlock, ESM and CommonJS`, () =>
+    ["node-redlock.mjs", "node-redlock.cjs"]
+      .map(
+        (file) =>
+          `${file}: ${run(process.execPath, [file], { cwd: dir, timeoutMs: 60_000 }).trim()}`,
+      )
+      .join("; "),
+  );
   check(`${label}: tsc --noEmit, moduleResolution node16 (.mts and .cts)`, () => {
     run(process.execPath, [tsc, "--noEmit", "-p", "tsconfig.node16.json"], { cwd: dir });
   });
@@ -167,6 +177,7 @@ function checkProject({ name, dependencies, overrides }) {
 const consumer = `import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { type Lock, LocalCluster, NextId, Redlock } from "redquorum";
+import NodeRedlock, { ExecutionError, type Lock as NodeRedlockLock } from "redquorum/node-redlock";
 
 export async function main(): Promise<bigint> {
   const cluster: LocalCluster = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
@@ -185,12 +196,85 @@ export async function main(): Promise<bigint> {
   const id: bigint = await ids.next();
   const mixed = new Redlock([client, new Redis(6380)], { fencing: true });
   await mixed.close();
+  // node-redlock's API, from the drop-in, on the user's ioredis clients.
+  const dropIn = new NodeRedlock([new Redis(), new Redis(6380)], { retryCount: 0 });
+  dropIn.on("error", (error: unknown) => void error);
+  let held: NodeRedlockLock = await dropIn.acquire(["printer"], 5_000, { retryJitter: 50 });
+  const expires: Date = new Date(held.expiration);
+  held = await held.extend(5_000);
+  await held.release().catch((error: unknown) => error instanceof ExecutionError);
+  const done: string = await dropIn.using(["printer"], 5_000, { retryCount: 1 }, async (signal) => {
+    if (signal.aborted) throw signal.error;
+    return expires.toISOString();
+  });
+  await dropIn.quit();
   await ids.close();
   await redlock.close();
   await cluster.stop();
   return (fence ?? 0n) + id;
 }
 `;
+
+/**
+ * node-redlock's README program (acquire, extend, release; using; the
+ * try-lock idiom; the error event) with only its import line changed, on a
+ * LocalCluster of the tarball's. `kind`: "esm" (import) or "cjs" (require).
+ */
+function nodeRedlockProgram(kind) {
+  const imports =
+    kind === "esm"
+      ? `import { Redis } from "ioredis";
+import { LocalCluster } from "redquorum";
+import Redlock, { ResourceLockedError } from "redquorum/node-redlock";
+`
+      : `const { Redis } = require("ioredis");
+const { LocalCluster } = require("redquorum");
+const { default: Redlock, ResourceLockedError } = require("redquorum/node-redlock");
+`;
+  const body = `const deadline = setTimeout(() => {
+  console.error("node-redlock program timed out after 45 s");
+  process.exit(1);
+}, 45_000);
+const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
+try {
+  const redlock = new Redlock(cluster.urls.map((url) => new Redis(url)), { retryCount: 10 });
+  const errors = [];
+  redlock.on("error", (error) => {
+    if (error instanceof ResourceLockedError) return;
+    errors.push(error);
+  });
+  let lock = await redlock.acquire(["a"], 5000);
+  try {
+    lock = await lock.extend(5000);
+  } finally {
+    await lock.release();
+  }
+  const value = await redlock.using(["a"], 1000, async (signal) => {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    if (signal.aborted) throw signal.error;
+    return "kept";
+  });
+  const held = await redlock.acquire(["b"], 5000);
+  let busy = false;
+  try {
+    await redlock.acquire(["b"], 5000, { retryCount: 0 });
+  } catch {
+    busy = true;
+  }
+  await held.release();
+  await redlock.quit();
+  if (value !== "kept" || !busy) throw new Error("using: " + value + ", busy: " + busy);
+  // Node errors are told, not thrown (a busy machine may time a node out).
+  console.log("acquire, extend, release, using past its duration, try-lock (" + errors.length + " node errors told)");
+} finally {
+  await cluster.stop();
+  clearTimeout(deadline);
+}
+`;
+  return kind === "esm"
+    ? imports + body
+    : `${imports}(async () => {\n${body}})().catch((error) => {\n  console.error(error);\n  process.exit(1);\n});\n`;
+}
 
 const compilerOptions = {
   strict: true,
@@ -215,6 +299,8 @@ for (const name of names) {
 }
 console.log(Object.keys(redquorum).length + " exports required, " + names.join(", ") + " among them");
 `,
+  "node-redlock.mjs": nodeRedlockProgram("esm"),
+  "node-redlock.cjs": nodeRedlockProgram("cjs"),
   "consumer.mts": consumer,
   "consumer.cts": consumer,
   "consumer.ts": consumer,
@@ -326,6 +412,10 @@ if (tarball) {
       "dist/index.cjs",
       "dist/index.d.ts",
       "dist/index.d.cts",
+      "dist/node-redlock.js",
+      "dist/node-redlock.cjs",
+      "dist/node-redlock.d.ts",
+      "dist/node-redlock.d.cts",
     ];
     const missing = needed.filter((path) => !files.includes(path));
     if (missing.length > 0) throw new Error(`missing ${missing.join(", ")}`);
@@ -339,7 +429,10 @@ if (tarball) {
     mkdirSync(extract);
     run("tar", ["-xzf", tarball, "-C", extract]);
     const problems = [];
-    for (const name of ["index.d.ts", "index.d.cts"]) {
+    const declarations = readdirSync(join(extract, "package/dist")).filter((name) =>
+      /\.d\.c?ts$/.test(name),
+    );
+    for (const name of declarations) {
       const text = readFileSync(join(extract, "package/dist", name), "utf8");
       for (const member of ["extendLock(", "releaseLock(", "limitValidity(", "onValidityChange"]) {
         if (text.includes(member)) problems.push(`${name} declares ${member.replace("(", "")}`);

@@ -19,7 +19,8 @@ export type ErrorCode =
   | "ERR_ID_OVERFLOW"
   | "ERR_NOT_INITIALIZED"
   | "ERR_ALREADY_INITIALIZED"
-  | "ERR_QUEUE_FULL";
+  | "ERR_QUEUE_FULL"
+  | "ERR_MEMBERSHIP";
 
 export class RedquorumError extends Error {
   readonly code: ErrorCode;
@@ -68,6 +69,28 @@ export class DurabilityError extends NodeConfigurationError {
   constructor(endpoint: string, setting: string, message: string) {
     super([endpoint], message, "ERR_NODE_DURABILITY");
     this.setting = setting;
+  }
+}
+
+/**
+ * The node list does not match the membership the nodes record (see
+ * docs/membership.md): a node of another cluster or not a member, a member
+ * the list lacks, or a change of members the client's list predates. Refused
+ * before any vote counts; `endpoints` names the nodes that differ.
+ */
+export class MembershipError extends NodeConfigurationError {
+  /**
+   * "list": the list as a whole does not fit (another cluster, another
+   * member set: reload the list), which stops every operation of the client;
+   * "node": one node is not a member (say, it lost its memory and cannot
+   * rejoin by itself), which takes that node out of service like any failed
+   * check after first contact.
+   */
+  readonly scope: "list" | "node";
+
+  constructor(endpoints: readonly string[], message: string, scope: "list" | "node" = "list") {
+    super(endpoints, message, "ERR_MEMBERSHIP");
+    this.scope = scope;
   }
 }
 

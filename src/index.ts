@@ -23,6 +23,7 @@ export {
   InvalidArgumentError,
   LockExpiredError,
   LockLostError,
+  MembershipError,
   NodeConfigurationError,
   NodeError,
   NodeTimeoutError,
@@ -47,6 +48,17 @@ export type { InitOptions, InitReport } from "./lock/init.js";
 export { Lock } from "./lock/lock.js";
 export type { AcquireOptions, RedlockOptions, RetryOptions, UsingOptions } from "./lock/options.js";
 export { Redlock } from "./lock/redlock.js";
+export {
+  changeMembers,
+  type Member,
+  type MemberChangeReport,
+  type MemberChangeRequest,
+  type MembershipOptions,
+  type MembershipRecord,
+  type MembershipStatus,
+  membershipStatus,
+  type NodeMembershipReport,
+} from "./membership/api.js";
 export type { NodeInput } from "./node/resolve.js";
 export type { NodeStatus } from "./node/status.js";
 export type { NodeTransport } from "./node/transport.js";

@@ -11,7 +11,7 @@
 import { assert } from "./assert.js";
 
 export const defaults = {
-  /** Clock drift allowance as a fraction of the TTL (seed 1: "a few ms" plus drift). */
+  /** Clock drift allowance as a fraction of the TTL (Redlock's "a few ms" plus drift). */
   driftFactor: 0.01,
   /** Fixed drift allowance added to `ttl * driftFactor`, in milliseconds. */
   driftMs: 2,
@@ -37,8 +37,8 @@ export const defaults = {
    * release. A waiter waits about one turn and one handover (or about 16
    * in-process handoffs) per instance ahead of it. 2, not more: with 64
    * processes contending here, the acquire p99 grew with the turn (about
-   * 63 × (turn + a handover of 5–7 ms)) and stayed within issue 13's
-   * bound (10 × the p99 of one contender alone × those ahead, ~550–700 ms)
+   * 63 × (turn + a handover of 5–7 ms)) and stayed within the
+   * benchmark's bound (10 × the p99 of one contender alone × those ahead, ~550–700 ms)
    * only up to about 5 ms; 2 ms kept most of the grants/s that turns add
    * (bench/results/contention.md).
    */
@@ -131,16 +131,16 @@ export const limits = {
   queueRegistrationMinMs: 1_000,
   /** Callers of one Redlock instance waiting for locks at once; more fail with QueueFullError. */
   waitersMax: 100_000,
-  /** 20 random bytes per acquisition, as in seed 1. */
+  /** 20 random bytes per acquisition, as the Redlock algorithm suggests. */
   lockValueBytes: 20,
   /**
    * A node that has had commands outstanding with no reply at all for this
    * long is stalled (SIGSTOP, a black-holed network): new calls to it fail
-   * at once instead of piling up in its connection's queue (FAULTS.md
-   * I15). Twice the longest node timeout: any call still waiting on it has
-   * long timed out, so no vote is lost that could still count. The
-   * default of Redlock's and NextId's `nodeStallMs`, which may be no less
-   * than twice their own node timeout.
+   * at once instead of piling up in its connection's queue (fault row
+   * I15, docs/faults.md). Twice the longest node timeout: any call still
+   * waiting on it has long timed out, so no vote is lost that could still
+   * count. The default of Redlock's and NextId's `nodeStallMs`, which may
+   * be no less than twice their own node timeout.
    */
   nodeStallMs: 2_000,
   /**

@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { Command } from "commander";
 import { LockExpiredError, ResourceLockedError } from "../errors.js";
-import { limits } from "../limits.js";
+import { defaults, limits } from "../limits.js";
 import type { Lock } from "../lock/lock.js";
 import { Redlock } from "../lock/redlock.js";
 import {
@@ -27,6 +27,7 @@ interface LockOptions extends NodesOptions, MaxTtlOptions {
   ttl: number;
   wait: number;
   killAfter: number;
+  nodeTimeout: number;
 }
 
 const forwardedSignals: readonly NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"];
@@ -166,6 +167,14 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
     .addOption(
       durationOption("--kill-after <duration>", "grace period between SIGTERM and SIGKILL", "5s"),
     )
+    .addOption(
+      durationOption(
+        "--node-timeout <duration>",
+        "bound on each node's answer in a round (longer on a busy or shared machine)",
+        formatDuration(defaults.nodeTimeoutMs),
+        { minMs: 1, maxMs: limits.nodeTimeoutMsMax },
+      ).env("REDQUORUM_NODE_TIMEOUT"),
+    )
     .action(async (resources: string[], options: LockOptions) => {
       const argv = childArgv();
       if (argv.length === 0) {
@@ -190,7 +199,11 @@ async function runLocked(
   argv: readonly string[],
   options: LockOptions,
 ): Promise<number> {
-  const redlock = new Redlock(nodesFrom(options), { onWarning, maxTtlMs: options.maxTtl });
+  const redlock = new Redlock(nodesFrom(options), {
+    onWarning,
+    maxTtlMs: options.maxTtl,
+    nodeTimeoutMs: options.nodeTimeout,
+  });
   const run = new ChildRun(argv, options.killAfter);
   const interrupted = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {

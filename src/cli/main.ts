@@ -16,6 +16,7 @@ import { fencingFloorCommand } from "./fencing-floor.js";
 import { idCommand } from "./id.js";
 import { initCommand } from "./init.js";
 import { lockCommand } from "./lock.js";
+import { membersCommand } from "./members.js";
 import { serveCommand } from "./serve.js";
 import { statusCommand } from "./status.js";
 
@@ -52,6 +53,7 @@ export function buildProgram(childArgv: () => readonly string[]): Command {
   program.addCommand(devCommand());
   program.addCommand(initCommand());
   program.addCommand(statusCommand());
+  program.addCommand(membersCommand());
   program.addCommand(fencingFloorCommand());
   program.addCommand(idCommand());
   program.addCommand(lockCommand(childArgv));

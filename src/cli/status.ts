@@ -2,6 +2,7 @@
 import { Command, Option } from "commander";
 import { NextId } from "../id/next-id.js";
 import { Redlock } from "../lock/redlock.js";
+import { membershipStatus } from "../membership/api.js";
 import type { NodeStatus } from "../node/status.js";
 import { restartUnchecked, type Verdict, verdictOf } from "../node/verdict.js";
 import {
@@ -15,6 +16,7 @@ import {
   printJson,
 } from "./common.js";
 import { exitCodes } from "./exit-codes.js";
+import { describeRecord } from "./members.js";
 
 interface StatusOptions extends NodesOptions {
   json?: boolean;
@@ -70,6 +72,17 @@ function describe(what: string, verdict: Verdict): string {
   return [head, ...verdict.reasons.map((reason) => `  ${reason}`)].join("\n");
 }
 
+/**
+ * No ID counter on the nodes: every node that answered lacks the counter's
+ * marker, in any form. A cluster used only for locks is not "NOT safe" for
+ * IDs: it never had any. (A counter lost from every node at once looks the
+ * same to the nodes.)
+ */
+function idsUninitialised(idNodes: readonly NodeStatus[]): boolean {
+  const answered = idNodes.filter((node) => node.reachable);
+  return answered.length > 0 && answered.every((node) => node.markerValue === undefined);
+}
+
 export function statusCommand(): Command {
   return new Command("status")
     .description(
@@ -92,8 +105,13 @@ export function statusCommand(): Command {
       const ids = new NextId(urls, { key: options.key });
       let nodes: NodeStatus[];
       let idNodes: NodeStatus[];
+      let membership: Awaited<ReturnType<typeof membershipStatus>>;
       try {
-        [nodes, idNodes] = await Promise.all([redlock.status(), ids.status()]);
+        [nodes, idNodes, membership] = await Promise.all([
+          redlock.status(),
+          ids.status(),
+          membershipStatus(urls),
+        ]);
       } finally {
         await Promise.all([redlock.close(), ids.close()]);
       }
@@ -101,7 +119,7 @@ export function statusCommand(): Command {
       // check takes it out of service until it is repaired.
       const verdict = verdictOf(nodes, idNodes, { restartsUncheckedOut: true });
       if (options.json) {
-        printJson({ nodes, idNodes, verdict });
+        printJson({ nodes, idNodes, verdict, membership });
       } else {
         printData(
           formatTable(
@@ -120,8 +138,15 @@ export function statusCommand(): Command {
             nodes.map((node, i) => row(node, idNodes[i])),
           ),
         );
-        printData(`\n${describe("locks", verdict.locks)}\n${describe("IDs", verdict.ids)}`);
+        const idsLine = idsUninitialised(idNodes)
+          ? `IDs: not initialised (no node holds the counter ${JSON.stringify(options.key)}; ` +
+            "`redquorum id init` creates it on a new cluster)"
+          : describe("IDs", verdict.ids);
+        printData(`\n${describe("locks", verdict.locks)}\n${idsLine}`);
+        printData(describeRecord(membership.record));
+        // Clients with this list are refused: say why, and what to do.
+        if (membership.problem) printData(`  NOT safe: ${membership.problem}`);
       }
-      if (!verdict.locks.safe) process.exitCode = exitCodes.unavailable;
+      if (!verdict.locks.safe || membership.problem) process.exitCode = exitCodes.unavailable;
     });
 }

@@ -18,6 +18,13 @@ export interface FenceTally {
   readonly highest: bigint[];
 }
 
+/** Whether a yes vote's reply accepted each of its `count` proposals. */
+export function acceptedAll(reply: unknown, count: number): boolean {
+  if (!Array.isArray(reply)) return false;
+  for (let i = 0; i < count; i++) if (reply[2 + 2 * i] !== fenceVote.accepted) return false;
+  return true;
+}
+
 /** The fencing votes of a round whose yes votes carry counters (an acquire with fences, a fence round). */
 export function tallyFences(round: RoundResult<unknown>, count: number): FenceTally {
   const accepted = new Array<number>(count).fill(0);

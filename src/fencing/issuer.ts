@@ -8,6 +8,7 @@
  */
 
 import { type Clock, raceAbort } from "../clock.js";
+import { NodeError, QuorumError } from "../errors.js";
 import { fenceLimits } from "../limits.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -15,7 +16,7 @@ import type { Observer } from "../observe.js";
 import { type CounterRepair, RepairScheduler, raiseFromOthers } from "../quorum/counter-repair.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { RoundResult } from "../quorum/round.js";
-import { FenceMemory, type FenceTally, tallyFences } from "./fence-votes.js";
+import { acceptedAll, FenceMemory, type FenceTally, tallyFences } from "./fence-votes.js";
 import {
   fencedScriptArgs,
   fenceMaxOf,
@@ -92,15 +93,18 @@ export class FenceIssuer {
     claim: FenceClaim,
     round: RoundResult<unknown>,
     signal: AbortSignal | undefined,
-  ): Promise<Map<string, bigint> | undefined> {
+  ): Promise<Map<string, bigint> | QuorumError> {
     const { group, nodeTimeoutMs, quarantineArg } = this.context;
     let tally = tallyFences(round, claim.counterKeys.length);
+    let last = round;
     let current = claim.proposals;
     for (let fenceRound = 0; ; fenceRound++) {
       const fences = new Map<string, bigint>();
       const stale = this.learn(claim, current, tally, fences);
       if (stale === 0) return fences;
-      if (fenceRound >= fenceLimits.roundsMax || signal?.aborted) return undefined;
+      if (fenceRound >= fenceLimits.roundsMax || signal?.aborted) {
+        return this.fenceError(last, tally, claim.counterKeys.length);
+      }
       // Every resource is proposed again (one script call per node), above
       // what the nodes reported; committed ones just get a higher token.
       current = this.proposals(claim.counterKeys);
@@ -110,7 +114,36 @@ export class FenceIssuer {
         { isYes: isCounted, stop: "decided", signal, timeoutMs: nodeTimeoutMs },
       );
       tally = tallyFences(next, claim.counterKeys.length);
+      last = next;
     }
+  }
+
+  /**
+   * Why no token committed, node by node: the last round's failures, and
+   * each node that answered without accepting every proposal (a refusal,
+   * or a counter ahead of it).
+   */
+  private fenceError(round: RoundResult<unknown>, tally: FenceTally, count: number): QuorumError {
+    const { group } = this.context;
+    const errors: NodeError[] = [];
+    round.outcomes.forEach((outcome, index) => {
+      const endpoint = group.nodes[index]!.endpoint;
+      if (outcome === undefined) {
+        errors.push(new NodeError(endpoint, new Error("no answer before the round ended")));
+      } else if (outcome.kind === "error") {
+        errors.push(outcome.error);
+      } else if (outcome.kind === "no") {
+        errors.push(
+          new NodeError(endpoint, new Error("did not vote (its lock key or quarantine)")),
+        );
+      } else if (!acceptedAll(outcome.value, count)) {
+        errors.push(
+          new NodeError(endpoint, new Error("a counter there was ahead of the proposal")),
+        );
+      }
+    });
+    const accepted = Math.min(...tally.accepted);
+    return new QuorumError("fence", group.quorum, group.nodes.length, accepted, errors);
   }
 
   /** Learns a round's counters; puts each committed token in `fences`; returns how many are stale. */

@@ -231,6 +231,7 @@ local reply, unknown = readFences(marker, node, counters, proposals)
 if unknown then return unknown end
 applyFences(node, counters, proposals, reply)
 return reply`,
+  { checksMembership: true },
 );
 
 /** Replies of fenceMaxReadScript. */

@@ -111,6 +111,7 @@ if less(current, ARGV[1]) then
   return {${accepted}, current}
 end
 return {${refused}, current}`,
+  { checksMembership: true },
 );
 
 /**
@@ -127,6 +128,7 @@ if not marker then return {${amnesia}} end
 local current = redis.call('get', KEYS[1])
 if not current then return {${missing}} end
 return {${accepted}, current, marker == 'suspect' and 1 or 0}`,
+  { checksMembership: true },
 );
 
 /**

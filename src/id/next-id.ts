@@ -38,7 +38,7 @@ import { type SeedContext, seedBatch } from "./seed-rounds.js";
 
 /**
  * Strictly increasing, never repeated IDs agreed by a majority of N
- * independent Redis masters (seed 2), made fast by the `range` strategy:
+ * independent Redis masters, made fast by the `range` strategy:
  * one conditional write per round, concurrent calls share a round (group
  * commit), rounds pipelined.
  */
@@ -159,18 +159,20 @@ export class NextId {
   }
 
   private take(n: number, signal: AbortSignal | undefined): Promise<bigint[]> {
-    if (this.options.strategy === "seed") return seedBatch(this.seed, n, signal);
+    if (this.options.strategy === "read-then-write") return seedBatch(this.seed, n, signal);
     return this.range.take(n, signal);
   }
 
   /**
-   * Initialises the counter on a new cluster: 0 and the marker on every node
-   * (seed 2's `SET current 0`). Needs every node, and is refused when any
+   * Initialises the counter on a new cluster: 0 and the marker on every node.
+   * Needs every node, and is refused when any
    * node's counter already handed out IDs.
    */
   async init(): Promise<void> {
     this.assertOpen();
     await this.group.ready();
+    // The cluster's membership (docs/membership.md), as Redlock.init records it.
+    await this.group.recordMembership(this.options.checkTimeoutMs);
     const reads = await this.counter.read({ isYes: () => true, stop: "all" });
     this.requireAll("init", reads);
     const holding = this.endpointsWhere(

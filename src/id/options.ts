@@ -29,10 +29,20 @@ export { idKeySuffixes } from "./keys.js";
 
 /**
  * `range`: one conditional write per round, concurrent calls share a round
- * (group commit), rounds pipelined. `seed`: seed 2 as written, a read round
- * then a write round per ID; kept for comparison.
+ * (group commit), rounds pipelined. `read-then-write`: per ID, a round that
+ * reads a majority, then a round that writes their maximum + 1 (two round
+ * trips per ID, no sharing between calls); kept for comparison.
  */
-export type IdStrategy = "range" | "seed";
+export type IdStrategy = "range" | "read-then-write" | SeedStrategy;
+
+/**
+ * @deprecated `"seed"` is the former name of `"read-then-write"`: still
+ * accepted, and it behaves identically. Use `"read-then-write"`.
+ */
+export type SeedStrategy = "seed";
+
+/** A strategy as NextId runs it (the deprecated alias resolved). */
+export type ResolvedIdStrategy = "range" | "read-then-write";
 
 /**
  * What a `range` round proposes. `dense`: just above the highest value
@@ -68,7 +78,10 @@ export interface IdRetryOptions {
 export interface NextIdOptions {
   /** The counter's Redis key (its marker is `<key>:marker`). Default "redquorum:id". */
   key?: string;
-  /** Default "range". */
+  /**
+   * How IDs are won. Default "range"; "read-then-write" for comparison.
+   * `"seed"` is a deprecated alias of "read-then-write".
+   */
   strategy?: IdStrategy;
   /** Default "dense"; "clock" for many independent instances (see IdProposals). `range` only. */
   proposals?: IdProposals;
@@ -127,7 +140,7 @@ export interface ResolvedIdRetry {
 
 export interface ResolvedNextIdOptions extends ResolvedSharedOptions {
   readonly key: string;
-  readonly strategy: IdStrategy;
+  readonly strategy: ResolvedIdStrategy;
   readonly proposals: IdProposals;
   readonly retry: ResolvedIdRetry;
   readonly pipelineDepth: number;
@@ -204,17 +217,19 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   return resolved;
 }
 
-function requireStrategy(strategy: unknown): IdStrategy {
-  if (strategy !== "range" && strategy !== "seed") {
+/** The strategy by its name; the deprecated "seed" is the same as "read-then-write". */
+function requireStrategy(strategy: unknown): ResolvedIdStrategy {
+  if (strategy === "seed") return "read-then-write";
+  if (strategy !== "range" && strategy !== "read-then-write") {
     throw new InvalidArgumentError(
       "options.strategy",
-      `expected "range" or "seed", got ${describe(strategy)}`,
+      `expected "range" or "read-then-write" ("seed" is its deprecated alias), got ${describe(strategy)}`,
     );
   }
   return strategy;
 }
 
-function requireProposals(proposals: unknown, strategy: IdStrategy): IdProposals {
+function requireProposals(proposals: unknown, strategy: ResolvedIdStrategy): IdProposals {
   if (proposals !== "dense" && proposals !== "clock") {
     throw new InvalidArgumentError(
       "options.proposals",
@@ -224,7 +239,7 @@ function requireProposals(proposals: unknown, strategy: IdStrategy): IdProposals
   if (proposals === "clock" && strategy !== "range") {
     throw new InvalidArgumentError(
       "options.proposals",
-      `"clock" applies to the "range" strategy; the "seed" strategy always proposes the highest value read + 1`,
+      `"clock" applies to the "range" strategy; the "read-then-write" strategy always proposes the highest value read + 1`,
     );
   }
   return proposals;

@@ -7,7 +7,12 @@
  */
 
 import type { RandomSource } from "../clock.js";
-import { LockExpiredError, NodeTimeoutError, ResourceLockedError } from "../errors.js";
+import {
+  LockExpiredError,
+  NodeTimeoutError,
+  type QuorumError,
+  ResourceLockedError,
+} from "../errors.js";
 import { limits } from "../limits.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
@@ -101,7 +106,8 @@ export async function runAttempt(
     );
     const validUntil = validUntilMs(startMs, request.ttl, options.driftFactor, options.driftMs);
     const majority = round.yesCount >= group.quorum;
-    const fences = await fencesOrUndo(context, request, value, proposals, round, majority);
+    const fenced = await fencesOrUndo(context, request, value, proposals, round, majority);
+    const fences = fenced instanceof Map ? fenced : undefined;
     const valid = validUntil > options.clock.now();
     if (majority && valid && fences && !group.refused && !context.isClosed()) {
       granted = true;
@@ -165,8 +171,8 @@ export async function runAttempt(
     if (round.aborted || request.signal?.aborted) throw request.signal?.reason;
     if (group.refused) throw group.refused;
     context.assertOpen();
-    const fenced = fences !== undefined;
-    return { failure: failureOf(context, request, round, attempt, majority, fenced), places };
+    const fenceError = fenced instanceof Map ? undefined : fenced;
+    return { failure: failureOf(context, request, round, attempt, majority, fenceError), places };
   } finally {
     from?.settle(handoffOutcome(round, granted, group.nodes.length));
   }
@@ -189,7 +195,7 @@ async function fencesOrUndo(
   proposals: readonly bigint[],
   round: RoundResult<unknown>,
   majority: boolean,
-): Promise<Map<string, bigint> | undefined> {
+): Promise<Map<string, bigint> | QuorumError> {
   if (!majority || request.counterKeys.length === 0 || round.aborted) return new Map();
   const { names, keys, counterKeys, signal } = request;
   try {
@@ -216,11 +222,11 @@ function failureOf(
   round: RoundResult<unknown>,
   attempt: number,
   majority: boolean,
-  fenced: boolean,
+  fenceError: QuorumError | undefined,
 ): Error {
   const { group } = context;
   const { names, ttl } = request;
-  if (!fenced) return group.quorumError("fence", undefined);
+  if (fenceError) return fenceError;
   if (majority) {
     return new LockExpiredError(
       "acquire",

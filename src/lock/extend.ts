@@ -28,6 +28,7 @@ export async function extendLock(
   const { options, group } = context;
   const ttl = requireTtl(ttlMs, options);
   signal?.throwIfAborted();
+  if (group.refused) throw group.refused;
   if (lock.remainingMs() <= 0) throw new LockExpiredError("extend", lock.resources);
   const startMs = options.clock.now();
   const validUntil = validUntilMs(startMs, ttl, options.driftFactor, options.driftMs);
@@ -104,5 +105,6 @@ function extendFailure(
         `the round (TTL ${ttl} ms): nodes answered too slowly for this TTL`,
     );
   }
-  return group.quorumError("extend", round);
+  // A list the cluster's members no longer fit: say so, not "too few nodes".
+  return group.refused ?? group.quorumError("extend", round);
 }

@@ -56,7 +56,7 @@ import {
 } from "./scripts.js";
 
 /**
- * Redlock (seed 1) over N independent Redis masters: a lock is granted when
+ * Redlock over N independent Redis masters: a lock is granted when
  * a majority set the key within the validity window, measured on the
  * monotonic clock from the start of the round.
  */
@@ -251,7 +251,15 @@ export class Redlock implements LockOwner {
       judge: this.context.judge,
       assertOpen: () => this.assertOpen(),
     };
-    return this.track(initNodes(context, options));
+    return this.track(
+      initNodes(context, options).then(async (reports) => {
+        // The cluster's membership (docs/membership.md): recorded once
+        // every node answers; on a cluster that has one, the list is
+        // checked against it (a MembershipError if it does not fit).
+        await this.group.recordMembership(this.options.checkTimeoutMs);
+        return reports;
+      }),
+    );
   }
 
   /**

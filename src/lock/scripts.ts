@@ -296,7 +296,9 @@ applyFences(node, counters, proposals, reply)
 reply[1] = granted
 return reply`;
 
-export const acquireScript = LuaScript.batchable("acquire", fenceVoteLua, acquireBodyLua);
+export const acquireScript = LuaScript.batchable("acquire", fenceVoteLua, acquireBodyLua, {
+  checksMembership: true,
+});
 
 /**
  * A caller's registration in the nodes' queue (heir-queue.ts), or with
@@ -385,6 +387,7 @@ for i = 1, #KEYS do
   redis.call('pexpire', KEYS[i], ARGV[2])
 end
 return ${extendReply.extended}`,
+  { checksMembership: true },
 );
 
 export function extendArgs(value: string, ttl: number, quarantineArg: string): string[] {

@@ -1,13 +1,15 @@
 /**
  * What a node must pass before its votes count, at first contact and at
  * every recheck: one INFO read, the guard rails (a master, not a server
- * already counted: run_id; a warning when it may evict keys), the owner's
+ * already counted: run_id; a warning when it may evict keys), its
+ * membership record (one MGET: a member of the cluster the list names), the owner's
  * scripts loaded on a new connection, the owner's further check (NextId's
  * durability) and its certify script. When a node is checked, and what a
  * failed check does to the group, is NodeGroup's (src/quorum/node-group.ts).
  */
 import { raceAbort } from "../clock.js";
 import { NodeConfigurationError, NodeTimeoutError } from "../errors.js";
+import { type MembershipMode, MembershipView } from "../membership/view.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "./inspect.js";
 import type { LuaScript } from "./lua-script.js";
 import type { RedisNode } from "./redis-node.js";
@@ -48,6 +50,8 @@ export interface AdmissionOptions {
   };
   /** Scripts to load on first contact, so the first calls need no NOSCRIPT recovery. */
   scripts?: readonly LuaScript[];
+  /** Whether the node list is checked against the nodes' membership record (membership/view.ts). */
+  membership?: MembershipMode;
 }
 
 /** The admission checks of the nodes of one group (run_ids are compared across them). */
@@ -58,10 +62,13 @@ export class Admission {
   private readonly infos: Array<NodeInfo | undefined>;
   /** run_id → index of the node that has it. */
   private readonly runIds = new Map<string, number>();
+  /** The membership the nodes record, as this group's checks read it. */
+  readonly membership: MembershipView;
 
   constructor(nodes: readonly RedisNode[], options: AdmissionOptions) {
     this.nodes = nodes;
     this.options = options;
+    this.membership = new MembershipView(nodes, options.membership);
     this.infos = new Array(nodes.length).fill(undefined);
   }
 
@@ -81,6 +88,7 @@ export class Admission {
     const { extraCheck, certify, scripts = [], checkTimeoutMs } = this.options;
     const info = await inspectNode(node, checkTimeoutMs);
     this.guardRails(index, info);
+    await this.membership.check(index, checkTimeoutMs);
     if (node.epoch !== checkedEpoch) {
       await Promise.all(scripts.map((script) => node.loadScript(script, checkTimeoutMs)));
     }

@@ -1,10 +1,16 @@
 import { createHash } from "node:crypto";
+import { membershipCheckLua } from "../membership/check.js";
 
 /**
  * ARGV[1] of a batch (see `LuaScript.batchable`). No call of a batchable
  * script starts with it: their first argument is a lock's random value.
  */
 export const batchMarker = "redquorum:batch";
+
+export interface LuaScriptOptions {
+  readonly batches?: boolean;
+  readonly checksMembership?: boolean;
+}
 
 /** A Lua script with its SHA1 computed once, sent with EVALSHA and loaded with EVAL on NOSCRIPT. */
 export class LuaScript {
@@ -13,12 +19,20 @@ export class LuaScript {
   readonly sha1: string;
   /** Whether one call may carry several (see `LuaScript.batchable`). */
   readonly batches: boolean;
+  /**
+   * Whether the script votes: it then refuses a call whose membership
+   * stamp (its last argument, added by RedisNode) differs from the node's
+   * (membership/check.ts).
+   */
+  readonly checksMembership: boolean;
 
-  constructor(name: string, source: string, batches = false) {
+  constructor(name: string, source: string, options: LuaScriptOptions = {}) {
+    const { batches = false, checksMembership = false } = options;
     this.name = name;
-    this.source = source;
-    this.sha1 = createHash("sha1").update(source).digest("hex");
+    this.source = checksMembership ? `${membershipCheckLua}${source}` : source;
+    this.sha1 = createHash("sha1").update(this.source).digest("hex");
     this.batches = batches;
+    this.checksMembership = checksMembership;
   }
 
   /**
@@ -34,7 +48,12 @@ export class LuaScript {
    * call. Many callers' calls to one node in one tick then cost Redis and
    * the client one command instead of one each (redis-node.ts).
    */
-  static batchable(name: string, prelude: string, body: string): LuaScript {
+  static batchable(
+    name: string,
+    prelude: string,
+    body: string,
+    options: { checksMembership?: boolean } = {},
+  ): LuaScript {
     const source = `${prelude}
 local function run(KEYS, ARGV)
 ${body}
@@ -56,7 +75,7 @@ for e = 1, tonumber(ARGV[2]) do
   replies[e] = reply
 end
 return replies`;
-    return new LuaScript(name, source, true);
+    return new LuaScript(name, source, { ...options, batches: true });
   }
 }
 

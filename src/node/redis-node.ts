@@ -41,6 +41,13 @@ export class RedisNode {
   private silentSinceMs = 0;
   /** How long the node may answer nothing before new calls fail at once (the owner's `nodeStallMs`). */
   private readonly stallMs: number;
+  /**
+   * The membership stamp this node's votes carry ("<cluster id>:<epoch>",
+   * "" where the client found no record): set by the group's checks
+   * (membership/view.ts), sent as the last argument of every script that
+   * checks membership (membership/check.ts).
+   */
+  membershipStamp = "";
 
   constructor(transport: NodeTransport, stallMs: number = limits.nodeStallMs) {
     this.transport = transport;
@@ -153,7 +160,9 @@ export class RedisNode {
     args: readonly string[],
     calls = 1,
   ): Promise<unknown> {
-    const tail = [String(keys.length), ...keys, ...args];
+    const tail = script.checksMembership
+      ? [String(keys.length), ...keys, ...args, this.membershipStamp]
+      : [String(keys.length), ...keys, ...args];
     const sequence = ++this.scriptsSent;
     return this.send(["EVALSHA", script.sha1, ...tail], connectWaitMs, calls).catch(
       (error: unknown) => {

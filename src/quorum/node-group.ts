@@ -5,7 +5,10 @@
  * with what a failed check does (refuse the group, or take the node out of
  * service). What a check checks is src/node/admission.ts.
  */
-import { NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { MembershipError, NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { type RecordedMembership, recordMembership } from "../membership/change.js";
+import { membershipRefusalOf } from "../membership/check.js";
+import type { MembershipView } from "../membership/view.js";
 import { Admission, type AdmissionOptions } from "../node/admission.js";
 import type { NodeInfo } from "../node/inspect.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -139,19 +142,7 @@ export class NodeGroup {
       (node, index) => {
         const skipped = skip?.(index);
         if (skipped) return skipped;
-        if (this.isCurrent(index, now)) return call(node, index);
-        // Same connection, checks only old: the node keeps voting while it
-        // is checked again (a configuration it has now can only have been
-        // set at runtime, and the check takes it out once it has read it),
-        // but not once its last passed check is older than one interval and
-        // one check timeout: rechecks that keep failing (a timeout, an ACL
-        // change) must not leave it voting for good, since what the checks
-        // write lapses (lock/horizon.ts: the client's maxTtlMs record).
-        if (this.isCheckedOnEpoch(index) && !this.isOverdue(index, now)) {
-          this.check(index).catch(() => {});
-          return call(node, index);
-        }
-        return this.check(index).then(() => call(node, index));
+        return this.vote(node, index, now, call);
       },
       options,
     );
@@ -161,6 +152,86 @@ export class NodeGroup {
       done.then(() => this.inFlight.delete(done));
     }
     return result;
+  }
+
+  /** The membership the nodes record, as this group's checks read it. */
+  get membership(): MembershipView {
+    return this.admission.membership;
+  }
+
+  /**
+   * Records the cluster's membership if the nodes hold none yet (every node
+   * must answer), or checks the list against the one they hold; then every
+   * node is checked again before its next vote, so the votes carry the
+   * record's stamp from the first (none is refused for want of it: a node
+   * whose record the checks have not read yet refuses once, and is checked
+   * again).
+   */
+  async recordMembership(timeoutMs: number): Promise<RecordedMembership> {
+    // Nodes that lost their records (a flush, a restart without data) while
+    // this client knows the cluster's record are brought back to it by
+    // their next check (at their recorded address): a new cluster id
+    // written over them now would refuse this client for good.
+    const known = this.membership.record;
+    if (known) return { record: known };
+    const recorded = await recordMembership(this.nodes, timeoutMs);
+    // Written just now on every node: no need to read it back before voting.
+    if (recorded.record && recorded.ids) this.membership.learn(recorded.record, recorded.ids);
+    return recorded;
+  }
+
+  /**
+   * `call` on node \`index\` once it may vote. A vote the node refused for
+   * its membership (the cluster's members changed since the last check, or
+   * it gained its first record) sends every node to be checked again before
+   * its next vote: the checks read the new record, and either the list fits
+   * it (votes carry its stamp from then on) or the client is refused.
+   */
+  private vote<T>(
+    node: RedisNode,
+    index: number,
+    now: number,
+    call: (node: RedisNode, index: number) => Promise<T>,
+  ): Promise<T> {
+    return this.voteChecked(node, index, now, call).catch(async (error: unknown) => {
+      const stamp = membershipRefusalOf(error);
+      if (stamp === undefined) throw error;
+      this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
+      // Checked again now: if the list fits the node's record, the vote is
+      // asked again with its stamp (a cluster recorded while this client
+      // held a lock must not cost it the lock's next extension).
+      const sent = node.membershipStamp;
+      await this.check(index);
+      if (node.membershipStamp !== sent) return call(node, index);
+      throw new NodeError(
+        node.endpoint,
+        new Error(
+          `refused the vote: the node's membership is ${stamp || "none"}, ` +
+            `this client's ${sent || "none"}`,
+        ),
+      );
+    });
+  }
+
+  private voteChecked<T>(
+    node: RedisNode,
+    index: number,
+    now: number,
+    call: (node: RedisNode, index: number) => Promise<T>,
+  ): Promise<T> {
+    if (this.isCurrent(index, now)) return call(node, index);
+    // Same connection, checks only old: the node keeps voting while it
+    // is checked again (a configuration it has now can only have been
+    // set at runtime, and the check takes it out once it has read it),
+    // but not once its last passed check is older than one interval and
+    // one check timeout: rechecks that keep failing (a timeout, an ACL
+    // change) must not leave it voting for good, since what the checks
+    // write lapses (lock/horizon.ts: the client's maxTtlMs record).
+    if (this.isCheckedOnEpoch(index) && !this.isOverdue(index, now)) {
+      this.check(index).catch(() => {});
+      return call(node, index);
+    }
+    return this.check(index).then(() => call(node, index));
   }
 
   /**
@@ -299,7 +370,12 @@ export class NodeGroup {
               reason,
             );
             if (error instanceof NodeConfigurationError) {
-              if (first) this.refuse(error);
+              // A list that does not fit the cluster's members stops the
+              // client whenever it is found: after a change of members, an
+              // old list must be reloaded, not voted with.
+              if (first || (error instanceof MembershipError && error.scope === "list")) {
+                this.refuse(error);
+              }
               const node = this.nodes[index]!;
               this.excluded[index] = new NodeError(node.endpoint, error);
               this.checkedAtMs[index] = startedMs;

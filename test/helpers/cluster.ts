@@ -55,6 +55,9 @@ export function outlivesLocks(key: string): boolean {
     key === "redquorum:run" ||
     key === "redquorum:horizon" ||
     key === "redquorum:alive" ||
+    key === "redquorum:node" ||
+    key === "redquorum:cluster" ||
+    key === "redquorum:members" ||
     key === "redquorum:id" ||
     key.startsWith("redquorum:id:")
   );

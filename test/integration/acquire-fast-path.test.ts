@@ -28,6 +28,9 @@ import { describeSeed, testSeed } from "../helpers/seed.js";
  * redis-server, in two databases holding the same state.
  */
 
+/** The acquire's last argument: the membership stamp, "" on nodes without a record (membership/check.ts). */
+const membershipStamp = "";
+
 const generalOnly = acquireScript.source.replace(
   `if ${acquireFastPathCondition} then`,
   "if false then",
@@ -44,6 +47,7 @@ const fastOnly = LuaScript.batchable(
   fenceVoteLua,
   `${acquireBodyLua.slice(0, generalStart)}
 return redis.error_reply('took the general path')`,
+  { checksMembership: true },
 ).source;
 
 const key = "r";
@@ -244,13 +248,13 @@ async function run(client: Redis, sha: string, args: string[], fresh: boolean): 
       const results = await client
         .multi()
         .eval(cacheNow, 1, aliveKey)
-        .evalsha(sha, 1, key, ...args)
+        .evalsha(sha, 1, key, ...args, membershipStamp)
         .exec();
       const [error, value] = results![1]!;
       if (error) throw error;
       reply = value;
     } else {
-      reply = await client.evalsha(sha, 1, key, ...args);
+      reply = await client.evalsha(sha, 1, key, ...args, membershipStamp);
     }
     return JSON.stringify(reply)
       .replace(/\d+\.\d+/g, "T")

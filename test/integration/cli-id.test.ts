@@ -45,8 +45,15 @@ describe("redquorum id", () => {
       idNodes.map((node: { marker: boolean }) => node.marker),
       [true, true, true],
     );
+    const text = await cli(["status"], env);
+    assert.match(text.stdout, /^IDs: safe \(3 of 3 nodes usable, 2 needed\)$/m);
     const other = await cli(["status", "--json", "--key", "redquorum:id:cli-never"], env);
     assert.equal(JSON.parse(other.stdout).verdict.ids.safe, false, "a counter never initialised");
+    const otherText = await cli(["status", "--key", "redquorum:id:cli-never"], env);
+    assert.match(
+      otherText.stdout,
+      /^IDs: not initialised \(no node holds the counter "redquorum:id:cli-never";/m,
+    );
     const run = await cli(["id", "next", "--count", "3"], env);
     assert.equal(run.code, 0, run.stderr);
     const ids = run.stdout.trimEnd().split("\n").map(BigInt);

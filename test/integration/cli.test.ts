@@ -82,6 +82,12 @@ describe("redquorum command line", () => {
     assert.equal(before.code, 3, before.stderr);
     assert.match(before.stdout, /locks: NOT safe/);
     assert.match(before.stdout, /no marker: run `redquorum init`/);
+    // No ID counter: one line saying so, not "NOT safe" and a reason per node.
+    assert.match(
+      before.stdout,
+      /^IDs: not initialised \(no node holds the counter "redquorum:id"; `redquorum id init` creates it on a new cluster\)$/m,
+    );
+    assert.doesNotMatch(before.stdout, /IDs: NOT safe|no ID counter marker/);
 
     const init = await cli(["init", "--json"], env);
     assert.equal(init.code, 0, init.stderr);

@@ -229,12 +229,12 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
-  it("the seed strategy (read a majority, max + 1, write) passes the same checker", async () => {
-    const init = new NextId(cluster().urls, { key: "seeded", strategy: "seed" });
+  it("the read-then-write strategy (read a majority, max + 1, write) passes the same checker", async () => {
+    const init = new NextId(cluster().urls, { key: "seeded", strategy: "read-then-write" });
     await init.init();
     const generators = Array.from(
       { length: 4 },
-      () => new NextId(cluster().urls, { key: "seeded", strategy: "seed" }),
+      () => new NextId(cluster().urls, { key: "seeded", strategy: "read-then-write" }),
     );
     const calls: IdCall[] = [];
     try {
@@ -251,6 +251,38 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       await Promise.all([init, ...generators].map((g) => g.close()));
     }
     assert.deepEqual(findIdViolations(calls), []);
+  });
+
+  it('strategy "seed", the deprecated alias, runs read-then-write: one ID per read and write, no range rounds', async () => {
+    // The range strategy reports each of its rounds as an "id-round" event;
+    // read-then-write wins each ID in a read round and a write round of its
+    // own, and reports none. The alias must be the latter, not the default.
+    const init = new NextId(cluster().urls, { key: "alias" });
+    await init.init();
+    await init.close();
+    const roundsOf = async (strategy: "range" | "read-then-write" | "seed") => {
+      let rounds = 0;
+      const ids = new NextId(cluster().urls, {
+        key: "alias",
+        strategy,
+        onEvent: (event) => {
+          if (event.type === "id-round") rounds++;
+        },
+      });
+      try {
+        const got: bigint[] = [];
+        for (let n = 0; n < 10; n++) got.push(await ids.next());
+        for (let i = 1; i < got.length; i++) assert.ok(got[i]! > got[i - 1]!, `${got}`);
+        return { resolved: ids.options.strategy, rounds };
+      } finally {
+        await ids.close();
+      }
+    };
+    assert.deepEqual(await roundsOf("seed"), { resolved: "read-then-write", rounds: 0 });
+    assert.deepEqual(await roundsOf("read-then-write"), { resolved: "read-then-write", rounds: 0 });
+    const range = await roundsOf("range");
+    assert.equal(range.resolved, "range");
+    assert.ok(range.rounds >= 10, `range reported ${range.rounds} rounds for 10 calls`);
   });
 
   it("is exact near 2^53 and stops with IdOverflowError at 2^63 - 1", async () => {
@@ -536,6 +568,14 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     assert.throws(
       () => new NextId(cluster().urls, { strategy: "seed", proposals: "clock" }),
       /options\.proposals: "clock" applies to the "range" strategy/,
+    );
+    assert.throws(
+      () => new NextId(cluster().urls, { strategy: "read-then-write", proposals: "clock" }),
+      /options\.proposals: "clock" applies to the "range" strategy/,
+    );
+    assert.throws(
+      () => new NextId(cluster().urls, { strategy: "fast" as never }),
+      /options\.strategy: expected "range" or "read-then-write" \("seed" is its deprecated alias\), got "fast"/,
     );
     const { epochMicros: _, ...withoutWallClock } = systemClock;
     assert.throws(

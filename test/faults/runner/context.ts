@@ -447,6 +447,7 @@ export class RowContext {
       acquireWaitMs: spec.acquireWaitMs,
       buggyGroupCommit: spec.buggyGroupCommit,
       sampleMs: spec.sampleMs,
+      membershipOff: spec.membershipOff,
     };
     const child = spawn(
       process.execPath,

@@ -6,6 +6,7 @@
  * "acquire now", "use now" at exact points of their schedule).
  */
 
+import { membershipTesting } from "../../../src/membership/testing.js";
 import { prng } from "../../helpers/seed.js";
 import { HistoryWriter, monotonicMs, type OpName } from "../history.js";
 
@@ -44,6 +45,8 @@ export interface WorkloadOptions {
   readonly callers?: number;
   /** Sampling interval for memory/handles, ms. */
   readonly sampleMs?: number;
+  /** Test-only (membership rows' negative control): the client checks no node list. */
+  readonly membershipOff?: boolean;
 }
 
 export function readOptions(): WorkloadOptions {
@@ -52,7 +55,9 @@ export function readOptions(): WorkloadOptions {
     throw new Error(
       "usage: node --import tsx <workload>.ts '<options JSON>' (or $FAULTS_WORKLOAD)",
     );
-  return JSON.parse(raw) as WorkloadOptions;
+  const options = JSON.parse(raw) as WorkloadOptions;
+  if (options.membershipOff) membershipTesting.mode = "off";
+  return options;
 }
 
 /** The monotonic clock every process shares, as the library's Clock (so validUntilMs is comparable). */
@@ -90,6 +95,7 @@ const definiteCodes = new Set([
   "ERR_CONTENTION",
   "STALE_FENCE",
   "ERR_ID_OVERFLOW",
+  "ERR_MEMBERSHIP",
 ]);
 
 export class Recorder {

@@ -1,0 +1,137 @@
+/**
+ * `redquorum members`: the cluster's recorded membership (show), and a
+ * change of one member (add, remove, replace) while clients keep running.
+ */
+import { Command } from "commander";
+import {
+  changeMembers,
+  type MemberChangeReport,
+  type MemberChangeRequest,
+  membershipStatus,
+} from "../membership/api.js";
+import { describeMembers, type MembershipRecord } from "../membership/record.js";
+import {
+  diagnose,
+  formatTable,
+  jsonOption,
+  type NodesOptions,
+  nodesFrom,
+  nodesOption,
+  printData,
+  printJson,
+} from "./common.js";
+import { exitCodes } from "./exit-codes.js";
+
+interface MembersOptions extends NodesOptions {
+  json?: boolean;
+}
+
+/** One line for a record: what status and show print. */
+export function describeRecord(record: MembershipRecord | undefined): string {
+  if (!record) return "membership: not recorded (run `redquorum init` once every node answers)";
+  return `membership: cluster ${record.clusterId}, epoch ${record.epoch}, ${record.members.length} members: ${describeMembers(record)}`;
+}
+
+function printChange(report: MemberChangeReport, json: boolean | undefined): void {
+  if (json) {
+    printJson(report);
+    return;
+  }
+  printData(
+    formatTable(
+      ["NODE", "RESULT"],
+      report.nodes.map((node) => [node.endpoint, node.result]),
+    ),
+  );
+  printData(`\nfrom ${describeRecord(report.from)}\nto   ${describeRecord(report.to)}`);
+  printData(
+    "\nGive every client the new list now (clients on the old one are refused until they reload it).",
+  );
+}
+
+function changeCommand(
+  name: string,
+  args: string,
+  description: string,
+  request: (...values: string[]) => MemberChangeRequest,
+): Command {
+  return new Command(name)
+    .description(description)
+    .arguments(args)
+    .addOption(nodesOption())
+    .addOption(jsonOption())
+    .action(async (...input: unknown[]) => {
+      const values = input.filter((value): value is string => typeof value === "string");
+      const options = input.find(
+        (value): value is MembersOptions =>
+          typeof value === "object" && value !== null && !(value instanceof Command),
+      ) as MembersOptions;
+      const report = await changeMembers(nodesFrom(options), request(...values));
+      printChange(report, options.json);
+    });
+}
+
+export function membersCommand(): Command {
+  const members = new Command("members").description(
+    "the cluster's recorded members, and changing one while clients keep running (--nodes: the current member list)",
+  );
+  members.addCommand(
+    new Command("show")
+      .description(
+        "each node's member id and the record the nodes hold (exit 3 when they disagree)",
+      )
+      .addOption(nodesOption())
+      .addOption(jsonOption())
+      .action(async (options: MembersOptions) => {
+        const status = await membershipStatus(nodesFrom(options));
+        if (options.json) printJson(status);
+        else {
+          printData(
+            formatTable(
+              ["NODE", "MEMBER ID", "EPOCH", "RECORD"],
+              status.nodes.map((node) => [
+                node.endpoint,
+                node.id ?? "-",
+                node.record ? String(node.record.epoch) : "-",
+                node.error ?? (node.record ? node.record.clusterId : "none"),
+              ]),
+            ),
+          );
+          printData(`\n${describeRecord(status.record)}`);
+        }
+        if (status.problem) {
+          diagnose(`members: ${status.problem}`);
+          process.exitCode = exitCodes.unavailable;
+        }
+      }),
+  );
+  members.addCommand(
+    changeCommand(
+      "add",
+      "<url>",
+      "add a node that holds no record as a member (it joins in quarantine)",
+      (url) => ({
+        add: url!,
+      }),
+    ),
+  );
+  members.addCommand(
+    changeCommand(
+      "remove",
+      "<url>",
+      "remove a member (give it as it appears in --nodes)",
+      (url) => ({
+        remove: url!,
+      }),
+    ),
+  );
+  members.addCommand(
+    changeCommand(
+      "replace",
+      "<old-url> <new-url>",
+      "replace a member (it may be down) by a node that holds no record, in one step",
+      (old, added) => ({ remove: old!, add: added! }),
+    ),
+  );
+  return members;
+}

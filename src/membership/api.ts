@@ -1,0 +1,125 @@
+/**
+ * The public calls on a cluster's membership: what the nodes record
+ * (`membershipStatus`), and a change of one member (`changeMembers`).
+ * Each opens its own connections to the nodes given and closes them.
+ */
+import { InvalidArgumentError } from "../errors.js";
+import { defaults } from "../limits.js";
+import { createNodes, type NodeInput } from "../node/resolve.js";
+import {
+  applyMemberChange,
+  type MemberChangeReport,
+  type NodeMembershipReport,
+  readMembership,
+  requireList,
+  viewOf,
+} from "./change.js";
+import type { MembershipRecord } from "./record.js";
+
+export type { MemberChangeReport, NodeMembershipReport } from "./change.js";
+export type { Member, MembershipRecord } from "./record.js";
+
+export interface MembershipOptions {
+  /** Bound on each node's answer, in milliseconds. Default `defaults.checkTimeoutMs`. */
+  readonly timeoutMs?: number;
+}
+
+export interface MembershipStatus {
+  /** The record with the highest epoch the nodes hold; undefined when none holds one. */
+  readonly record: MembershipRecord | undefined;
+  /** Per node: its member id and record, or why it could not be read. */
+  readonly nodes: readonly NodeMembershipReport[];
+  /**
+   * Why the nodes given are not one cluster's members (two clusters, a node
+   * that is not a member, a member missing), if they are not: clients with
+   * this list are refused.
+   */
+  readonly problem?: string;
+}
+
+function timeoutOf(options: MembershipOptions): number {
+  const { timeoutMs = defaults.checkTimeoutMs } = options;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new InvalidArgumentError(
+      "timeoutMs",
+      `expected a whole number of milliseconds ≥ 1, got ${String(timeoutMs)}`,
+    );
+  }
+  return timeoutMs;
+}
+
+/** What each node records of the cluster's membership. */
+export async function membershipStatus(
+  nodes: readonly NodeInput[],
+  options: MembershipOptions = {},
+): Promise<MembershipStatus> {
+  const timeoutMs = timeoutOf(options);
+  const group = createNodes(nodes);
+  try {
+    const reports = await readMembership(group, timeoutMs);
+    try {
+      const record = viewOf(reports);
+      if (record) requireList(reports, record);
+      return { record, nodes: reports };
+    } catch (error) {
+      let record: MembershipRecord | undefined;
+      try {
+        record = viewOf(reports);
+      } catch {
+        record = undefined;
+      }
+      return { record, nodes: reports, problem: (error as Error).message };
+    }
+  } finally {
+    await Promise.allSettled(group.map((node) => node.close()));
+  }
+}
+
+export interface MemberChangeRequest {
+  /** A node to add: it must answer and hold no membership record. */
+  readonly add?: NodeInput;
+  /** A member to remove: its position in `nodes`, or its URL or host:port as given there. */
+  readonly remove?: number | string;
+}
+
+/**
+ * Adds a member, removes one, or replaces one (both at once), while clients
+ * keep running: the cluster moves to the next epoch, clients still on the
+ * old list are refused with a `MembershipError` telling them to reload it,
+ * and a node added starts in the restart quarantine with its counters
+ * repaired from the others before it votes on them (docs/membership.md).
+ * `nodes` is the current member list. Run again after a failure: what
+ * landed is not repeated.
+ */
+export async function changeMembers(
+  nodes: readonly NodeInput[],
+  change: MemberChangeRequest,
+  options: MembershipOptions = {},
+): Promise<MemberChangeReport> {
+  const timeoutMs = timeoutOf(options);
+  const all = createNodes(change.add === undefined ? nodes : [...nodes, change.add]);
+  const current = all.slice(0, nodes.length);
+  const add = change.add === undefined ? undefined : all[nodes.length];
+  let removeIndex: number | undefined;
+  if (typeof change.remove === "number") removeIndex = change.remove;
+  else if (typeof change.remove === "string") {
+    const given = change.remove;
+    removeIndex = nodes.findIndex(
+      (node, i) =>
+        node === given ||
+        current[i]!.endpoint === given.replace(/^rediss?:\/\/([^@]*@)?/, "").replace(/\/.*$/, ""),
+    );
+    if (removeIndex < 0) {
+      throw new InvalidArgumentError("remove", `${given} is not one of the nodes given`);
+    }
+  }
+  try {
+    return await applyMemberChange(
+      current,
+      { ...(add ? { add } : {}), ...(removeIndex === undefined ? {} : { removeIndex }) },
+      timeoutMs,
+    );
+  } finally {
+    await Promise.allSettled(all.map((node) => node.close()));
+  }
+}

@@ -1,0 +1,352 @@
+/**
+ * Writing the membership (docs/membership.md): the first record of a
+ * cluster (init), and a change of one member — add, remove, or replace —
+ * while clients keep running. Every write is a compare-and-set from the
+ * stamp read, so a second run of a step that is done is a no-op and two
+ * changes at once cannot both land.
+ */
+import { InvalidArgumentError, MembershipError } from "../errors.js";
+import type { RedisNode } from "../node/redis-node.js";
+import { quorumOf } from "../quorum/round.js";
+import {
+  describeMembers,
+  formatRecord,
+  type Member,
+  type MembershipRecord,
+  memberById,
+  newId,
+  parseRecord,
+  stampOf,
+} from "./record.js";
+import { readKeys, writeRecordScript, writeReply } from "./scripts.js";
+
+/** What one node holds: its member id and record, or why it could not be read. */
+export interface NodeMembershipReport {
+  readonly endpoint: string;
+  readonly id?: string;
+  readonly record?: MembershipRecord;
+  readonly error?: string;
+}
+
+async function readNode(node: RedisNode, timeoutMs: number): Promise<NodeMembershipReport> {
+  try {
+    const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
+    const [id, text] = Array.isArray(reply) ? reply : [];
+    const record = parseRecord(typeof text === "string" ? text : undefined);
+    return {
+      endpoint: node.endpoint,
+      ...(typeof id === "string" && id !== "" ? { id } : {}),
+      ...(record ? { record } : {}),
+    };
+  } catch (error) {
+    return {
+      endpoint: node.endpoint,
+      error: error instanceof Error ? error.message : String(error),
+    };
+  }
+}
+
+/** Every node's id and record, read at once. */
+export function readMembership(
+  nodes: readonly RedisNode[],
+  timeoutMs: number,
+): Promise<NodeMembershipReport[]> {
+  return Promise.all(nodes.map((node) => readNode(node, timeoutMs)));
+}
+
+/** The record with the highest epoch among `reports`; throws when they name two clusters. */
+export function viewOf(reports: readonly NodeMembershipReport[]): MembershipRecord | undefined {
+  let view: MembershipRecord | undefined;
+  for (const { record, endpoint } of reports) {
+    if (!record) continue;
+    if (view && record.clusterId !== view.clusterId) {
+      const ofView = reports
+        .filter((r) => r.record?.clusterId === view!.clusterId)
+        .map((r) => r.endpoint);
+      throw new MembershipError(
+        [endpoint, ...ofView],
+        `the nodes belong to two clusters: ${endpoint} to ${record.clusterId}, ` +
+          `${ofView.join(", ")} to ${view.clusterId}`,
+      );
+    }
+    if (!view || record.epoch > view.epoch) view = record;
+  }
+  return view;
+}
+
+async function write(
+  node: RedisNode,
+  expected: string,
+  record: MembershipRecord,
+  id: string,
+  join: boolean,
+  timeoutMs: number,
+): Promise<number> {
+  const reply = await node.command(
+    [
+      "EVAL",
+      writeRecordScript.source,
+      "0",
+      expected,
+      stampOf(record),
+      formatRecord(record),
+      id,
+      join ? "join" : "",
+    ],
+    { timeoutMs },
+  );
+  const [status] = Array.isArray(reply) ? reply : [];
+  return typeof status === "number" ? status : writeReply.conflict;
+}
+
+/**
+ * The first record of a cluster, written on every node of the list: only
+ * when every node answers and none holds a record (two inits with different
+ * lists then cannot both succeed: a node they share takes one record only).
+ * A cluster with a record already is checked against the list instead.
+ * Answers the record, or undefined (with `reason`) when it wrote none.
+ */
+export interface RecordedMembership {
+  /** The record the nodes hold now; undefined when none could be written (`reason`). */
+  readonly record: MembershipRecord | undefined;
+  /** Per node of the list: the member id it holds now, where known. */
+  readonly ids?: ReadonlyArray<string | undefined>;
+  readonly reason?: string;
+}
+
+export async function recordMembership(
+  nodes: readonly RedisNode[],
+  timeoutMs: number,
+): Promise<RecordedMembership> {
+  const reports = await readMembership(nodes, timeoutMs);
+  const view = viewOf(reports);
+  if (view) {
+    requireList(reports, view);
+    return { record: view };
+  }
+  const missing = reports.filter((report) => report.error);
+  if (missing.length > 0) {
+    return {
+      record: undefined,
+      reason:
+        `membership not recorded: every node must answer to record the first one ` +
+        `(${missing.map((r) => `${r.endpoint}: ${r.error}`).join("; ")})`,
+    };
+  }
+  const record: MembershipRecord = {
+    clusterId: newId(),
+    epoch: 1,
+    members: nodes.map((node) => ({ id: newId(), address: node.endpoint })),
+  };
+  const statuses = await Promise.all(
+    nodes.map((node, i) =>
+      write(node, "", record, record.members[i]!.id, false, timeoutMs).catch(
+        () => writeReply.conflict,
+      ),
+    ),
+  );
+  const failed = nodes.filter((_, i) => statuses[i] !== writeReply.written);
+  if (failed.length > 0) {
+    throw new MembershipError(
+      failed.map((node) => node.endpoint),
+      `could not record the membership on ${failed.map((n) => n.endpoint).join(", ")}: ` +
+        "another init or change wrote a record there first (run init again: it checks the list against what the nodes hold)",
+    );
+  }
+  return { record, ids: record.members.map((member) => member.id) };
+}
+
+/** The list `reports` came from must be `view`'s member set (by member id). */
+export function requireList(
+  reports: readonly NodeMembershipReport[],
+  view: MembershipRecord,
+): void {
+  const strangers = reports.filter((r) => !r.error && (!r.id || !memberById(view, r.id)));
+  const ids = new Set(reports.flatMap((r) => (r.id ? [r.id] : [])));
+  const absent = view.members.filter((member) => !ids.has(member.id));
+  if (strangers.length > 0 || reports.length !== view.members.length) {
+    throw new MembershipError(
+      strangers.map((r) => r.endpoint),
+      `the node list is not the members of cluster ${view.clusterId} (epoch ${view.epoch}: ` +
+        `${describeMembers(view)})` +
+        (strangers.length > 0
+          ? `; not members: ${strangers.map((r) => r.endpoint).join(", ")}`
+          : "") +
+        (absent.length > 0 && strangers.length > 0
+          ? `; members not in the list: ${absent.map((m) => `${m.id}@${m.address}`).join(", ")}`
+          : ""),
+    );
+  }
+}
+
+/** One change of members: add a node, remove one, or both at once (a replacement). */
+export interface MemberChange {
+  /** The node to add: it must answer and hold no record. */
+  readonly add?: RedisNode;
+  /** The member to remove: the index of its node in the current list. */
+  readonly removeIndex?: number;
+}
+
+export interface MemberChangeReport {
+  readonly from: MembershipRecord;
+  readonly to: MembershipRecord;
+  /** Per node of the current list (then the added one): what the change wrote there. */
+  readonly nodes: ReadonlyArray<{ readonly endpoint: string; readonly result: string }>;
+}
+
+/**
+ * Changes one member (see docs/membership.md, "Changing members"):
+ *
+ * 1. The current list must be the record's member set, and a majority of
+ *    its members must answer at its epoch.
+ * 2. The new record (epoch + 1) is written on every node of the current
+ *    list that answers, compare-and-set from the current epoch: once a
+ *    majority holds it, no vote of the old epoch can win any more.
+ * 3. Only then is the new node given its id and the record, as a node that
+ *    lost its memory: in the restart quarantine from now (for locks granted
+ *    on the old members), its fencing and ID counters unknown until
+ *    repaired from the others, which meet every majority of the old members.
+ *
+ * A removed node that answers is left holding the new record without its
+ * id: it votes for no one. Run again after a failure, a step that is done
+ * is not repeated (`already`).
+ */
+export async function applyMemberChange(
+  nodes: readonly RedisNode[],
+  change: MemberChange,
+  timeoutMs: number,
+  /** False only in the fault suite's negative control: the node joins without the quarantine. */
+  joinQuarantine = true,
+): Promise<MemberChangeReport> {
+  const { add, removeIndex } = change;
+  if (!add && removeIndex === undefined) {
+    throw new InvalidArgumentError("change", "expected a node to add, one to remove, or both");
+  }
+  if (removeIndex !== undefined && (removeIndex < 0 || removeIndex >= nodes.length)) {
+    throw new InvalidArgumentError(
+      "remove",
+      `expected a node of the current list (0..${nodes.length - 1})`,
+    );
+  }
+  const reports = await readMembership(nodes, timeoutMs);
+  const view = viewOf(reports);
+  if (!view) {
+    throw new MembershipError(
+      nodes.map((node) => node.endpoint),
+      "the nodes hold no membership record: run `redquorum init` first",
+    );
+  }
+  const removed = removeIndex === undefined ? undefined : reports[removeIndex]!;
+  if (removed && !removed.id && !removed.error) {
+    throw new MembershipError(
+      [removed.endpoint],
+      `${removed.endpoint} is not a member: nothing to remove`,
+    );
+  }
+  let newMember: Member | undefined;
+  let addReport: NodeMembershipReport | undefined;
+  if (add) {
+    addReport = await readNode(add, timeoutMs);
+    if (addReport.error) {
+      throw new MembershipError(
+        [add.endpoint],
+        `the node to add did not answer: ${addReport.error}`,
+      );
+    }
+    const already =
+      addReport.record && addReport.id && addReport.record.clusterId === view.clusterId;
+    if (addReport.record && !already) {
+      throw new MembershipError(
+        [add.endpoint],
+        `${add.endpoint} holds a record of another cluster (${stampOf(addReport.record)}): ` +
+          "only a node without one can join (a node of another cluster must leave it first)",
+      );
+    }
+    newMember = { id: addReport.id ?? newId(), address: add.endpoint };
+  }
+  // The record this change writes: unless a run of it landed already.
+  let next: MembershipRecord;
+  const resumed =
+    addReport?.record?.clusterId === view.clusterId && addReport.record.epoch === view.epoch;
+  if (resumed && addReport?.record) {
+    next = addReport.record;
+  } else {
+    const removedId = removed?.id;
+    const members = view.members.filter((member) => member.id !== removedId);
+    if (removeIndex !== undefined && !removedId) {
+      // The node to remove did not answer: its id is the member no other
+      // node of the list answers as.
+      const answered = new Set(reports.flatMap((r) => (r.id ? [r.id] : [])));
+      const gone = view.members.filter((member) => !answered.has(member.id));
+      if (gone.length !== 1) {
+        throw new MembershipError(
+          [nodes[removeIndex]!.endpoint],
+          `${nodes[removeIndex]!.endpoint} did not answer, and ${gone.length} members are unaccounted for: ` +
+            "cannot tell which member to remove",
+        );
+      }
+      members.splice(members.indexOf(gone[0]!), 1);
+    }
+    if (newMember) members.push(newMember);
+    next = { clusterId: view.clusterId, epoch: view.epoch + 1, members };
+  }
+  const fromView = next.epoch === view.epoch ? undefined : view;
+  if (fromView) requireList(reports, view);
+  // Step 2: the old members (those that answer) move to the new epoch.
+  const results: Array<{ endpoint: string; result: string }> = [];
+  let moved = 0;
+  await Promise.all(
+    nodes.map(async (node, i) => {
+      const report = reports[i]!;
+      if (report.error) {
+        results[i] = { endpoint: node.endpoint, result: `not reached: ${report.error}` };
+        return;
+      }
+      const status = await write(node, stampOf(report.record), next, "", false, timeoutMs).catch(
+        () => writeReply.conflict,
+      );
+      if (status !== writeReply.conflict) moved++;
+      results[i] = {
+        endpoint: node.endpoint,
+        result:
+          status === writeReply.conflict
+            ? "conflict: holds another record"
+            : `at epoch ${next.epoch}`,
+      };
+    }),
+  );
+  const previous = fromView ?? view;
+  const needed = quorumOf(previous.members.length);
+  if (moved < needed) {
+    throw new MembershipError(
+      nodes.map((node) => node.endpoint),
+      `the change reached ${moved} of ${previous.members.length} members, ${needed} needed ` +
+        `(${results.map((r) => `${r.endpoint}: ${r.result}`).join("; ")}); run it again once they answer`,
+    );
+  }
+  // Step 3: the new node joins, after the old epoch can no longer win.
+  if (add && newMember) {
+    const status = await write(add, "", next, newMember.id, joinQuarantine, timeoutMs).catch(
+      (error: unknown) => {
+        throw new MembershipError(
+          [add.endpoint],
+          `could not join ${add.endpoint}: ${String(error)}`,
+        );
+      },
+    );
+    results.push({
+      endpoint: add.endpoint,
+      result:
+        status === writeReply.conflict
+          ? "conflict: holds another record"
+          : `joined as ${newMember.id}, in quarantine, its counters to be repaired`,
+    });
+    if (status === writeReply.conflict) {
+      throw new MembershipError(
+        [add.endpoint],
+        `${add.endpoint} took another record meanwhile: not joined`,
+      );
+    }
+  }
+  return { from: previous, to: next, nodes: results };
+}

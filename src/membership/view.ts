@@ -1,0 +1,249 @@
+/**
+ * A client's view of its cluster's membership (docs/membership.md): read
+ * from each node at every check (first contact, reconnects, rechecks), the
+ * record with the highest epoch among them. A node list is accepted only if
+ * it is that record's member set — the members' ids, whatever the order or
+ * the spelling of the addresses — so a majority of the list is a majority
+ * of the members, and every vote carries the view's stamp, which nodes that
+ * moved on refuse (membership/check.ts).
+ */
+import { MembershipError } from "../errors.js";
+import type { RedisNode } from "../node/redis-node.js";
+import {
+  describeMembers,
+  formatRecord,
+  type MembershipRecord,
+  memberAt,
+  memberById,
+  parseRecord,
+  stampOf,
+} from "./record.js";
+import { readKeys, writeRecordScript, writeReply } from "./scripts.js";
+import { membershipTesting } from "./testing.js";
+
+/**
+ * "enforce": the above. "off": no check of the list, each node's votes carry
+ * the node's own stamp — the behaviour without membership, kept only so the
+ * fault suite can show what the check prevents (never set it in service).
+ */
+export type MembershipMode = "enforce" | "off";
+
+/** What one node answered at its last check. */
+interface NodeMembership {
+  readonly id: string | undefined;
+  readonly record: MembershipRecord | undefined;
+}
+
+export class MembershipView {
+  private readonly nodes: readonly RedisNode[];
+  private readonly mode: MembershipMode;
+  private readonly answers: Array<NodeMembership | undefined>;
+  private current: MembershipRecord | undefined;
+
+  constructor(nodes: readonly RedisNode[], mode?: MembershipMode) {
+    this.nodes = nodes;
+    this.mode = mode ?? membershipTesting.mode;
+    this.answers = new Array(nodes.length).fill(undefined);
+  }
+
+  /** The record the view holds (the highest epoch read), undefined while no node had one. */
+  get record(): MembershipRecord | undefined {
+    return this.current;
+  }
+
+  /** The member id node `index` answered at its last check, if any. */
+  memberId(index: number): string | undefined {
+    return this.answers[index]?.id;
+  }
+
+  /**
+   * Reads node `index`'s record and checks it against the view and the
+   * list; throws `MembershipError` when the list does not fit. A member
+   * behind the view (a change that did not reach it) is brought up to it;
+   * a node without a record at an address the record gives a member no
+   * other node of the list answers as (the same server, restarted without
+   * its data) rejoins as that member — its lost memory is then met by the
+   * checks that exist (the quarantine, the repairs).
+   */
+  async check(index: number, timeoutMs: number): Promise<void> {
+    const node = this.nodes[index]!;
+    let answer = await this.read(node, timeoutMs);
+    if (this.mode === "off") {
+      this.answers[index] = answer;
+      node.membershipStamp = stampOf(answer.record);
+      return;
+    }
+    const { record } = answer;
+    if (record) {
+      if (this.current && record.clusterId !== this.current.clusterId) {
+        throw this.twoClusters(index, record);
+      }
+      if (!this.current || record.epoch > this.current.epoch) this.adopt(record);
+    }
+    const view = this.current;
+    if (view && (!record || record.epoch < view.epoch)) {
+      answer = await this.catchUp(index, answer, view, timeoutMs);
+    }
+    this.answers[index] = answer;
+    if (view) this.requireMember(index, view);
+    node.membershipStamp = stampOf(view);
+  }
+
+  /**
+   * What init just wrote: `record` on every node, node i holding member id
+   * `ids[i]` — known without reading it back, so the nodes vote with its
+   * stamp from the next call on.
+   */
+  learn(record: MembershipRecord, ids: ReadonlyArray<string | undefined>): void {
+    if (this.mode === "off" || (this.current && this.current.epoch >= record.epoch)) return;
+    this.current = record;
+    this.nodes.forEach((node, index) => {
+      this.answers[index] = { id: ids[index], record };
+      node.membershipStamp = stampOf(record);
+    });
+  }
+
+  /** A check of a node found a newer record: it is the view now, and every node votes with it. */
+  private adopt(record: MembershipRecord): void {
+    this.current = record;
+    if (this.nodes.length !== record.members.length) {
+      throw new MembershipError(
+        this.nodes.map((node) => node.endpoint),
+        `the node list has ${this.nodes.length} nodes but cluster ${record.clusterId} ` +
+          `(epoch ${record.epoch}) has ${record.members.length} members: ${describeMembers(record)}. ` +
+          "Give every client the cluster's member list (`redquorum status` shows it), " +
+          "or change the members with `redquorum members`",
+      );
+    }
+    for (const node of this.nodes) node.membershipStamp = stampOf(record);
+    // Nodes checked before this record was read: each must be a member of
+    // it, or (without a record) at a member's address, to rejoin when it
+    // is checked again (its votes are refused until then: no stamp).
+    this.answers.forEach((answer, index) => {
+      if (!answer) return;
+      if (answer.id !== undefined && answer.record) this.requireMember(index, record);
+      else if (!memberAt(record, this.nodes[index]!.endpoint)) {
+        throw this.notMember(index, record, "list");
+      }
+    });
+  }
+
+  private async read(node: RedisNode, timeoutMs: number): Promise<NodeMembership> {
+    const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
+    const [id, text] = Array.isArray(reply) ? reply : [];
+    try {
+      return {
+        id: typeof id === "string" && id !== "" ? id : undefined,
+        record: parseRecord(typeof text === "string" ? text : undefined),
+      };
+    } catch (error) {
+      throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
+    }
+  }
+
+  /**
+   * Node `index` holds no record, or an older one, than the view: a member
+   * is brought up to the view (compare-and-set from what it holds, so a
+   * change running meanwhile wins); a node without an id at a member's
+   * recorded address rejoins as that member. Anything else is left as it
+   * is: `requireMember` refuses it.
+   */
+  private async catchUp(
+    index: number,
+    answer: NodeMembership,
+    view: MembershipRecord,
+    timeoutMs: number,
+  ): Promise<NodeMembership> {
+    const node = this.nodes[index]!;
+    let id = answer.id;
+    if (id === undefined) {
+      const member = memberAt(view, node.endpoint);
+      const answeredElsewhere = this.answers.some(
+        (other, otherIndex) => otherIndex !== index && other?.id === member?.id,
+      );
+      if (!member || answeredElsewhere) return answer;
+      id = member.id;
+    } else if (
+      !memberById(view, id) ||
+      (answer.record && answer.record.clusterId !== view.clusterId)
+    ) {
+      return answer;
+    }
+    const reply = await node.command(
+      [
+        "EVAL",
+        writeRecordScript.source,
+        "0",
+        stampOf(answer.record),
+        stampOf(view),
+        formatRecord(view),
+        answer.id === undefined ? id : "",
+        "",
+      ],
+      { timeoutMs },
+    );
+    const [status] = Array.isArray(reply) ? reply : [];
+    if (status === writeReply.conflict) return this.read(node, timeoutMs);
+    return { id, record: view };
+  }
+
+  /** Node `index` must answer as a member of `view`, and as no other node of the list does. */
+  private requireMember(index: number, view: MembershipRecord): void {
+    const endpoint = this.nodes[index]!.endpoint;
+    const { id, record } = this.answers[index]!;
+    const where = `cluster ${view.clusterId} (epoch ${view.epoch}; members ${describeMembers(view)})`;
+    if (id === undefined || !record) throw this.notMember(index, view, "node");
+    if (record.clusterId !== view.clusterId) throw this.twoClusters(index, record);
+    if (!memberById(view, id)) {
+      throw new MembershipError(
+        [endpoint],
+        `${endpoint} (member id ${id}) is not a member of ${where}: ` +
+          "it was removed, or the node list predates a change of members. Reload the node list",
+      );
+    }
+    // A member behind the view that could not be brought up to it votes
+    // with a stamp it refuses, until a change step reaches it.
+    const twin = this.answers.findIndex(
+      (other, otherIndex) => otherIndex !== index && other?.id === id,
+    );
+    if (twin >= 0) {
+      const other = this.nodes[twin]!.endpoint;
+      throw new MembershipError(
+        [other, endpoint],
+        `${other} and ${endpoint} both answer as member ${id} of cluster ${view.clusterId}: ` +
+          "one server's data copied to another (counting both would fake a majority). Remove one from the list",
+      );
+    }
+  }
+
+  /** Node `index` holds no record and cannot rejoin by itself. */
+  private notMember(
+    index: number,
+    view: MembershipRecord,
+    scope: "list" | "node",
+  ): MembershipError {
+    const endpoint = this.nodes[index]!.endpoint;
+    return new MembershipError(
+      [endpoint],
+      `${endpoint} is not a member of cluster ${view.clusterId} (epoch ${view.epoch}; members ` +
+        `${describeMembers(view)}): it holds no membership record ` +
+        "(a new node, or one that lost its memory at an address the record does not give). " +
+        `Add it with \`redquorum members add redis://${endpoint}\` or \`redquorum members replace <old URL> redis://${endpoint}\` (--nodes: the members), ` +
+        "or remove it from the node list",
+      scope,
+    );
+  }
+
+  private twoClusters(index: number, record: MembershipRecord): MembershipError {
+    const view = this.current!;
+    const endpoint = this.nodes[index]!.endpoint;
+    const others = this.nodes
+      .filter((_, otherIndex) => this.answers[otherIndex]?.record?.clusterId === view.clusterId)
+      .map((node) => node.endpoint);
+    return new MembershipError(
+      [endpoint, ...others],
+      `the node list mixes two clusters: ${endpoint} belongs to cluster ${record.clusterId}, ` +
+        `${others.join(", ") || "other nodes"} to cluster ${view.clusterId}. Give every client one cluster's members`,
+    );
+  }
+}

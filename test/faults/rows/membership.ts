@@ -1,0 +1,272 @@
+/**
+ * Membership rows (M1–M3): clients whose node lists differ must never both
+ * win. The cluster has 4 nodes; the members are first {0,1,2}. Each
+ * safety row has a negative control that turns one check off and must be
+ * flagged.
+ */
+import { NextId, Redlock } from "../../../src/index.js";
+import { applyMemberChange } from "../../../src/membership/change.js";
+import { createNodes } from "../../../src/node/resolve.js";
+import { monotonicMs } from "../history.js";
+import type { RowContext, Workload } from "../runner/context.js";
+import type { Row } from "../runner/types.js";
+import { calls, ok } from "./history-queries.js";
+import { stopped } from "./scripts.js";
+
+const long = 600_000;
+/** Not about node timeouts: a loaded machine must not fail these on 50 ms. */
+const library = { nodeTimeoutMs: 500, retry: { retries: 40, delayMs: 20, jitterMs: 20 } };
+const idsLibrary = { nodeTimeoutMs: 500 };
+/** Longer than the scripted steps around it take on a loaded machine. */
+const holdTtlMs = 5_000;
+
+const urlsOf = (ctx: RowContext, ...nodes: number[]) => nodes.map((i) => ctx.urls[i]!);
+
+/** `count` lock clients named `<prefix>-<i>` on `urls`, looping on r1 and r2 until stopped. */
+function lockClients(
+  ctx: RowContext,
+  prefix: string,
+  count: number,
+  urls: string[],
+): Promise<Workload[]> {
+  return Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      ctx.spawn("lock", `${prefix}-${i}`, {
+        urls,
+        durationMs: long,
+        resources: ["r1", "r2"],
+        library,
+      }),
+    ),
+  );
+}
+
+/** Records the membership {0,1,2} as `redquorum init` and `id init` do (every node answers). */
+async function recordMembers(ctx: RowContext, ids: boolean): Promise<void> {
+  const urls = urlsOf(ctx, 0, 1, 2);
+  const redlock = new Redlock(urls, { onWarning: () => {}, checkTimeoutMs: 5_000 });
+  try {
+    await redlock.init();
+  } finally {
+    await redlock.close();
+  }
+  if (!ids) return;
+  const counter = new NextId(urls, { onWarning: () => {}, checkTimeoutMs: 5_000 });
+  try {
+    await counter.init();
+  } finally {
+    await counter.close();
+  }
+}
+
+/** A change of members from the runner, as `redquorum members` makes it. */
+async function change(
+  ctx: RowContext,
+  from: readonly number[],
+  step: { add?: number; remove?: number },
+  joinQuarantine = true,
+): Promise<void> {
+  const done = ctx.faultStart(
+    "member change",
+    `${step.remove ?? "-"} → ${step.add ?? "-"}`,
+    joinQuarantine ? undefined : "joined without the quarantine",
+  );
+  const nodes = createNodes([
+    ...urlsOf(ctx, ...from),
+    ...(step.add === undefined ? [] : [ctx.urls[step.add]!]),
+  ]);
+  try {
+    await applyMemberChange(
+      nodes.slice(0, from.length),
+      {
+        ...(step.add === undefined ? {} : { add: nodes[from.length]! }),
+        ...(step.remove === undefined ? {} : { removeIndex: from.indexOf(step.remove) }),
+      },
+      5_000,
+      joinQuarantine,
+    );
+  } finally {
+    await Promise.all(nodes.map((node) => node.close()));
+    done();
+  }
+}
+
+/**
+ * `client` holds `resource` on the nodes of its list but `away`: those hold
+ * a stranger's value while it asks (longer than a node timeout, so its call
+ * there lands before it lapses), then it lapses. No pause, nothing to undo.
+ */
+async function holdWithout(
+  ctx: RowContext,
+  client: Workload,
+  resource: string,
+  away: number,
+): Promise<{ validUntilMs: number }> {
+  await ctx.admin(away).set(resource, "stranger", "PX", 1_500);
+  const held = (await client.call("acquire", { resource, ttlMs: holdTtlMs })) as {
+    validUntilMs: number;
+  };
+  const lapsed = await ctx.waitFor(
+    async () => (await ctx.admin(away).get(resource)) === null,
+    5_000,
+  );
+  ctx.expect(lapsed, `the stranger's value on node ${away} did not lapse`);
+  return held;
+}
+
+/**
+ * A (list {0,1,2}) holds r on {0,2} only; B (list {0,1,3}) then asks for
+ * it. Without the membership check, B wins on {1,3}: majorities of their
+ * lists that share no node.
+ */
+async function twoLists(ctx: RowContext, membershipOff: boolean): Promise<void> {
+  await recordMembers(ctx, false);
+  const [a, b] = await Promise.all([
+    ctx.spawn("lock", "A", { urls: urlsOf(ctx, 0, 1, 2), library }),
+    ctx.spawn("lock", "B", { urls: urlsOf(ctx, 0, 1, 3), library, membershipOff }),
+  ]);
+  const held = await holdWithout(ctx, a, "r", 1);
+  const got = await b.attempt("acquire", { resource: "r", ttlMs: holdTtlMs });
+  ctx.expect(monotonicMs() < held.validUntilMs, "premise broke: A's lock ran out before B asked");
+  if (!membershipOff) {
+    ctx.expect(!got.ok, "B's list {0,1,3} won r while A held it");
+    ctx.expect(
+      got.ok || got.code === "ERR_MEMBERSHIP",
+      `B was refused, but not for its list: ${got.ok ? "" : `${got.code} ${got.message}`}`,
+    );
+  } else {
+    ctx.expect(got.ok, `the control: B did not take r (${got.ok ? "" : got.message})`);
+  }
+  await a.attempt("release", { resource: "r" });
+  if (got.ok) await b.attempt("release", { resource: "r" });
+}
+
+/**
+ * Node 2 is replaced by node 3 while 4 lock clients and an ID client run on
+ * the old list; after the change 4 lock clients and an ID client start on
+ * the new one, the old ones still running (refused from their next vote).
+ * A scripted holder on the old list keeps a lock on {0,2} across the
+ * change: the new list must not win it while it is held (node 3 joins in
+ * quarantine); without the quarantine it does.
+ */
+async function replaceUnderLoad(ctx: RowContext, joinQuarantine: boolean): Promise<void> {
+  await recordMembers(ctx, true);
+  const oldList = urlsOf(ctx, 0, 1, 2);
+  const newList = urlsOf(ctx, 0, 1, 3);
+  const ids = (name: string, urls: string[]) =>
+    ctx.spawn("ids", name, {
+      urls,
+      durationMs: long,
+      callers: 2,
+      pacingMs: 10,
+      library: idsLibrary,
+    });
+  // The taker makes no contact before its first command: it starts with the new list.
+  const [holder, taker, oldLocks, oldIds] = await Promise.all([
+    ctx.spawn("lock", "holder", { urls: oldList, library }),
+    ctx.spawn("lock", "taker", { urls: newList, library }),
+    lockClients(ctx, "old", 4, oldList),
+    ids("ids-old", oldList),
+  ]);
+  await ctx.sleep(ctx.params.durationMs / 2);
+  const held = await holdWithout(ctx, holder, "held", 1);
+  await change(ctx, [0, 1, 2], { remove: 2, add: 3 }, joinQuarantine);
+  const got = await taker.attempt("acquire", { resource: "held", ttlMs: holdTtlMs });
+  ctx.expect(
+    monotonicMs() < held.validUntilMs,
+    "premise broke: the old list's lock ran out before the new list asked",
+  );
+  if (joinQuarantine) {
+    ctx.expect(!got.ok, "the new list won the lock the old list held, across the replacement");
+  } else {
+    ctx.expect(got.ok, `the control: the new list did not take it (${got.ok ? "" : got.message})`);
+  }
+  const [newLocks, newIds] = await Promise.all([
+    lockClients(ctx, "new", 4, newList),
+    ids("ids-new", newList),
+  ]);
+  await ctx.sleep(ctx.params.durationMs);
+  await stopped(ctx, [...oldLocks, ...newLocks, oldIds, newIds]);
+  await holder.attempt("release", { resource: "held" });
+  if (got.ok) await taker.attempt("release", { resource: "held" });
+}
+
+export const membershipRows: Row[] = [
+  {
+    id: "M1",
+    title:
+      "two node lists side by side ({0,1,2} and {0,1,3}): the second is refused before any grant",
+    expected: "refused",
+    setup: { nodeCount: 4 },
+    checks: { MX: "clean", HY: "clean" },
+    run: (ctx) => twoLists(ctx, false),
+  },
+  {
+    id: "M1-no-check",
+    title:
+      "two node lists side by side with the membership check off: both win r (negative control)",
+    expected: "documented-unsafe",
+    setup: { nodeCount: 4 },
+    checks: { MX: "flagged" },
+    run: (ctx) => twoLists(ctx, true),
+  },
+  {
+    id: "M2",
+    title:
+      "node 2 replaced by node 3 under load (4+4 lock clients, 2 ID clients, old and new lists mixed)",
+    expected: "safe",
+    setup: { nodeCount: 4, persistence: "aof-always" },
+    checks: { MX: "clean", ID: "clean", HY: "clean" },
+    run: (ctx) => replaceUnderLoad(ctx, true),
+    verify(events, ctx) {
+      const newIdsOk = calls(events, "ids", "ids-new").filter(ok).length;
+      ctx.expect(newIdsOk > 0, "the new list's ID client got no ID after the replacement");
+      const oldRefused = calls(events, undefined, "ids-old").some(
+        (call) => call.done?.error?.code === "ERR_MEMBERSHIP",
+      );
+      ctx.expect(oldRefused, "the old list's ID client was never told its list changed");
+    },
+  },
+  {
+    id: "M2-no-quarantine",
+    title:
+      "node replaced as M2, the new node joining without the quarantine: the held lock is taken (negative control)",
+    expected: "documented-unsafe",
+    setup: { nodeCount: 4, persistence: "aof-always" },
+    checks: { MX: "flagged", ID: "clean" },
+    run: (ctx) => replaceUnderLoad(ctx, false),
+  },
+  {
+    id: "M3",
+    title: "node 3 added, then node 0 removed, with lock clients on each list in turn",
+    expected: "safe",
+    setup: { nodeCount: 4 },
+    checks: { MX: "clean", HY: "clean" },
+    async run(ctx) {
+      await recordMembers(ctx, false);
+      const first = await lockClients(ctx, "first", 4, urlsOf(ctx, 0, 1, 2));
+      await ctx.sleep(ctx.params.durationMs / 2);
+      await change(ctx, [0, 1, 2], { add: 3 });
+      const second = await lockClients(ctx, "second", 4, urlsOf(ctx, 0, 1, 2, 3));
+      await ctx.sleep(ctx.params.durationMs / 2);
+      await change(ctx, [0, 1, 2, 3], { remove: 0 });
+      const third = await lockClients(ctx, "third", 4, urlsOf(ctx, 1, 2, 3));
+      await ctx.sleep(ctx.params.durationMs / 2);
+      await stopped(ctx, [...first, ...second, ...third]);
+    },
+    verify(events, ctx) {
+      // Each list served while it was the members' (liveness across the changes).
+      for (const list of ["first", "second", "third"]) {
+        const granted = calls(events, "acquire").some(
+          (call) => call.invoke.process.startsWith(`${list}-`) && ok(call),
+        );
+        ctx.expect(granted, `no lock granted to the ${list} list's clients`);
+      }
+      const refused = calls(events, "acquire").some(
+        (call) =>
+          call.invoke.process.startsWith("first-") && call.done?.error?.code === "ERR_MEMBERSHIP",
+      );
+      ctx.expect(refused, "the first list's clients were never told their list changed");
+    },
+  },
+];

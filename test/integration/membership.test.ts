@@ -1,0 +1,197 @@
+/**
+ * One cluster, one membership (docs/membership.md): clients whose node
+ * lists differ must never both win. Each safety test has its negative
+ * control: the check switched off (membership/testing.ts) must show the
+ * double grant the check prevents.
+ */
+import assert from "node:assert/strict";
+import { after, afterEach, before, beforeEach, describe, it } from "node:test";
+import {
+  changeMembers,
+  MembershipError,
+  membershipStatus,
+  Redlock,
+  ResourceLockedError,
+} from "../../src/index.js";
+import { applyMemberChange } from "../../src/membership/change.js";
+import { membershipTesting } from "../../src/membership/testing.js";
+import { createNodes } from "../../src/node/resolve.js";
+import { markNode, startCluster, type TestCluster } from "../helpers/cluster.js";
+
+// Not about node timeouts: a loaded machine must not fail these on 50 ms.
+const options = {
+  nodeTimeoutMs: 500,
+  maxTtlMs: 3_000,
+  retry: { retries: 0, delayMs: 10, jitterMs: 0 },
+};
+
+describe("cluster membership on real redis-server nodes", () => {
+  let cluster: TestCluster;
+  const open: Redlock[] = [];
+  const client = (urls: string[]) => {
+    const redlock = new Redlock(urls, options);
+    open.push(redlock);
+    return redlock;
+  };
+  const urls = (...indexes: number[]) => indexes.map((i) => cluster.urls[i]!);
+
+  before(async () => {
+    cluster = await startCluster({ nodeCount: 4 });
+  });
+  after(() => cluster.stop());
+  beforeEach(async () => {
+    await cluster.flushAll();
+    membershipTesting.mode = "enforce";
+  });
+  afterEach(async () => {
+    membershipTesting.mode = "enforce";
+    await Promise.all(open.splice(0).map((redlock) => redlock.close()));
+  });
+
+  /**
+   * Lock `r` for `holder` on nodes A and C only: B holds a stranger's value
+   * while it asks, for longer than a node timeout (the round ends once A
+   * and C said yes, and B's call may land after), then it expires.
+   */
+  async function holdOnAandC(holder: Redlock, ttlMs: number) {
+    await cluster.client(1).set("r", "stranger", "PX", 1_000);
+    const lock = await holder.acquire(["r"], ttlMs);
+    while ((await cluster.client(1).get("r")) === "stranger") {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.deepEqual(
+      await cluster.onAll((c) => c.get("r")),
+      [lock.value, null, lock.value, null],
+      "the premise: r held on A and C only",
+    );
+    return lock;
+  }
+
+  it("init records one cluster on every node; the same members in another order or spelling are accepted", async () => {
+    await client(urls(0, 1, 2)).init();
+    const status = await membershipStatus(urls(0, 1, 2));
+    assert.ok(status.record, "a record");
+    assert.equal(status.record.epoch, 1);
+    assert.equal(status.record.members.length, 3);
+    const ids = status.nodes.map((node) => node.id);
+    assert.equal(new Set(ids).size, 3, "a member id per node");
+    const port = (i: number) => new URL(cluster.urls[i]!).port;
+    const respelled = client([
+      `redis://localhost:${port(2)}`,
+      cluster.urls[0]!,
+      `redis://localhost:${port(1)}`,
+    ]);
+    const lock = await respelled.acquire(["k"], 2_000);
+    await respelled.release(lock);
+  });
+
+  it("refuses a second list that shares a majority's worth of nodes, before any grant", async () => {
+    await markNode(cluster.client(3)); // D in service, as past its quarantine
+    const first = client(urls(0, 1, 2));
+    await first.init();
+    await holdOnAandC(first, 3_000);
+    const second = client(urls(0, 1, 3));
+    await assert.rejects(second.acquire(["r"], 3_000), (error: unknown) => {
+      assert.ok(error instanceof MembershipError, `got ${String(error)}`);
+      assert.equal(error.code, "ERR_MEMBERSHIP");
+      assert.match(error.message, new RegExp(`${new URL(cluster.urls[3]!).port}.*not a member`));
+      return true;
+    });
+    assert.equal(await cluster.client(1).get("r"), null, "nothing written on B");
+    assert.equal(await cluster.client(3).get("r"), null, "nothing written on D");
+  });
+
+  it("negative control: with the check off, the second list takes the lock the first holds", async () => {
+    membershipTesting.mode = "off";
+    await markNode(cluster.client(3));
+    const first = client(urls(0, 1, 2));
+    await first.init();
+    const held = await holdOnAandC(first, 3_000);
+    const second = client(urls(0, 1, 3));
+    const stolen = await second.acquire(["r"], 3_000);
+    assert.ok(held.remainingMs() > 0 && stolen.remainingMs() > 0, "both hold r: the double grant");
+  });
+
+  it("replaces a member while a lock it granted is held: the new member joins in quarantine, the old list is told to reload", async () => {
+    const first = client(urls(0, 1, 2));
+    await first.init();
+    const held = await holdOnAandC(first, 2_500);
+    const report = await changeMembers(urls(0, 1, 2), {
+      remove: cluster.urls[2]!,
+      add: cluster.urls[3]!,
+    });
+    assert.equal(report.to.epoch, report.from.epoch + 1);
+    const replaced = client(urls(0, 1, 3));
+    await assert.rejects(replaced.acquire(["r"], 2_000), ResourceLockedError);
+    assert.ok(held.remainingMs() > 0, "the premise: the old lock was still valid");
+    await assert.rejects(first.extend(held, 2_000), (error: unknown) => {
+      assert.ok(error instanceof MembershipError, `got ${String(error)}`);
+      assert.match(error.message, /Reload the node list|reload/i);
+      return true;
+    });
+    // Once the old lock and the quarantine are over, the new list serves.
+    const waiting = new Redlock(urls(0, 1, 3), {
+      ...options,
+      retry: { retries: 100, delayMs: 100, jitterMs: 0 },
+    });
+    open.push(waiting);
+    const lock = await waiting.acquire(["r"], 2_000);
+    assert.ok(lock.remainingMs() > 0);
+  });
+
+  it("negative control: a replacement that joins without the quarantine grants the old member's lock twice", async () => {
+    const first = client(urls(0, 1, 2));
+    await first.init();
+    const held = await holdOnAandC(first, 3_000);
+    const nodes = createNodes(urls(0, 1, 2, 3));
+    try {
+      await applyMemberChange(nodes.slice(0, 3), { removeIndex: 2, add: nodes[3]! }, 2_000, false);
+    } finally {
+      await Promise.all(nodes.map((node) => node.close()));
+    }
+    const stolen = await client(urls(0, 1, 3)).acquire(["r"], 3_000);
+    assert.ok(held.remainingMs() > 0 && stolen.remainingMs() > 0, "both hold r: the double grant");
+  });
+
+  it("adds a member and removes one: each new list works, each old one is refused", async () => {
+    await client(urls(0, 1, 2)).init();
+    await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+    const four = client(urls(0, 1, 2, 3));
+    await four.release(await four.acquire(["a"], 2_000));
+    await assert.rejects(client(urls(0, 1, 2)).acquire(["a"], 2_000), MembershipError);
+    await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[0]! });
+    const three = client(urls(1, 2, 3));
+    await three.release(await three.acquire(["a"], 2_000));
+    await assert.rejects(four.acquire(["a"], 2_000), MembershipError);
+    const status = await membershipStatus(urls(1, 2, 3));
+    assert.equal(status.record?.epoch, 3);
+    assert.equal(status.record?.members.length, 3);
+  });
+
+  it("records the membership of a cluster in use without losing a lock: its holder extends it after", async () => {
+    for (const i of [0, 1, 2]) await markNode(cluster.client(i));
+    const user = client(urls(0, 1, 2));
+    const lock = await user.acquire(["kept"], 3_000);
+    assert.equal(
+      (await membershipStatus(urls(0, 1, 2))).record,
+      undefined,
+      "the premise: no record yet",
+    );
+    await client(urls(0, 1, 2)).init();
+    assert.ok((await membershipStatus(urls(0, 1, 2))).record);
+    const extended = await user.extend(lock, 3_000);
+    assert.ok(extended.remainingMs() > 2_000);
+  });
+
+  it("a member flushed at its recorded address rejoins as itself", async () => {
+    const redlock = client(urls(0, 1, 2));
+    await redlock.init();
+    const before = await membershipStatus(urls(0, 1, 2));
+    await cluster.client(1).flushall();
+    const fresh = client(urls(0, 1, 2));
+    await fresh.release(await fresh.acquire(["x"], 2_000));
+    const after = await membershipStatus(urls(0, 1, 2));
+    assert.equal(after.nodes[1]!.id, before.nodes[1]!.id);
+    assert.equal(after.record?.epoch, before.record?.epoch);
+  });
+});
