@@ -71,9 +71,9 @@ export const limits = {
   nodeTimeoutMsMax: 1_000,
   checkTimeoutMsMax: 60_000,
   /**
-   * Wait before repairing a lost counter (NextId's default, fencing's
-   * always): above every node timeout, so no round that might still count
-   * the lost node's old vote is running.
+   * Wait before repairing a lost counter (the default of Redlock's and
+   * NextId's `repairDelayMs`): above every node timeout, so no round that
+   * might still count the lost node's old vote is running.
    */
   repairDelayMs: 2_000,
   /**
@@ -137,8 +137,10 @@ export const limits = {
    * A node that has had commands outstanding with no reply at all for this
    * long is stalled (SIGSTOP, a black-holed network): new calls to it fail
    * at once instead of piling up in its connection's queue (fault row
-   * I15, docs/faults.md). Twice the longest node timeout: any call still waiting on it has
-   * long timed out, so no vote is lost that could still count.
+   * I15, docs/faults.md). Twice the longest node timeout: any call still
+   * waiting on it has long timed out, so no vote is lost that could still
+   * count. The default of Redlock's and NextId's `nodeStallMs`, which may
+   * be no less than twice their own node timeout.
    */
   nodeStallMs: 2_000,
   /**

@@ -6,6 +6,7 @@
  * own order (the first problem found is the one reported).
  */
 import { type Clock, cryptoRandom, type RandomSource, systemClock } from "./clock.js";
+import { InvalidArgumentError } from "./errors.js";
 import { defaults, limits } from "./limits.js";
 import type { NodeWarning } from "./node/admission.js";
 import type { Observer } from "./observe.js";
@@ -30,11 +31,50 @@ export interface ResolvedRuntime {
 /** All an owner's NodeGroup is built from. */
 export interface ResolvedSharedOptions extends ResolvedNodeChecks, ResolvedRuntime {
   readonly nodeTimeoutMs: number;
+  readonly nodeStallMs: number;
 }
 
 /** `options.nodeTimeoutMs`, or the owner's default; at most `limits.nodeTimeoutMsMax` for every owner. */
 export function requireNodeTimeoutMs(value: unknown, defaultMs: number): number {
   return requireInteger("options.nodeTimeoutMs", value ?? defaultMs, 1, limits.nodeTimeoutMsMax);
+}
+
+/**
+ * `options.nodeStallMs` (default `limits.nodeStallMs`): at least twice the
+ * owner's node timeout, so that every call still waiting on a node that
+ * counts as stalled has long timed out (no vote that could still count is
+ * refused).
+ */
+export function requireNodeStallMs(value: unknown, nodeTimeoutMs: number): number {
+  return requireInteger(
+    "options.nodeStallMs",
+    value ?? limits.nodeStallMs,
+    2 * nodeTimeoutMs,
+    limits.ttlMsMax,
+  );
+}
+
+/**
+ * `options.repairDelayMs` (default `limits.repairDelayMs`): above every
+ * client's node timeout, so that a repair reads only once every round that
+ * might still count the lost node's old vote has ended, whichever client
+ * ran it.
+ */
+export function requireRepairDelayMs(value: unknown): number {
+  const repairDelayMs = requireInteger(
+    "options.repairDelayMs",
+    value ?? limits.repairDelayMs,
+    1,
+    limits.ttlMsMax,
+  );
+  if (repairDelayMs <= limits.nodeTimeoutMsMax) {
+    throw new InvalidArgumentError(
+      "options.repairDelayMs",
+      `must exceed ${limits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any client may use: ` +
+        "a repair may only read once every round that could count the lost node's vote has ended",
+    );
+  }
+  return repairDelayMs;
 }
 
 /** `options.checkTimeoutMs` then `options.recheckIntervalMs`. */

@@ -9,7 +9,7 @@
 
 import { type Clock, raceAbort } from "../clock.js";
 import { NodeError, QuorumError } from "../errors.js";
-import { fenceLimits, limits } from "../limits.js";
+import { fenceLimits } from "../limits.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
@@ -33,6 +33,8 @@ export interface FenceIssuerContext {
   readonly clock: Clock;
   readonly observer: Observer;
   readonly nodeTimeoutMs: number;
+  /** How long after a loss is found its repair waits (Redlock's `repairDelayMs`). */
+  readonly repairDelayMs: number;
   /** Whether fencing is on; off, no repair is ever scheduled. */
   readonly enabled: boolean;
   /** ARGV[3] of the fenced scripts (node/node-state.ts, quarantineArgOf). */
@@ -67,7 +69,7 @@ export class FenceIssuer {
 
   constructor(context: FenceIssuerContext) {
     this.context = context;
-    this.repairs = new RepairScheduler(context.clock, limits.repairDelayMs, context.nodeTimeoutMs);
+    this.repairs = new RepairScheduler(context.clock, context.repairDelayMs, context.nodeTimeoutMs);
   }
 
   /** What to propose for each counter: one above the highest value seen. */

@@ -60,7 +60,7 @@ export class NextId {
     this.keys = counterKeys(this.options.key);
     this.observer = new Observer(this.options.observe);
     this.group = new NodeGroup(
-      createNodes(nodes),
+      createNodes(nodes, this.options.nodeStallMs),
       nodeGroupOptionsOf(this.options, this.observer, {
         extraCheck: this.options.unsafeAllowNonDurableNodes ? undefined : checkDurability,
         certify: { script: certifyScript, keys: counterKeys(this.options.key) },

@@ -9,7 +9,9 @@ import type { NodeWarning } from "../node/admission.js";
 import type { Logger, RedquorumEvent } from "../observe.js";
 import {
   type ResolvedSharedOptions,
+  requireNodeStallMs,
   requireNodeTimeoutMs,
+  requireRepairDelayMs,
   resolveNodeChecks,
   resolveRuntime,
 } from "../shared-options.js";
@@ -104,6 +106,12 @@ export interface NextIdOptions {
    */
   repairDelayMs?: number;
   /**
+   * How long a node may leave every command unanswered before it counts as
+   * stalled and new calls to it fail at once instead of queueing on its
+   * connection, in milliseconds; at least twice `nodeTimeoutMs`. Default 2000.
+   */
+  nodeStallMs?: number;
+  /**
    * Accept nodes without `appendonly yes` + `appendfsync always`. Unsafe: a
    * node that loses acknowledged writes (power loss) can make IDs repeat.
    */
@@ -152,6 +160,7 @@ const optionNames = [
   "retry",
   "pipelineDepth",
   "repairDelayMs",
+  "nodeStallMs",
   "unsafeAllowNonDurableNodes",
   "unsafeSkipMarkerCheck",
   "onRepair",
@@ -170,13 +179,15 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
   const strategy = requireStrategy(options.strategy ?? idDefaults.strategy);
   const proposals = requireProposals(options.proposals ?? idDefaults.proposals, strategy);
   const nodeTimeoutMs = requireNodeTimeoutMs(options.nodeTimeoutMs, idDefaults.nodeTimeoutMs);
-  const repairDelayMs = requireRepairDelay(options.repairDelayMs ?? idDefaults.repairDelayMs);
+  const nodeStallMs = requireNodeStallMs(options.nodeStallMs, nodeTimeoutMs);
+  const repairDelayMs = requireRepairDelayMs(options.repairDelayMs ?? idDefaults.repairDelayMs);
   const retry = resolveIdRetry(options.retry);
   const resolved: ResolvedNextIdOptions = {
     key,
     strategy,
     proposals,
     nodeTimeoutMs,
+    nodeStallMs,
     ...resolveNodeChecks(options),
     retry,
     pipelineDepth: requireInteger(
@@ -232,18 +243,6 @@ function requireProposals(proposals: unknown, strategy: ResolvedIdStrategy): IdP
     );
   }
   return proposals;
-}
-
-function requireRepairDelay(value: unknown): number {
-  const repairDelayMs = requireInteger("options.repairDelayMs", value, 1, limits.ttlMsMax);
-  if (repairDelayMs <= limits.nodeTimeoutMsMax) {
-    throw new InvalidArgumentError(
-      "options.repairDelayMs",
-      `must exceed ${limits.nodeTimeoutMsMax} ms, the largest nodeTimeoutMs any NextId may use: ` +
-        "a repair may only read once every round that could count the lost node's vote has ended",
-    );
-  }
-  return repairDelayMs;
 }
 
 function resolveIdRetry(input: unknown): ResolvedIdRetry {

@@ -96,6 +96,7 @@ export function createLockContext(
     clock,
     observer,
     nodeTimeoutMs: options.nodeTimeoutMs,
+    repairDelayMs: options.repairDelayMs,
     enabled: options.fencing,
     quarantineArg,
     run,

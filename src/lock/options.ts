@@ -6,7 +6,9 @@ import type { Logger, RedquorumEvent } from "../observe.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import {
   type ResolvedSharedOptions,
+  requireNodeStallMs,
   requireNodeTimeoutMs,
+  requireRepairDelayMs,
   resolveNodeChecks,
   resolveRuntime,
 } from "../shared-options.js";
@@ -63,6 +65,20 @@ export interface RedlockOptions {
   fencing?: boolean;
   /** Prepended to every resource name to form the Redis key. Default "" (the key is the resource). */
   keyPrefix?: string;
+  /**
+   * How long to wait after a node is found to have lost its fencing
+   * counters before reading the others and repairing them, in
+   * milliseconds: every round that might still count the lost node's old
+   * vote has ended by then. Must exceed 1000 ms, the cap on every client's
+   * `nodeTimeoutMs`. Default 2000.
+   */
+  repairDelayMs?: number;
+  /**
+   * How long a node may leave every command unanswered before it counts as
+   * stalled and new calls to it fail at once instead of queueing on its
+   * connection, in milliseconds; at least twice `nodeTimeoutMs`. Default 2000.
+   */
+  nodeStallMs?: number;
   retry?: RetryOptions;
   /**
    * How long this instance may keep taking back a single-key lock it
@@ -123,6 +139,7 @@ export interface ResolvedRedlockOptions extends ResolvedSharedOptions {
   readonly keyPrefix: string;
   readonly quarantine: boolean;
   readonly fencing: boolean;
+  readonly repairDelayMs: number;
   readonly retry: ResolvedRetry;
   readonly turnMs: number;
 }
@@ -137,6 +154,8 @@ const redlockOptionNames = [
   "keyPrefix",
   "quarantine",
   "fencing",
+  "repairDelayMs",
+  "nodeStallMs",
   "retry",
   "turnMs",
   "onWarning",
@@ -181,11 +200,13 @@ export function resolveRedlockOptions(input: unknown): ResolvedRedlockOptions {
       limits.ttlMsMax,
     ),
     nodeTimeoutMs,
+    nodeStallMs: requireNodeStallMs(options.nodeStallMs, nodeTimeoutMs),
     ...resolveNodeChecks(options),
     maxTtlMs,
     keyPrefix,
     quarantine: requireBoolean("options.quarantine", options.quarantine ?? true),
     fencing: requireBoolean("options.fencing", options.fencing ?? true),
+    repairDelayMs: requireRepairDelayMs(options.repairDelayMs),
     retry: resolveRetry("options.retry", options.retry, defaults.retry),
     turnMs: requireInteger(
       "options.turnMs",

@@ -77,7 +77,7 @@ export class Redlock implements LockOwner {
     const clock = this.options.clock;
     const horizon = new QuarantineHorizon(this.options, this.options.onWarning, () => clock.now());
     this.group = new NodeGroup(
-      createNodes(nodes),
+      createNodes(nodes, this.options.nodeStallMs),
       nodeGroupOptionsOf(this.options, this.observer, {
         // Every (re)check: a restart from data that may be older is put in
         // the quarantine, and its fencing state out until repaired.
@@ -293,7 +293,7 @@ export class Redlock implements LockOwner {
    * not released; they expire. The fencing repairs and quarantine
    * judgements this instance scheduled run first, each when its delay
    * ends, so a short-lived client leaves the nodes it found in need of
-   * them dealt with: at most `limits.repairDelayMs`, two node timeouts and
+   * them dealt with: at most `repairDelayMs`, two node timeouts and
    * `limits.closeRepairMarginMs` more.
    */
   close(): Promise<void> {

@@ -39,6 +39,8 @@ export class RedisNode {
   private outstandingCount = 0;
   /** When a command last settled, or the node last went from idle to busy. */
   private silentSinceMs = 0;
+  /** How long the node may answer nothing before new calls fail at once (the owner's `nodeStallMs`). */
+  private readonly stallMs: number;
   /**
    * The membership stamp this node's votes carry ("<cluster id>:<epoch>",
    * "" where the client found no record): set by the group's checks
@@ -47,8 +49,9 @@ export class RedisNode {
    */
   membershipStamp = "";
 
-  constructor(transport: NodeTransport) {
+  constructor(transport: NodeTransport, stallMs: number = limits.nodeStallMs) {
     this.transport = transport;
+    this.stallMs = stallMs;
   }
 
   get endpoint(): string {
@@ -194,7 +197,7 @@ export class RedisNode {
    * connection until the node answers it: on a stalled node, every round
    * would leave one more (FAULTS.md I15). So what is outstanding is
    * counted and bounded: a node that has answered nothing for
-   * `nodeStallMs`, or has `outstandingCommandsMax` commands waiting, fails
+   * `stallMs` (the owner's `nodeStallMs`), or has `outstandingCommandsMax` commands waiting, fails
    * new calls at once; once it answers again it is used again.
    */
   private send(
@@ -247,7 +250,7 @@ export class RedisNode {
       );
     }
     const silentMs = performance.now() - this.silentSinceMs;
-    if (silentMs >= limits.nodeStallMs) {
+    if (silentMs >= this.stallMs) {
       return new NodeError(
         this.endpoint,
         new Error(`stalled: ${count} commands unanswered for ${Math.round(silentMs)} ms`),

@@ -12,7 +12,11 @@ import { isNodeTransport, type NodeTransport } from "./transport.js";
  */
 export type NodeInput = string | IoredisLike | NodeRedisLike | NodeTransport;
 
-export function createNodes(inputs: readonly NodeInput[]): RedisNode[] {
+/** `stallMs`: see `RedisNode` (the owner's `nodeStallMs`). */
+export function createNodes(
+  inputs: readonly NodeInput[],
+  stallMs: number = limits.nodeStallMs,
+): RedisNode[] {
   if (!Array.isArray(inputs) || inputs.length === 0) {
     throw new InvalidArgumentError(
       "nodes",
@@ -40,7 +44,7 @@ export function createNodes(inputs: readonly NodeInput[]): RedisNode[] {
     return plan;
   });
   // Only now, with every input valid, are clients created (lazily connecting).
-  return plans.map((plan) => new RedisNode(plan.create()));
+  return plans.map((plan) => new RedisNode(plan.create(), stallMs));
 }
 
 interface NodePlan {

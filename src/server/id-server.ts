@@ -61,6 +61,12 @@ export interface IdServerOptions {
   requestTimeoutMs: number;
   /** How long a /healthz verdict is reused, in milliseconds (it reads every node). */
   healthCacheMs: number;
+  /**
+   * Bound on a whole request and on its headers, in milliseconds; at least
+   * `bodyTimeoutMs`. Default `clientTimeoutMs` (the command line has no
+   * flag for it; tests of the bound set it short).
+   */
+  clientTimeoutMs?: number;
   log: JsonLogger;
   metrics: IdServerMetrics;
 }
@@ -93,8 +99,8 @@ export class IdServer {
     this.http = createServer({
       // A client that stalls mid-request must not hold a slot for minutes
       // (node's defaults are 300 s for a request, 60 s for headers)...
-      requestTimeout: clientTimeoutMs,
-      headersTimeout: clientTimeoutMs,
+      requestTimeout: options.clientTimeoutMs ?? clientTimeoutMs,
+      headersTimeout: options.clientTimeoutMs ?? clientTimeoutMs,
       // ...nor for up to 30 s more, until node's next check.
       connectionsCheckingInterval: connectionsCheckingIntervalMs,
     });

@@ -1,9 +1,10 @@
-/** Running the `redquorum` command from the source in a test, and probing what it leaves behind. */
+/** Running the `redquorum` command (the built bundle, dist/cli.js) in a test, and probing what it leaves behind. */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, constants, mkdtempSync, openSync, rmSync } from "node:fs";
 import { createConnection, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { cliPath } from "./built.js";
 
 export interface Run {
   code: number | null;
@@ -12,9 +13,9 @@ export interface Run {
   stderr: string;
 }
 
-/** `redquorum <args>` from the source (no build needed), no shell in between. */
+/** `redquorum <args>` as a user runs it (dist/cli.js), no shell in between. */
 export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  return spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  return spawn(process.execPath, [cliPath, ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -34,7 +35,8 @@ export function finished(child: ChildProcess, timeoutMs: number): Promise<Run> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`CLI still running after ${timeoutMs} ms; stderr: ${stderr}`));
+      const command = ["redquorum", ...child.spawnargs.slice(2)].join(" ");
+      reject(new Error(`${command}: still running after ${timeoutMs} ms; stderr: ${stderr}`));
     }, timeoutMs);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
@@ -66,7 +68,7 @@ export function startCliIntoPipe(
   const readFd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
   const writeFd = openSync(fifo, constants.O_WRONLY);
   rmSync(dir, { recursive: true, force: true }); // the open ends stay
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  const child = spawn(process.execPath, [cliPath, ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", writeFd, "pipe"],
   });

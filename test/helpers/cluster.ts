@@ -101,7 +101,7 @@ export class TestCluster {
    * length judged (lock/quarantine-judge.ts: the client that met the loss
    * does it right after); throws after `timeoutMs`.
    */
-  async quarantineJudged(index: number, timeoutMs = 5_000): Promise<void> {
+  async quarantineJudged(index: number, timeoutMs = 15_000): Promise<void> {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
       const value = await this.client(index).get("redquorum:quarantine");

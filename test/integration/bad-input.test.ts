@@ -17,7 +17,9 @@ describe("bad input gets a typed error and leaves no key", () => {
 
   before(async () => {
     cluster = await startCluster({ nodeCount: 5 });
-    redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    // Not about node timeouts: the one real lock below must not fail on a
+    // slow answer ("no reply within 50 ms", the default, on a loaded machine).
+    redlock = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
   });
   after(async () => {
     await redlock.close();
@@ -167,6 +169,30 @@ describe("bad input gets a typed error and leaves no key", () => {
       () => new Redlock(cluster.urls, { turnMs: 10_001 }),
       InvalidArgumentError,
       /options\.turnMs.*10000/,
+    ],
+    [
+      "a repairDelayMs within a node timeout",
+      () => new Redlock(cluster.urls, { repairDelayMs: 1_000 }),
+      InvalidArgumentError,
+      /options\.repairDelayMs: must exceed 1000 ms/,
+    ],
+    [
+      "a repairDelayMs given as a string",
+      () => new Redlock(cluster.urls, { repairDelayMs: "2s" as never }),
+      InvalidArgumentError,
+      /options\.repairDelayMs/,
+    ],
+    [
+      "a nodeStallMs below twice the node timeout",
+      () => new Redlock(cluster.urls, { nodeTimeoutMs: 300, nodeStallMs: 599 }),
+      InvalidArgumentError,
+      /options\.nodeStallMs.*600/,
+    ],
+    [
+      "a fractional nodeStallMs",
+      () => new Redlock(cluster.urls, { nodeStallMs: 1_500.5 }),
+      InvalidArgumentError,
+      /options\.nodeStallMs/,
     ],
   ];
 

@@ -8,10 +8,10 @@ import { Redis } from "ioredis";
 import { limits } from "../../src/limits.js";
 import { connectResult, startCli } from "../helpers/cli.js";
 
-/** Bound on a short CLI run (status, id next, a usage error): tsx's start (~1 s) plus a few round trips. */
+/** Bound on a short CLI run (status, id next, a usage error): its start (~0.2 s) plus a few round trips. */
 const runTimeoutMs = 15_000;
 /**
- * Bound on `dev` printing its line: tsx's start, then 3 redis-servers that
+ * Bound on `dev` printing its line: its start, then 3 redis-servers that
  * must each answer PING (LocalCluster allows each 10 s), then two init rounds.
  */
 const startTimeoutMs = 30_000;
@@ -25,7 +25,7 @@ interface Exit {
   signal: NodeJS.Signals | null;
 }
 
-/** One `redquorum <args>` run from the source, its output collected as it comes. */
+/** One `redquorum <args>` run, its output collected as it comes. */
 class CliRun {
   readonly child: ChildProcess;
   stdout = "";
@@ -55,7 +55,13 @@ class CliRun {
     for (;;) {
       const match = this[from].match(pattern);
       if (match) return match;
-      if (!this.running) throw new Error(`exited before ${pattern} on ${from}; ${this.output()}`);
+      if (!this.running) {
+        // Its output complete (read to the end), and how it ended.
+        const { code, signal } = await this.exited;
+        throw new Error(
+          `exited (${signal ?? `code ${code}`}) before ${pattern} on ${from}; ${this.output()}`,
+        );
+      }
       if (performance.now() > deadline) {
         throw new Error(`no ${pattern} on ${from} within ${timeoutMs} ms; ${this.output()}`);
       }

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import { NextId, Redlock } from "../../src/index.js";
+import { libraryUrl } from "../helpers/built.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 
 /** ioredis's default disconnect timer, which close() must not wait out. */
@@ -18,13 +19,13 @@ const endBackstopMs = 1_000;
 /** Runs `body` in a child; resolves with the ms from its close() to its exit. */
 function lingerAfterClose(body: string, env: NodeJS.ProcessEnv): Promise<number> {
   const script = `
-    import { Redlock, NextId } from "./src/index.ts";
+    import { Redlock, NextId } from "${libraryUrl}";
     const urls = process.env.URLS.split(",");
     ${body}
     const closedAt = performance.now();
     process.on("exit", () => process.stdout.write(String(performance.now() - closedAt)));
   `;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

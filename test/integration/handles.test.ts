@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { describe, it } from "node:test";
+import { libraryUrl } from "../helpers/built.js";
 
 // A whole session in a child process that never calls process.exit(): it
 // must end by itself, with no socket or timer left, even after timeouts on
 // a paused node and an aborted acquire.
 const session = `
-  import { LocalCluster, Redlock } from "./src/index.ts";
+  import { LocalCluster, Redlock } from "${libraryUrl}";
   const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
   const redlock = new Redlock(cluster.urls, { retry: { retries: 2, delayMs: 10, jitterMs: 5 } });
   await redlock.init();
@@ -27,14 +28,10 @@ const session = `
 
 describe("resource hygiene", () => {
   it("a session ends by itself with no socket or timer left open", () => {
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", session],
-      {
-        encoding: "utf8",
-        timeout: 60_000,
-      },
-    );
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", session], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     assert.equal(run.signal, null, `killed: the process did not end by itself\n${run.stderr}`);
     assert.equal(run.status, 0, run.stderr);
     const resources = JSON.parse(run.stdout.trim().split("\n").at(-1)!) as string[];
@@ -46,11 +43,10 @@ describe("resource hygiene", () => {
     // Seen by the fault suite's hygiene check: the sockets closed in the
     // background after close(), and a caller that checks (or a test runner
     // that reports open handles) found them still open.
-    const run = spawnSync(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", closeSession],
-      { encoding: "utf8", timeout: 60_000 },
-    );
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", closeSession], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     assert.equal(run.status, 0, run.stderr);
     const open = JSON.parse(run.stdout.trim().split("\n").at(-1)!) as Record<string, string[]>;
     assert.deepEqual(open, { redlock: [], nextId: [] });
@@ -60,7 +56,7 @@ describe("resource hygiene", () => {
 // Open handles right after close() resolves, beyond those open before the
 // client was made (the cluster's own, the inspection sockets).
 const closeSession = `
-  import { LocalCluster, NextId, Redlock } from "./src/index.ts";
+  import { LocalCluster, NextId, Redlock } from "${libraryUrl}";
   const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always" });
   const count = () => {
     const counts = new Map();

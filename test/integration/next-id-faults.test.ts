@@ -3,6 +3,7 @@ import { beforeEach, describe, it } from "node:test";
 import { NextId, QuorumError, type RepairEvent } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { useCluster } from "../helpers/cluster.js";
+import { byScale } from "../helpers/scale.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -71,7 +72,8 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       onRepair: (event: RepairEvent) => repaired.push(event.endpoint),
     });
     try {
-      for (let step = 0; step < 5; step++) {
+      // Rounds of kill -9 and restart: 3 at the fast scale, 5 at the full one.
+      for (let step = 0; step < byScale(3, 5); step++) {
         // One or two distinct nodes down at a time, never a majority.
         const victims = [...new Set([Math.floor(random() * 5), Math.floor(random() * 5)])];
         const endpoints = victims.map((v) => `127.0.0.1:${cluster().cluster.node(v).port}`);

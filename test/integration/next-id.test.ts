@@ -4,6 +4,7 @@ import { describe, it } from "node:test";
 import { repairScript } from "../../src/id/counter.js";
 import {
   AlreadyInitializedError,
+  type Clock,
   DurabilityError,
   IdOverflowError,
   InvalidArgumentError,
@@ -15,6 +16,7 @@ import {
   QuorumError,
   systemClock,
 } from "../../src/index.js";
+import { idDefaults } from "../../src/limits.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { useCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
@@ -72,6 +74,45 @@ function assertIncreasing(ids: readonly bigint[]): void {
     assert.ok(ids[i]! > ids[i - 1]!, `IDs not strictly increasing: ${ids.join(", ")}`);
   }
   assert.equal(new Set(ids).size, ids.length, `duplicate IDs: ${ids.join(", ")}`);
+}
+
+/**
+ * The system clock, except that a sleep as long as a repair's delay
+ * (`idDefaults.repairDelayMs`) or longer ends only once `release()` is called
+ * (or it is aborted); after that, sleeps are plain again.
+ */
+function heldRepairClock(): { clock: Clock; waiting: () => number; release: () => void } {
+  const held = new Set<() => void>();
+  let released = false;
+  const clock: Clock = {
+    now: () => systemClock.now(),
+    sleep: (ms, signal) => {
+      if (released || ms < idDefaults.repairDelayMs) return systemClock.sleep(ms, signal);
+      return new Promise<void>((resolve, reject) => {
+        const end = () => {
+          held.delete(end);
+          resolve();
+        };
+        held.add(end);
+        signal?.addEventListener(
+          "abort",
+          () => {
+            held.delete(end);
+            reject(signal.reason);
+          },
+          { once: true },
+        );
+      });
+    },
+  };
+  return {
+    clock,
+    waiting: () => held.size,
+    release: () => {
+      released = true;
+      for (const end of [...held]) end();
+    },
+  };
 }
 
 describe("NextId on 5 nodes with appendfsync always", () => {
@@ -427,9 +468,13 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("a repair applies only to the loss it was read for (loss token)", async () => {
+    // The instance's own repair must not run while the test calls the
+    // script: its delay waits on a clock that never lets it end until the
+    // test is done (close() runs scheduled repairs when their delay ends).
+    const held = heldRepairClock();
     const ids = new NextId(cluster().urls, {
       key: "token",
-      repairDelayMs: 60_000,
+      clock: held.clock,
       onRepair: () => {},
     });
     try {
@@ -469,7 +514,9 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       await cluster().client(0).set("token", "500");
       assert.equal(await repair("11", token), 0);
       assert.equal(await cluster().client(0).get("token"), "500");
+      assert.equal(held.waiting(), 1, "the instance's own repair is still waiting");
     } finally {
+      held.release();
       await ids.close();
     }
   });
@@ -536,6 +583,11 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       /options\.clock: proposals: "clock" needs a clock with epochMicros\(\)/,
     );
     assert.throws(() => new NextId(cluster().urls, { nodeTimeoutMs: 1_001 }), /nodeTimeoutMs/);
+    // Twice NextId's default node timeout (200 ms) at least.
+    assert.throws(
+      () => new NextId(cluster().urls, { nodeStallMs: 399 }),
+      /options\.nodeStallMs.*400/,
+    );
   });
 });
 

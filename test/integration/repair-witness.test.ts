@@ -64,7 +64,13 @@ describe("a restarted node is no repair witness while others are missing", () =>
     await cluster.client(2).flushall();
     await cluster.client(2).set("redquorum:marker", "lost:2.2");
     cluster.cluster.pause(1);
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 50 });
+    // The shortest repair delay allowed: its wait is not what this is about.
+    const repairDelayMs = limits.nodeTimeoutMsMax + 100;
+    const redlock = new Redlock(cluster.urls, {
+      retry: { retries: 0 },
+      nodeTimeoutMs: 50,
+      repairDelayMs,
+    });
     try {
       const take = async () => {
         const lock = await redlock.acquire([resource], 1_000);
@@ -73,12 +79,12 @@ describe("a restarted node is no repair witness while others are missing", () =>
       };
       // Long enough for the repairs of nodes 0 and 2 to run (each waits
       // repairDelayMs after the node is first met) and be retried.
-      const whilePaused = await takeFor(2 * limits.repairDelayMs + 1_000, take);
+      const whilePaused = await takeFor(2 * repairDelayMs + 1_000, take);
       assert.deepEqual(whilePaused, [], "no token while only nodes 3 and 4 are known witnesses");
       const floor = await cluster.client(2).get("redquorum:fence-floor");
       assert.ok(floor === null || BigInt(floor) >= highest, `node 2's floor ${floor}`);
       cluster.cluster.resume(1);
-      const afterResume = await takeFor(limits.repairDelayMs + 2_000, take);
+      const afterResume = await takeFor(repairDelayMs + 2_000, take);
       assert.ok(afterResume.length > 0, "tokens again once node 1 answers");
       for (const fence of afterResume)
         assert.ok(fence > highest, `token ${fence} after ${highest}`);
@@ -140,7 +146,13 @@ describe("a cluster whose every node restarted at once repairs its counters once
 
   it("fencing: every node restarted, tokens go on above every earlier one", async () => {
     const resource = "whole-restart";
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const repairDelayMs = limits.nodeTimeoutMsMax + 100;
+    // Not about node timeouts: not on the 50 ms default, which a loaded machine missed.
+    const redlock = new Redlock(cluster.urls, {
+      retry: { retries: 0 },
+      nodeTimeoutMs: 500,
+      repairDelayMs,
+    });
     try {
       let highest = 0n;
       for (let i = 0; i < 5; i++) {
@@ -152,7 +164,7 @@ describe("a cluster whose every node restarted at once repairs its counters once
       for (let i = 0; i < 3; i++) await cluster.cluster.restart(i);
       // Each node restarted: out of fencing until repaired (repairDelayMs
       // after it is met), then raised from the other two, both suspect too.
-      const deadline = performance.now() + 3 * limits.repairDelayMs + 5_000;
+      const deadline = performance.now() + 3 * repairDelayMs + 5_000;
       let after: bigint | undefined;
       while (after === undefined) {
         try {

@@ -404,7 +404,14 @@ describe("the restart quarantine covers restarts from data that may be older", (
     const cluster = new TestCluster(
       await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
     );
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: shortTtlMs, retry: { retries: 0 } });
+    // Not about node timeouts: the judgement's reads, made once when a call
+    // meets the loss, missed the 50 ms default on a loaded machine and the
+    // quarantine stayed unjudged.
+    const redlock = new Redlock(cluster.urls, {
+      maxTtlMs: shortTtlMs,
+      retry: { retries: 0 },
+      nodeTimeoutMs: 300,
+    });
     try {
       // Node 0 up for longer than any lock; nodes 1 and 2 just started.
       await sleep(shortTtlMs + 1_100); // uptime counts whole seconds
@@ -431,7 +438,8 @@ describe("the restart quarantine covers restarts from data that may be older", (
     const cluster = new TestCluster(
       await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
     );
-    const base = { maxTtlMs: shortTtlMs, retry: { retries: 0 } } as const;
+    // Not about node timeouts (see the test above).
+    const base = { maxTtlMs: shortTtlMs, retry: { retries: 0 }, nodeTimeoutMs: 300 } as const;
     const off = new Redlock(cluster.urls, { ...base, quarantine: false });
     const redlock = new Redlock(cluster.urls, base);
     try {

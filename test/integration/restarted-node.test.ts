@@ -4,15 +4,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { NextId, QuorumError, Redlock } from "../../src/index.js";
-import { limits } from "../../src/limits.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
+/** The shortest allowed (above every node timeout): the repairs' wait is not what this is about. */
+const repairDelayMs = 1_100;
 /**
  * How long a restarted node may take to be usable again: the client's
  * reconnect backoff (at most 1 s), the repair delay, a round.
  */
-const recoveryMs = 1_000 + limits.repairDelayMs + 3_000;
+const recoveryMs = 1_000 + repairDelayMs + 3_000;
 
 /** Retries `attempt` until it resolves or `forMs` passes. */
 async function within<T>(forMs: number, what: string, attempt: () => Promise<T>): Promise<T> {
@@ -80,7 +81,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
       : "NextId: no ID from a majority that came back older; IDs go on above every earlier one";
     it(title, async () => {
       const key = `stale:ids:${flushedFirst}`;
-      const ids = new NextId(cluster().urls, { key });
+      const ids = new NextId(cluster().urls, { key, repairDelayMs });
       let highest = 0n;
       const track = (id: bigint) => {
         if (id > highest) highest = id;
@@ -112,7 +113,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
       await cluster().cluster.restart(1);
       await cluster().cluster.kill(2);
       // A client that never saw the old servers: only what the nodes keep can warn it.
-      const fresh = new NextId(cluster().urls, { key, retry: { retries: 2 } });
+      const fresh = new NextId(cluster().urls, { key, repairDelayMs, retry: { retries: 2 } });
       try {
         for (let i = 0; i < 5; i++) {
           try {
@@ -134,7 +135,11 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
   it("Redlock fencing: a majority that came back older never issues a token at or below one issued", async () => {
     await cluster().restoreAll({ keepData: true });
     // Not about node timeouts: not on the 50 ms default, which a loaded machine can exceed.
-    const redlock = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
+    const redlock = new Redlock(cluster().urls, {
+      retry: { retries: 0 },
+      nodeTimeoutMs: 500,
+      repairDelayMs,
+    });
     let highest = 0n;
     const take = async (client: Redlock) => {
       const lock = await client.acquire(["stale:fence"], 2_000);
@@ -161,7 +166,11 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
     }
     await cluster().cluster.restart(1);
     await cluster().cluster.kill(2);
-    const fresh = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
+    const fresh = new Redlock(cluster().urls, {
+      retry: { retries: 0 },
+      nodeTimeoutMs: 500,
+      repairDelayMs,
+    });
     try {
       for (let i = 0; i < 5; i++) {
         try {
@@ -189,7 +198,12 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
     // A short maxTtlMs, so the flush's quarantine is over soon: the records
     // of the longer one of the closed client above would still set it.
     await cluster().onAll((c) => c.del("redquorum:horizon"));
-    const options = { retry: { retries: 0 }, maxTtlMs: 1_000, nodeTimeoutMs: 200 } as const;
+    const options = {
+      retry: { retries: 0 },
+      maxTtlMs: 1_000,
+      nodeTimeoutMs: 200,
+      repairDelayMs,
+    } as const;
     const redlock = new Redlock(cluster().urls, options);
     const resource = "stale:flushed";
     let highest = 0n;

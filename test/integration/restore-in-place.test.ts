@@ -153,6 +153,10 @@ describe("Redlock: a node restored in place is quarantined and out of fencing", 
         // A lock and its token before the copy, so A's fencing counter is older in the copy.
         const before = await one.acquire([`r-${form}`], 30_000);
         await before.release();
+        // The release resolves on a majority: A's delete may still be on
+        // its way, and a copy taken before it lands holds that lock's key
+        // (a loaded machine did: "A forgot the lock held" failed).
+        await cluster().waitForNoKeys(5_000);
         const copy =
           form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a);
         const held = await one.acquire([`r-${form}`], 30_000);

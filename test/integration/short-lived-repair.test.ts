@@ -20,7 +20,7 @@ import { sleep } from "../helpers/sleep.js";
 /** The smallest allowed (it must exceed 1000 ms), where a test may choose it. */
 const repairDelayMs = 1_100;
 /**
- * Bound on one CLI run: tsx's start (about 1 s here, more on a loaded
+ * Bound on one CLI run: its start (about 0.2 s here, more on a loaded
  * machine), the repair delay its close() waits out (2 s: the CLI uses the
  * default) and the repair's rounds; a wide margin for a shared machine.
  */
@@ -152,7 +152,11 @@ describe("short-lived Redlock clients repair the fencing counters of the restart
     const takeOnce = async () => {
       // No retries: a lock that needs a repair first fails at once. A node
       // timeout for a loaded machine (these are fresh connections).
-      const redlock = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
+      const redlock = new Redlock(cluster().urls, {
+        retry: { retries: 0 },
+        nodeTimeoutMs: 500,
+        repairDelayMs,
+      });
       try {
         const lock = await redlock.acquire([resource], 5_000);
         assert.ok(lock.fence! > last, `token ${lock.fence} after ${last}`);

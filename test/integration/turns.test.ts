@@ -27,6 +27,12 @@ import { sleep } from "../helpers/sleep.js";
  * reserved), but gives up after its second refusal.
  */
 const waitsBriefly = { retry: { retries: 1, delayMs: 1, jitterMs: 0 } };
+/**
+ * Not about node timeouts: the holders' calls are not on the 50 ms default,
+ * which a loaded machine can exceed ("no reply within 50 ms" failed a
+ * retake here).
+ */
+const patient = { nodeTimeoutMs: 500 } as const;
 
 /** A monotonic clock on which no timer fires (until aborted). */
 const timersNeverFire: Clock = {
@@ -63,7 +69,7 @@ describe("an instance's turn on a contended key", () => {
 
   it("within its turn an instance takes back the key it released in one round, and a release it does not follow up passes the turn", async () => {
     // A turn far longer than the test: every retake below is within it.
-    const holder = new Redlock(cluster.urls, { turnMs: 10_000 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 10_000 });
     let lock: Lock = await holder.acquire(["k"], 10_000);
     const waiter = await queuedWaiter("k");
     try {
@@ -102,8 +108,12 @@ describe("an instance's turn on a contended key", () => {
   it("a key kept within a turn is refused to other redquorum instances' callers that wait, not to its own or to node-redlock", async () => {
     // The holder's timers never fire, so its turn is never passed on: what
     // the kept release left on the nodes stays until it lapses.
-    const holder = new Redlock(cluster.urls, { turnMs: 10_000, clock: timersNeverFire });
-    const other = new Redlock(cluster.urls, waitsBriefly);
+    const holder = new Redlock(cluster.urls, {
+      ...patient,
+      turnMs: 10_000,
+      clock: timersNeverFire,
+    });
+    const other = new Redlock(cluster.urls, { ...patient, ...waitsBriefly });
     const clients = cluster.urls.map((url) => new Redis(url));
     const theirs = new NodeRedlock(clients, { retryCount: 0 });
     let lock: Lock = await holder.acquire(["o"], 10_000);
@@ -143,7 +153,7 @@ describe("an instance's turn on a contended key", () => {
 
   it("a turn ends turnMs after the grant that began it: that release hands the key to the waiter", async () => {
     const turnMs = 100;
-    const holder = new Redlock(cluster.urls, { turnMs });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs });
     try {
       // The turn must begin after the waiter queued, or it may be over
       // before the first retake: the waiter queues behind a key set by hand,
@@ -191,7 +201,7 @@ describe("an instance's turn on a contended key", () => {
   });
 
   it("two callers of one instance looping on the key let another instance's waiter in when the turn ends", async () => {
-    const holder = new Redlock(cluster.urls, { turnMs: 50 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 50 });
     const first = await holder.acquire(["two"], 10_000);
     const waiter = await queuedWaiter("two");
     let stop = false;
@@ -221,7 +231,7 @@ describe("an instance's turn on a contended key", () => {
   });
 
   it("a release within a turn followed by close() still hands the key to the waiter", async () => {
-    const holder = new Redlock(cluster.urls, { turnMs: 10_000 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 10_000 });
     const lock = await holder.acquire(["c"], 10_000);
     const waiter = await queuedWaiter("c");
     try {
@@ -235,7 +245,7 @@ describe("an instance's turn on a contended key", () => {
   });
 
   it("an acquire of ours that fails after a kept release still passes the turn", async () => {
-    const holder = new Redlock(cluster.urls, { turnMs: 10_000 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 10_000 });
     let lock: Lock = await holder.acquire(["f"], 10_000);
     const waiter = await queuedWaiter("f");
     try {
@@ -291,7 +301,7 @@ describe("an instance's turn on a contended key", () => {
   it("two callers of one instance handing the lock back and forth really release it after a run of handoffs", async () => {
     // No turn: only the run of in-process handoffs can keep the key from
     // the waiter, and it ends after limits.handoffRunMin (16) in a row.
-    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 0 });
     const first = await holder.acquire(["pp"], 10_000);
     const waiter = await queuedWaiter("pp");
     let stop = false;
@@ -342,7 +352,7 @@ describe("an instance's turn on a contended key", () => {
     // at each refusal), and the handoff's reply says so: the run then ends
     // after limits.handoffRunMin (16), where it used to go on for up to
     // 1,024 handoffs.
-    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 0 });
     let stop = false;
     let grants = 0;
     let grown: () => void = () => {};
@@ -358,7 +368,7 @@ describe("an instance's turn on a contended key", () => {
       }
     };
     const loops = [loop(), loop(), loop(), loop()];
-    const other = new Redlock(cluster.urls, { turnMs: 0 });
+    const other = new Redlock(cluster.urls, { ...patient, turnMs: 0 });
     try {
       await longRuns;
       const before = grants;
@@ -379,7 +389,7 @@ describe("an instance's turn on a contended key", () => {
   });
 
   it("with turnMs 0 every release hands the key to the waiter", async () => {
-    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 0 });
     const lock = await holder.acquire(["z"], 10_000);
     const waiter = await queuedWaiter("z");
     try {

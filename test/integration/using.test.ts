@@ -23,8 +23,10 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("keeps the lock through a routine that runs 10× the TTL, then releases it", async () => {
-    const holder = new Redlock(cluster.urls);
-    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    // Not about node timeouts: "no reply within 50 ms" (the default) on a
+    // loaded machine failed the rival's attempts with a QuorumError here.
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 200 });
+    const rival = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     try {
       let rivalAttempts = 0;
       let rivalWins = 0;
@@ -95,7 +97,8 @@ describe("redlock.using: auto-extension, loss and release", () => {
 
   it("a routine that shortens the lock itself is still kept alive (the timers follow the new validity)", async () => {
     const holder = new Redlock(cluster.urls);
-    const rival = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    // Its attempts must fail for the lock being held, not on a slow answer.
+    const rival = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     try {
       await holder.using(["job"], 4_000, async (signal, lock) => {
         await lock.extend(300);

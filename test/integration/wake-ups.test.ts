@@ -299,7 +299,13 @@ describe("waiters are woken by releases (no blind polling)", () => {
   });
 
   it("handoffs inside one instance do not starve a waiter of another instance", async () => {
-    const busy = new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 5, jitterMs: 0 } });
+    // Off the 50 ms default: a worker whose release missed a majority on a
+    // slow answer (a loaded machine) would leave the lock to expire with no
+    // release to announce, and nothing would wake the outsider.
+    const busy = new Redlock(cluster.urls, {
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10_000, delayMs: 5, jitterMs: 0 },
+    });
     // Its own retry comes only after a minute, past the test's 15 s bound:
     // within the bound only release notices can wake it. (Real timers, so
     // that a notice window still ends on its timer as it does in use; with
