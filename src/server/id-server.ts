@@ -180,7 +180,7 @@ export class IdServer {
    * close it (the parser cannot go on after an error).
    */
   private onClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-    const refusal = clientRefusal(error, clientTimeoutMs);
+    const refusal = clientRefusal(error, this.options.clientTimeoutMs ?? clientTimeoutMs);
     if (refusal === undefined || !socket.writable) {
       socket.destroy();
       return;
