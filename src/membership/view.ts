@@ -157,7 +157,13 @@ export class MembershipView {
     const node = this.nodes[index]!;
     let id = answer.id;
     if (id === undefined) {
-      const member = memberAt(view, node.endpoint);
+      // At a member's recorded address, or where this client itself last
+      // found that member (a proxy, another spelling): the same endpoint
+      // answered as the member before, and answers now with no memory.
+      const before = this.answers[index]?.id;
+      const member =
+        memberAt(view, node.endpoint) ??
+        (before === undefined ? undefined : memberById(view, before));
       const answeredElsewhere = this.answers.some(
         (other, otherIndex) => otherIndex !== index && other?.id === member?.id,
       );
