@@ -28,16 +28,30 @@ export interface NodeMembershipReport {
   readonly error?: string;
 }
 
+/**
+ * A node's member id and record (one MGET); rejects with the node's error,
+ * or a `MembershipError` for a record this version cannot read.
+ */
+export async function readRecord(
+  node: RedisNode,
+  timeoutMs: number,
+): Promise<{ id: string | undefined; record: MembershipRecord | undefined }> {
+  const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
+  const [id, text] = Array.isArray(reply) ? reply : [];
+  try {
+    return {
+      id: typeof id === "string" && id !== "" ? id : undefined,
+      record: parseRecord(typeof text === "string" ? text : undefined),
+    };
+  } catch (error) {
+    throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
+  }
+}
+
 async function readNode(node: RedisNode, timeoutMs: number): Promise<NodeMembershipReport> {
   try {
-    const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
-    const [id, text] = Array.isArray(reply) ? reply : [];
-    const record = parseRecord(typeof text === "string" ? text : undefined);
-    return {
-      endpoint: node.endpoint,
-      ...(typeof id === "string" && id !== "" ? { id } : {}),
-      ...(record ? { record } : {}),
-    };
+    const { id, record } = await readRecord(node, timeoutMs);
+    return { endpoint: node.endpoint, ...(id ? { id } : {}), ...(record ? { record } : {}) };
   } catch (error) {
     return {
       endpoint: node.endpoint,
@@ -74,7 +88,8 @@ export function viewOf(reports: readonly NodeMembershipReport[]): MembershipReco
   return view;
 }
 
-async function write(
+/** The record written on `node`, compare-and-set (scripts.ts, writeRecordScript): its writeReply. */
+export async function writeRecord(
   node: RedisNode,
   expected: string,
   record: MembershipRecord,
@@ -140,7 +155,7 @@ export async function recordMembership(
   };
   const statuses = await Promise.all(
     nodes.map((node, i) =>
-      write(node, "", record, record.members[i]!.id, false, timeoutMs).catch(
+      writeRecord(node, "", record, record.members[i]!.id, false, timeoutMs).catch(
         () => writeReply.conflict,
       ),
     ),
@@ -302,9 +317,14 @@ export async function applyMemberChange(
         results[i] = { endpoint: node.endpoint, result: `not reached: ${report.error}` };
         return;
       }
-      const status = await write(node, stampOf(report.record), next, "", false, timeoutMs).catch(
-        () => writeReply.conflict,
-      );
+      const status = await writeRecord(
+        node,
+        stampOf(report.record),
+        next,
+        "",
+        false,
+        timeoutMs,
+      ).catch(() => writeReply.conflict);
       if (status !== writeReply.conflict) moved++;
       results[i] = {
         endpoint: node.endpoint,
@@ -326,7 +346,7 @@ export async function applyMemberChange(
   }
   // Step 3: the new node joins, after the old epoch can no longer win.
   if (add && newMember) {
-    const status = await write(add, "", next, newMember.id, joinQuarantine, timeoutMs).catch(
+    const status = await writeRecord(add, "", next, newMember.id, joinQuarantine, timeoutMs).catch(
       (error: unknown) => {
         throw new MembershipError(
           [add.endpoint],

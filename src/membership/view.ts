@@ -9,6 +9,7 @@
  */
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
+import { readRecord, writeRecord } from "./change.js";
 import {
   describeMembers,
   formatRecord,
@@ -18,7 +19,7 @@ import {
   parseRecord,
   stampOf,
 } from "./record.js";
-import { readKeys, writeRecordScript, writeReply } from "./scripts.js";
+import { writeReply } from "./scripts.js";
 import { membershipTesting } from "./testing.js";
 
 /**
@@ -67,7 +68,7 @@ export class MembershipView {
    */
   async check(index: number, timeoutMs: number): Promise<void> {
     const node = this.nodes[index]!;
-    let answer = await this.read(node, timeoutMs);
+    let answer = await readRecord(node, timeoutMs);
     if (this.mode === "off") {
       this.answers[index] = answer;
       node.membershipStamp = stampOf(answer.record);
@@ -128,19 +129,6 @@ export class MembershipView {
     });
   }
 
-  private async read(node: RedisNode, timeoutMs: number): Promise<NodeMembership> {
-    const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
-    const [id, text] = Array.isArray(reply) ? reply : [];
-    try {
-      return {
-        id: typeof id === "string" && id !== "" ? id : undefined,
-        record: parseRecord(typeof text === "string" ? text : undefined),
-      };
-    } catch (error) {
-      throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
-    }
-  }
-
   /**
    * Node `index` holds no record, or an older one, than the view: a member
    * is brought up to the view (compare-and-set from what it holds, so a
@@ -175,21 +163,15 @@ export class MembershipView {
     ) {
       return answer;
     }
-    const reply = await node.command(
-      [
-        "EVAL",
-        writeRecordScript.source,
-        "0",
-        stampOf(answer.record),
-        stampOf(view),
-        formatRecord(view),
-        answer.id === undefined ? id : "",
-        "",
-      ],
-      { timeoutMs },
+    const status = await writeRecord(
+      node,
+      stampOf(answer.record),
+      view,
+      answer.id === undefined ? id : "",
+      false,
+      timeoutMs,
     );
-    const [status] = Array.isArray(reply) ? reply : [];
-    if (status === writeReply.conflict) return this.read(node, timeoutMs);
+    if (status === writeReply.conflict) return readRecord(node, timeoutMs);
     return { id, record: view };
   }
 
