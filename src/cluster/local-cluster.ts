@@ -9,7 +9,7 @@ export type { Persistence } from "./persistence.js";
 import { limits } from "../limits.js";
 import { markerKey, markNodeLua, runKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
-import { freePort, ping, portHolder, send } from "./local-sockets.js";
+import { freePort, ping, portHolder, send, serverPid } from "./local-sockets.js";
 import {
   type Persistence,
   persistenceArgs,
@@ -39,6 +39,12 @@ export interface LocalClusterOptions {
    * (they lost their memory). Default true.
    */
   init?: boolean;
+  /**
+   * Fixed loopback ports, one per node (their number sets `nodeCount`), to
+   * keep the nodes' URLs the same from one run to the next. A port that is
+   * taken fails the start, naming it. Default: free ports the system picks.
+   */
+  ports?: readonly number[];
 }
 
 export type LocalNodeState = "running" | "paused" | "stopped";
@@ -73,7 +79,9 @@ export class LocalCluster implements AsyncDisposable {
   private readonly slots: NodeSlot[] = [];
   private stopped = false;
 
-  private constructor(options: Required<Omit<LocalClusterOptions, "nodeCount" | "init">>) {
+  private constructor(
+    options: Required<Omit<LocalClusterOptions, "nodeCount" | "init" | "ports">>,
+  ) {
     this.persistence = options.persistence;
     this.serverPath = options.redisServerPath;
     this.startTimeoutMs = options.startTimeoutMs;
@@ -84,7 +92,19 @@ export class LocalCluster implements AsyncDisposable {
 
   static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
     const input = requireOptionsObject("cluster options", options) as LocalClusterOptions;
-    const nodeCount = requireInteger("nodeCount", input.nodeCount ?? 5, 1, limits.nodeCountMax);
+    const ports = input.ports === undefined ? undefined : requirePorts(input.ports);
+    const nodeCount = requireInteger(
+      "nodeCount",
+      input.nodeCount ?? ports?.length ?? 5,
+      1,
+      limits.nodeCountMax,
+    );
+    if (ports && ports.length !== nodeCount) {
+      throw new InvalidArgumentError(
+        "ports",
+        `expected one port per node (${nodeCount}), got ${ports.length}`,
+      );
+    }
     const persistence = requirePersistence(input.persistence ?? "aof-always");
     const cluster = new LocalCluster({
       persistence,
@@ -101,7 +121,7 @@ export class LocalCluster implements AsyncDisposable {
         mkdirSync(dataDir);
         cluster.slots.push({
           index,
-          port: 0,
+          port: ports?.[index] ?? 0,
           dataDir,
           child: undefined,
           state: "stopped",
@@ -110,7 +130,11 @@ export class LocalCluster implements AsyncDisposable {
           extraArgs: cluster.extraArgs,
         });
       }
-      await Promise.all(cluster.slots.map((slot) => cluster.startOnFreePort(slot)));
+      await Promise.all(
+        cluster.slots.map((slot) =>
+          ports ? cluster.startProcess(slot) : cluster.startOnFreePort(slot),
+        ),
+      );
       if (input.init ?? true) {
         await Promise.all(
           cluster.slots.map((slot) =>
@@ -356,7 +380,19 @@ export class LocalCluster implements AsyncDisposable {
     const deadline = performance.now() + this.startTimeoutMs;
     while (performance.now() < deadline) {
       if (child.exitCode !== null || child.signalCode !== null || slot.state === "stopped") break;
-      if (await ping(slot.port)) return;
+      if (await ping(slot.port)) {
+        // A PONG proves a server, not ours: another cluster's node may hold
+        // the port while ours is still failing to bind it.
+        const pid = await serverPid(slot.port);
+        if (pid === child.pid) return;
+        if (pid !== undefined) {
+          child.kill("SIGKILL");
+          throw new RedquorumError(
+            "ERR_CLUSTER",
+            `port ${slot.port} is held by another redis-server (pid ${pid}), not this node's (pid ${child.pid})`,
+          );
+        }
+      }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     child.kill("SIGKILL");
@@ -378,6 +414,17 @@ async function killSlot(slot: NodeSlot): Promise<void> {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.kill("SIGKILL");
   await exited;
+}
+
+function requirePorts(value: unknown): readonly number[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new InvalidArgumentError("ports", "expected a non-empty array of port numbers");
+  }
+  const ports = value.map((port, i) => requireInteger(`ports[${i}]`, port, 1, 65_535));
+  if (new Set(ports).size !== ports.length) {
+    throw new InvalidArgumentError("ports", `expected distinct ports, got ${ports.join(", ")}`);
+  }
+  return ports;
 }
 
 interface NodeSlot {

@@ -59,6 +59,32 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * The process id of the redis-server answering on `port` (INFO server's
+ * `process_id`), or undefined when none answers within 500 ms. Two clusters
+ * started side by side can be handed the same free port: the one whose
+ * redis-server lost the bind must not take the other's node for its own.
+ */
+export function serverPid(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    let reply = "";
+    const done = (pid: number | undefined) => {
+      socket.destroy();
+      resolve(pid);
+    };
+    socket.setTimeout(500, () => done(undefined));
+    socket.once("error", () => done(undefined));
+    socket.once("connect", () => socket.write("INFO server\r\n"));
+    socket.on("data", (data) => {
+      reply += data.toString();
+      const match = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
+      if (match) done(Number(match[1]));
+      else if (reply.startsWith("-") || reply.length > 65_536) done(undefined);
+    });
+  });
+}
+
 /** One PING on a fresh socket; true on +PONG. Only a readiness probe, not a client. */
 export function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {

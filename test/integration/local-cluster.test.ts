@@ -1,10 +1,23 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, Redlock, RedquorumError } from "../../src/index.js";
 import { libraryUrl } from "../helpers/built.js";
+
+/** A port the system picks as free now (another process may take it meanwhile). */
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 /** Running, not dead or a zombie waiting to be reaped by init. */
 function alive(pid: number): boolean {
@@ -60,6 +73,51 @@ describe("LocalCluster", () => {
     assert.equal(new Set(runIds).size, 3);
     const fsync = await withClient(cluster.urls[0]!, (c) => c.config("GET", "appendfsync"));
     assert.deepEqual(fsync, ["appendfsync", "always"]);
+  });
+
+  it("each node is its own process: INFO's process_id is the pid the cluster reports", async () => {
+    const pids = await Promise.all(
+      cluster.urls.map((url) =>
+        withClient(url, async (c) => Number(/process_id:(\d+)/.exec(await c.info("server"))![1])),
+      ),
+    );
+    assert.deepEqual(
+      pids,
+      cluster.nodes.map((n) => n.pid),
+    );
+  });
+
+  it("a port another cluster's node holds fails the start, naming the port, and never adopts that node", async () => {
+    // Two clusters started side by side can draw the same free port; the one
+    // whose redis-server loses the bind must not answer with the other's node.
+    const taken = cluster.node(2).port;
+    const second = LocalCluster.start({ ports: [taken], startTimeoutMs: 3_000 });
+    await assert.rejects(second, (error: unknown) => {
+      assert.ok(error instanceof RedquorumError, String(error));
+      assert.equal(error.code, "ERR_CLUSTER");
+      assert.match(error.message, new RegExp(`port ${taken}`));
+      return true;
+    });
+    assert.equal(await withClient(cluster.urls[2]!, (c) => c.ping()), "PONG");
+  });
+
+  it("fixed ports: the nodes start on them; a wrong list is a typed error", async () => {
+    const [a, b] = [await freeLoopbackPort(), await freeLoopbackPort()];
+    const fixed = await LocalCluster.start({ ports: [a!, b!] });
+    try {
+      assert.deepEqual(
+        fixed.nodes.map((n) => n.port),
+        [a, b],
+      );
+    } finally {
+      await fixed.stop();
+    }
+    await assert.rejects(LocalCluster.start({ ports: [a!, a!] }), /distinct ports/);
+    await assert.rejects(
+      LocalCluster.start({ nodeCount: 3, ports: [a!] }),
+      /one port per node \(3\), got 1/,
+    );
+    await assert.rejects(LocalCluster.start({ ports: [0] }), /ports\[0\]/);
   });
 
   it("restart keeps the data (AOF); restart empty loses it", async () => {
