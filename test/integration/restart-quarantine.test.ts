@@ -569,7 +569,9 @@ describe("the restart quarantine covers restarts from data that may be older", (
         const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
         let onNode0 = 0;
         while (onNode0 < 2) {
-          const lock = await client.acquire([`after-${onNode0}`], 1_000);
+          // Long enough for the reads below on a loaded machine (1 s ran
+          // out before the release there).
+          const lock = await client.acquire([`after-${onNode0}`], 10_000);
           await sleep(20); // node 0's answer may land after the majority's
           if ((await cluster.client(0).get(lock.keys[0]!)) === lock.value) {
             onNode0++;
