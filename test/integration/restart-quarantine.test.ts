@@ -450,7 +450,8 @@ describe("the restart quarantine covers restarts from data that may be older", (
   it("a fencing repair that reaches a node restored from an older copy before its check does not hide the restore", async () => {
     const cluster = await startCluster({ nodeCount: 3, persistence: "aof-everysec" });
     const copies = mkdtempSync(join(tmpdir(), "redquorum-copy-"));
-    const short = { maxTtlMs: 3_000, retry: { retries: 0 } } as const;
+    // Not about node timeouts: the 50 ms default failed a grant here with the machine loaded.
+    const short = { maxTtlMs: 3_000, retry: { retries: 0 }, nodeTimeoutMs: 300 } as const;
     const unfenced = new Redlock(cluster.urls, { ...short, fencing: false });
     const fenced = new Redlock(cluster.urls, short);
     const rival = new Redlock(cluster.urls, { ...short, fencing: false });
