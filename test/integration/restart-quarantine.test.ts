@@ -797,7 +797,10 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
         assert.ok(performance.now() - revokedAt < boundMs + 3_000, "still voting");
         await sleep(50);
       }
-      assert.match(String(error), /NOPERM/);
+      // Refused INFO, by the recheck (NOPERM), or by the vote script's own
+      // memory check when its cached identity is over 100 ms old (a loaded
+      // machine), which reads INFO too.
+      assert.match(String(error), /NOPERM|can't run this command/);
       assert.ok(performance.now() - revokedAt >= checks.recheckIntervalMs - 50);
     } finally {
       await a.close();
