@@ -27,8 +27,12 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { buildIfStale, buildIsStale } from "./build-if-stale.mjs";
+
+/** The repository: the tests expect to run from there (their paths, the build). */
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
  * Files only the full tier runs: the fault matrix (every row of the fault
@@ -265,6 +269,8 @@ function summarize(run, fileTimeoutMs) {
 
 async function main() {
   const options = parseArgs(process.argv.slice(2));
+  options.files = options.files.map((file) => relative(root, resolve(file)));
+  process.chdir(root);
   const fromEnv = process.env.REDQUORUM_TEST_SCALE;
   if (fromEnv !== undefined && fromEnv !== "" && !scales.includes(fromEnv)) {
     usage(`REDQUORUM_TEST_SCALE must be one of ${scales.join(", ")}, got ${fromEnv}`);

@@ -134,9 +134,12 @@ class NpmStart {
 }
 
 /** The dev cluster's data directories still on disk. */
-function dataDirsLeft(): string[] {
+/** The dev clusters' data directories under .redquorum, but those in `before` (left by an earlier run that was killed). */
+function dataDirsLeft(before: readonly string[] = []): string[] {
   return existsSync(".redquorum")
-    ? readdirSync(".redquorum").filter((name) => name.startsWith("redquorum-cluster-"))
+    ? readdirSync(".redquorum").filter(
+        (name) => name.startsWith("redquorum-cluster-") && !before.includes(name),
+      )
     : [];
 }
 
@@ -144,6 +147,7 @@ describe("npm start", () => {
   it("brings the cluster up quietly, runs the demo, and stops cleanly on Ctrl-C", {
     timeout,
   }, async () => {
+    const earlier = dataDirsLeft();
     const npm = new NpmStart();
     try {
       await npm.until("Press Ctrl-C to stop");
@@ -181,7 +185,7 @@ describe("npm start", () => {
         assert.equal(await connectResult(Number(new URL(url).port)), "ECONNREFUSED", url);
       }
       assert.equal(await connectResult(Number(new URL(server).port)), "ECONNREFUSED", server);
-      assert.deepEqual(dataDirsLeft(), [], "the dev cluster's data directory is removed");
+      assert.deepEqual(dataDirsLeft(earlier), [], "the dev cluster's data directory is removed");
     } finally {
       npm.killAll();
     }
@@ -190,6 +194,7 @@ describe("npm start", () => {
   it("SIGTERM to npm alone, while the lock workers run, leaves nothing running", {
     timeout,
   }, async () => {
+    const earlier = dataDirsLeft();
     const npm = new NpmStart();
     try {
       // Mid-demo: the cluster is up and workers come and go.
@@ -198,7 +203,7 @@ describe("npm start", () => {
       await npm.stop("SIGTERM", npm.pgid);
       assert.deepEqual(await npm.leftOver(), [], npm.output);
       assert.match(npm.output, /SIGTERM: stopping/);
-      assert.deepEqual(dataDirsLeft(), [], npm.output);
+      assert.deepEqual(dataDirsLeft(earlier), [], npm.output);
       assert.doesNotMatch(npm.output, /could not release|demo: /);
     } finally {
       npm.killAll();
@@ -208,6 +213,7 @@ describe("npm start", () => {
   it("SIGTERM to the demo alone, with the ID server up, leaves nothing running; so does a second signal on its heels", {
     timeout,
   }, async () => {
+    const earlier = dataDirsLeft();
     const npm = new NpmStart();
     try {
       await npm.until("redquorum serve listening on");
@@ -219,7 +225,7 @@ describe("npm start", () => {
       assert.equal(exit.code, 0, `${JSON.stringify(exit)}\n${npm.output}`);
       assert.deepEqual(await npm.leftOver(), [], npm.output);
       assert.match(npm.output, /stopped; the cluster's data directory is removed/);
-      assert.deepEqual(dataDirsLeft(), [], npm.output);
+      assert.deepEqual(dataDirsLeft(earlier), [], npm.output);
     } finally {
       npm.killAll();
     }

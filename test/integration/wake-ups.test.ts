@@ -73,8 +73,13 @@ describe("waiters are woken by releases (no blind polling)", () => {
   }
 
   it("queued waiters still give up within their retries, with ResourceLockedError", async () => {
-    const holder = new Redlock(cluster.urls);
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 3, delayMs: 10, jitterMs: 0 } });
+    // Not about node timeouts: an attempt that missed the 50 ms default on
+    // a loaded machine failed with a QuorumError, not for the lock being held.
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 500 });
+    const redlock = new Redlock(cluster.urls, {
+      nodeTimeoutMs: 500,
+      retry: { retries: 3, delayMs: 10, jitterMs: 0 },
+    });
     try {
       const lock = await holder.acquire(["g"], 10_000);
       const outcomes = await Promise.allSettled(

@@ -543,7 +543,10 @@ export const idRows: Row[] = [
         const proxy = await DelayProxy.start(ctx.cluster.node(lost).port, 60);
         ctx.closers.push(() => proxy.close());
         const urls = [...ctx.urls.slice(0, lost), proxy.url];
-        const library = { repairDelayMs: 1_100, nodeTimeoutMs: 200 };
+        // The node timeout far above the proxy's 60 ms: the lost node's late
+        // answers must arrive within it to report the loss (at 200 ms a
+        // loaded machine made them time out, and nothing was repaired).
+        const library = { repairDelayMs: 1_100, nodeTimeoutMs: 1_000 };
         await initIds(ctx, library);
         const clients = await idClients(ctx, 2, { urls, library });
         // Each client serves IDs through the slow node before it is lost (its
@@ -553,11 +556,16 @@ export const idRows: Row[] = [
         if (nodeCount === 4) await ctx.kill(0);
         ctx.faultNow("latency", `node-${lost}`, "+60 ms on every reply (delay proxy)");
         await ctx.restart(lost, false);
+        // A reconnect (at most 1 s), the repair delay and its rounds; the
+        // bound only ends a hang.
         const repaired = await ctx.waitFor(
           async () => (await ctx.admin(lost).get("redquorum:id:marker")) === "1",
-          6_000,
+          15_000,
         );
-        ctx.expect(repaired, `the slow node ${lost}, restarted empty, was not repaired within 6 s`);
+        ctx.expect(
+          repaired,
+          `the slow node ${lost}, restarted empty, was not repaired within 15 s`,
+        );
         // IDs flow again after it, above every earlier one (verify, and the ID checker).
         // Asked for, not waited for: on a loaded machine the loops' calls that
         // straddled the restart may still be in their retry pauses.
