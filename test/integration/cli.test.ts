@@ -43,7 +43,9 @@ describe("redquorum command line", () => {
       client.on("error", () => {});
       return client;
     });
-    env = { REDQUORUM_NODES: cluster.urls.join(",") };
+    // No test here is about node timeouts: not on the 50 ms default, which a
+    // loaded machine exceeded (a lock then held on 2 of the 3 nodes).
+    env = { REDQUORUM_NODES: cluster.urls.join(","), REDQUORUM_NODE_TIMEOUT: "500ms" };
     dir = mkdtempSync(join(tmpdir(), "redquorum-cli-"));
   });
 

@@ -108,8 +108,12 @@ async function meetLoss(cluster: TestCluster, client: Redlock, index: number): P
     );
     await sleep(50);
   }
-  await cluster.quarantineJudged(index);
+  await cluster.quarantineJudged(index, 30_000, meetBy(client));
 }
+
+/** A lock call of `client` that meets every node (its judgements of losses it meets follow). */
+const meetBy = (client: Redlock) => () =>
+  client.acquire(["elsewhere"], 1_000).then((l) => l.release());
 
 /** Redis's default persistence: RDB save points (one that never fires on its own here), no AOF. */
 const rdbSavePoints = ["--save", "3600 1"];
@@ -299,7 +303,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
         (l) => l.release(),
         () => {},
       );
-      for (let i = 0; i < 3; i++) await cluster.quarantineJudged(i);
+      for (let i = 0; i < 3; i++) await cluster.quarantineJudged(i, 30_000, meetBy(a));
       await warm(a);
       assert.match(String(await cluster.client(0).get("redquorum:marker")), /^lost:/);
       await cluster.client(0).save();
@@ -308,7 +312,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
       await cluster.cluster.restart(0);
       await booting.acquire(["elsewhere"], 1_000).then((l) => l.release()); // checks node 0
       // The client that met the restart judges its length right after (asynchronously).
-      await cluster.quarantineJudged(0);
+      await cluster.quarantineJudged(0, 30_000, meetBy(booting));
       assert.equal(await cluster.client(0).get(quarantineKey), "restart");
       const report = await booting.init();
       for (const node of report) assert.notEqual(node.action, "marked", JSON.stringify(report));
@@ -750,13 +754,13 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
         (l) => l.release(),
         () => {},
       ); // A meets the loss
-      await cluster.quarantineJudged(2);
+      await cluster.quarantineJudged(2, 30_000, meetBy(a));
       // B's first check finds node 2 marked ("lost:") without a run_id (the
       // flush took it): a restart, as far as the check can tell.
       await b
         .acquire([resource], 1_000)
         .then((l) => assert.fail(`B took the lock A holds (${l.value})`), refused);
-      await cluster.quarantineJudged(2);
+      await cluster.quarantineJudged(2, 30_000, meetBy(b));
       await neverTakes(b, 300); // and once that check's quarantine is judged
       assert.ok(lock.remainingMs() > 0, "A still held the lock when B tried");
       const left = await quarantineLeft(cluster, 2);
@@ -845,7 +849,7 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
       await cluster.cluster.kill(2);
       await cluster.cluster.restart(2);
       await (await c.acquire(["elsewhere"], 1_000)).release();
-      await cluster.quarantineJudged(2);
+      await cluster.quarantineJudged(2, 30_000, meetBy(c));
       const left = await quarantineLeft(cluster, 2);
       assert.ok(left > maxTtlMs - 5_000 && left <= maxTtlMs, `quarantine left ${left} ms`);
     } finally {
