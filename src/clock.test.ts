@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { describe, it } from "node:test";
-import { onAbort } from "./clock.js";
+import { onAbort, raceAbort } from "./clock.js";
 
 describe("onAbort: one listener per signal", () => {
   it("calls every callback once on abort, through one listener on the signal", () => {
@@ -49,5 +49,28 @@ describe("onAbort: one listener per signal", () => {
   it("without a signal there is nothing to watch", () => {
     const unwatch = onAbort(undefined, () => assert.fail("called"));
     unwatch();
+  });
+});
+
+describe("raceAbort", () => {
+  it("with a signal aborted already, a later failure of the work it was given is no unhandled rejection", async () => {
+    const unhandled: unknown[] = [];
+    const seen = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", seen);
+    try {
+      const controller = new AbortController();
+      controller.abort(new Error("stopped"));
+      let fail = (_: Error) => {};
+      const work = new Promise<never>((_, reject) => {
+        fail = reject;
+      });
+      await assert.rejects(raceAbort(work, controller.signal, 1_000), /stopped/);
+      fail(new Error("Connection is closed."));
+      // Unhandled rejections are reported after the microtasks of a macrotask.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off("unhandledRejection", seen);
+    }
   });
 });

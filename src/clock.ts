@@ -149,7 +149,12 @@ export function raceAbort<T>(
   onTimeout: () => unknown = () => new Error(`not done within ${timeoutMs} ms`),
 ): Promise<T> {
   if (!signal && !Number.isFinite(timeoutMs)) return promise;
-  if (signal?.aborted) return Promise.reject(signal.reason);
+  if (signal?.aborted) {
+    // The work is under way already: its later failure (a node's "Connection
+    // is closed") is nobody's to read, and must not surface as unhandled.
+    promise.catch(() => {});
+    return Promise.reject(signal.reason);
+  }
   return new Promise<T>((resolve, reject) => {
     const done = () => {
       clearTimeout(timer);

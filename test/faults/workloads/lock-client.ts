@@ -18,6 +18,10 @@ export class LockClient {
     readonly recorder: Recorder,
   ) {
     this.redlock = new Redlock(options.urls as string[], {
+      // Rows about node timeouts set their own; the rest must not fail on a
+      // loaded machine's late answers at the 50 ms default (a release that
+      // reached 2 of 5 nodes, a contended round with 2 nodes stopped).
+      nodeTimeoutMs: 200,
       ...options.library,
       fencing: options.fencing,
       clock: sharedClock,
