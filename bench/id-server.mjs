@@ -108,6 +108,11 @@ const allCells = [
   { name: "NextId", kind: "nextid", count: 1, servers: 0 },
   { name: "count=1", kind: "server", count: 1, servers: 1 },
   { name: "count=100", kind: "server", count: 100, servers: 1 },
+  // The floor again, offered count=1's requests/s of the same repetition
+  // (autocannon's overallRate): CPU per request depends on the rate (at its
+  // own top rate the floor answers many requests per event-loop turn), so
+  // the CPU of the two is compared at one rate here. Runs after count=1.
+  { name: "floor at count=1's rate", kind: "floor", count: 1, servers: 0, rateOf: "count=1" },
   { name: "2 servers", kind: "server", count: 1, servers: 2 },
   { name: "4 servers", kind: "server", count: 1, servers: 4 },
 ];
@@ -219,13 +224,14 @@ function runNextId(cell) {
  * same load generator in every HTTP cell. `keep(body)` sees every 2xx body
  * and returns false for a bad one.
  */
-async function load(urls, count, keep, pids) {
+async function load(urls, count, keep, pids, overallRate) {
   const latencies = [];
   let startCpu;
   let startMetrics;
   const instance = autocannon({
     url: urls.length === 1 ? `${urls[0]}/v1/ids` : urls.map((u) => `${u}/v1/ids`),
     connections,
+    ...(overallRate === undefined ? {} : { overallRate }),
     duration: seconds,
     warmup: { duration: warmupSeconds },
     method: "POST",
@@ -262,10 +268,19 @@ async function load(urls, count, keep, pids) {
   };
 }
 
-async function runFloor() {
+/** Each cell's requests/s in the repetition under way (for the cells offered another's rate). */
+const rateThisRep = new Map();
+
+async function runFloor(cell) {
+  let rate;
+  if (cell.rateOf) {
+    rate = rateThisRep.get(cell.rateOf);
+    if (rate === undefined) throw new Error(`needs the ${cell.rateOf} cell, run before it`);
+    rate = Math.max(1, Math.round(rate));
+  }
   const floor = await startFloor();
   try {
-    return await load([floor.url], 1, () => true, { servers: [floor.pid], redis: [] });
+    return await load([floor.url], 1, () => true, { servers: [floor.pid], redis: [] }, rate);
   } finally {
     await stopServer(floor);
   }
@@ -431,6 +446,7 @@ const failures = [];
 for (let rep = 1; rep <= reps; rep++) {
   for (const cell of cells) {
     const row = await measure(cell, `run ${rep}/${reps} ${cell.name}`);
+    if (!row.failed) rateThisRep.set(cell.name, row.requestsPerSecond);
     runs.get(cell.name).push(row);
     if (row.problems.length > 0) failures.push(`${cell.name} run ${rep}`);
   }
@@ -518,6 +534,15 @@ function ratios() {
     x(cpuRatio),
     "≤ 2×",
     cpuRatio === undefined ? undefined : cpuRatio <= 2,
+  );
+  const sameRate = ratio(
+    m("count=1", "serverCpuPerRequestUs"),
+    m("floor at count=1's rate", "serverCpuPerRequestUs"),
+  );
+  add(
+    "count=1 server CPU per request ÷ the floor's at the same requests/s",
+    x(sameRate),
+    "reported",
   );
   const p50 = m("count=1", "p50Ms");
   const bound =
