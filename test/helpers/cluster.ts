@@ -1,4 +1,4 @@
-import { after, before } from "node:test";
+import { after, before, beforeEach } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, type LocalClusterOptions } from "../../src/index.js";
 import { markNodeLua } from "../../src/node/node-state.js";
@@ -31,6 +31,20 @@ export function useCluster(options: LocalClusterOptions = {}): () => TestCluster
     if (!cluster) throw new Error("useCluster(): the cluster starts in the suite's before hook");
     return cluster;
   };
+}
+
+/**
+ * As `useCluster`, and before each test every node is back up and empty
+ * (`restoreAll({ keepData: false })`, then `flushAll()`): for suites whose
+ * tests kill, pause or fill nodes.
+ */
+export function useFreshCluster(options: LocalClusterOptions = {}): () => TestCluster {
+  const cluster = useCluster(options);
+  beforeEach(async () => {
+    await cluster().restoreAll({ keepData: false });
+    await cluster().flushAll();
+  });
+  return cluster;
 }
 
 /** The node marker of the restart quarantine (what `Redlock.init()` writes). */

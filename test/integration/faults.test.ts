@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { QuorumError, Redlock } from "../../src/index.js";
 import { verdictOf } from "../../src/node/verdict.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { type TestCluster, useFreshCluster } from "../helpers/cluster.js";
 
 const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 } } as const;
 /**
@@ -22,29 +22,20 @@ function subsets(n: number): number[][] {
 }
 
 describe("node failures (5 nodes, Q = 3)", () => {
-  let cluster: TestCluster;
-
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 5 });
-  });
-  after(() => cluster.stop());
-  beforeEach(async () => {
-    // Every node back up and empty before each case.
-    await cluster.restoreAll({ keepData: false });
-    await cluster.flushAll();
-  });
+  // Every node back up and empty before each case.
+  const cluster = useFreshCluster({ nodeCount: 5 });
 
   it("with 2 nodes killed, acquire, extend and release still work", async () => {
-    const redlock = new Redlock(cluster.urls, patient);
+    const redlock = new Redlock(cluster().urls, patient);
     try {
-      await cluster.cluster.kill(3);
-      await cluster.cluster.kill(4);
+      await cluster().cluster.kill(3);
+      await cluster().cluster.kill(4);
       const lock = await redlock.acquire(["r"], 5_000);
       assert.equal(lock.grantedNodeCount, 3);
       await lock.extend(5_000);
       assert.ok(lock.remainingMs() > 4_000);
       await lock.release();
-      const values = await Promise.all([0, 1, 2].map((i) => cluster.client(i).get("r")));
+      const values = await Promise.all([0, 1, 2].map((i) => cluster().client(i).get("r")));
       assert.deepEqual(values, [null, null, null]);
     } finally {
       await redlock.close();
@@ -52,23 +43,23 @@ describe("node failures (5 nodes, Q = 3)", () => {
   });
 
   it("with 3 nodes killed, acquire fails with a QuorumError naming the three, within the retry budget", async () => {
-    const redlock = new Redlock(cluster.urls, fast);
+    const redlock = new Redlock(cluster().urls, fast);
     try {
-      for (const i of [0, 2, 4]) await cluster.cluster.kill(i);
+      for (const i of [0, 2, 4]) await cluster().cluster.kill(i);
       const start = performance.now();
       await assert.rejects(redlock.acquire(["r"], 5_000), (error: unknown) => {
         assert.ok(error instanceof QuorumError, String(error));
         assert.equal(error.code, "ERR_QUORUM");
         assert.equal(error.quorum, 3);
         const named = error.nodeErrors.map((e) => e.endpoint).sort();
-        const killed = [0, 2, 4].map((i) => cluster.urls[i]!.replace("redis://", "")).sort();
+        const killed = [0, 2, 4].map((i) => cluster().urls[i]!.replace("redis://", "")).sort();
         assert.deepEqual(named, killed);
         return true;
       });
       // 3 attempts with ~10 ms waits: far below one TTL, nowhere near a hang.
       assert.ok(performance.now() - start < 2_500, `took ${performance.now() - start} ms`);
       // No lock left on the survivors.
-      const values = await Promise.all([1, 3].map((i) => cluster.client(i).get("r")));
+      const values = await Promise.all([1, 3].map((i) => cluster().client(i).get("r")));
       assert.deepEqual(values, [null, null]);
     } finally {
       await redlock.close();
@@ -76,14 +67,14 @@ describe("node failures (5 nodes, Q = 3)", () => {
   });
 
   it("a node killed while a lock is held: extend and release still work on the rest", async () => {
-    const redlock = new Redlock(cluster.urls, patient);
+    const redlock = new Redlock(cluster().urls, patient);
     try {
       const lock = await redlock.acquire(["r"], 5_000);
-      await cluster.cluster.kill(1);
+      await cluster().cluster.kill(1);
       await lock.extend(5_000);
       await lock.release();
       // release resolves at a majority; the fourth live node follows at once.
-      await waitForNoKey(cluster, "r", [0, 2, 3, 4]);
+      await waitForNoKey(cluster(), "r", [0, 2, 3, 4]);
     } finally {
       await redlock.close();
     }
@@ -92,11 +83,11 @@ describe("node failures (5 nodes, Q = 3)", () => {
   it("a paused node (SIGSTOP) costs about the node timeout, not the TTL", async () => {
     const nodeTimeoutMs = 50;
     const ttlMs = 10_000;
-    const redlock = new Redlock(cluster.urls, { ...fast, nodeTimeoutMs });
+    const redlock = new Redlock(cluster().urls, { ...fast, nodeTimeoutMs });
     try {
       // First contact (connections, INFO checks) while every node answers.
       await (await redlock.acquire(["warm"], 1_000)).release();
-      cluster.cluster.pause(2);
+      cluster().cluster.pause(2);
       const start = performance.now();
       const lock = await redlock.acquire(["r"], ttlMs);
       const acquireMs = performance.now() - start;
@@ -114,7 +105,7 @@ describe("node failures (5 nodes, Q = 3)", () => {
       assert.equal(lock.released, true);
       assert.equal(lock.remainingMs(), 0);
       // The release deleted the key on every running node.
-      await waitForNoKey(cluster, "r", [0, 1, 3, 4]);
+      await waitForNoKey(cluster(), "r", [0, 1, 3, 4]);
       // The acquire needs only the 3 fastest; the release waits out the
       // paused node's timeout. Neither comes near the TTL (what a client
       // that waited for the paused node would cost): a tenth of it is
@@ -122,11 +113,11 @@ describe("node failures (5 nodes, Q = 3)", () => {
       assert.ok(acquireMs < ttlMs / 10, `acquire took ${acquireMs} ms`);
       assert.ok(cycleMs < ttlMs / 10, `acquire + release took ${cycleMs} ms`);
     } finally {
-      cluster.cluster.resume(2);
+      cluster().cluster.resume(2);
       await redlock.close();
     }
     // Resumed, the node runs its queued acquire and release, in order.
-    await waitForNoKey(cluster, "r");
+    await waitForNoKey(cluster(), "r");
   });
 
   it("nodes restarted empty are quarantined until the other nodes can judge how long, then used again", async () => {
@@ -136,14 +127,14 @@ describe("node failures (5 nodes, Q = 3)", () => {
     const maxTtlMs = 2 * reconnectBackoffCapMs;
     // Fencing off: with 2 nodes out and 2 that lost their counters, no
     // majority could repair the counters (see the fencing tests).
-    const redlock = new Redlock(cluster.urls, { ...fast, maxTtlMs, fencing: false });
+    const redlock = new Redlock(cluster().urls, { ...fast, maxTtlMs, fencing: false });
     try {
       await (await redlock.acquire(["r"], 1_000)).release();
       // Without persistence they come back empty: they lost their memory.
-      await cluster.cluster.restart(0, { keepData: false });
-      await cluster.cluster.restart(1, { keepData: false });
-      cluster.cluster.pause(2);
-      cluster.cluster.pause(3);
+      await cluster().cluster.restart(0, { keepData: false });
+      await cluster().cluster.restart(1, { keepData: false });
+      cluster().cluster.pause(2);
+      cluster().cluster.pause(3);
       // Only 0, 1 (restarted) and 4 answer: a lock needs both restarted
       // nodes. How long their quarantine lasts is judged from N - Q + 1 = 3
       // other nodes not in quarantine (lock/quarantine-judge.ts); with 2 and
@@ -162,7 +153,7 @@ describe("node failures (5 nodes, Q = 3)", () => {
       }
       assert.ok(quarantined > 0, "the restarted nodes never answered quarantined");
       for (const i of [0, 1]) {
-        assert.match(String(await cluster.client(i).get("redquorum:quarantine")), /^unjudged:/);
+        assert.match(String(await cluster().client(i).get("redquorum:quarantine")), /^unjudged:/);
       }
       const status = await redlock.status();
       assert.deepEqual(
@@ -171,24 +162,24 @@ describe("node failures (5 nodes, Q = 3)", () => {
       );
       assert.match(verdictOf(status).locks.reasons.join("\n"), /judged from the other nodes/);
       // Back: the next refusals have the quarantines judged, over by now.
-      cluster.cluster.resume(2);
-      cluster.cluster.resume(3);
+      cluster().cluster.resume(2);
+      cluster().cluster.resume(3);
       const deadline = performance.now() + 5_000;
       for (;;) {
         const lock = await redlock.acquire(["r"], 1_000);
         await new Promise((r) => setTimeout(r, 20)); // a node's answer may land after the majority's
-        const on = await Promise.all([0, 1].map((i) => cluster.client(i).get("r")));
+        const on = await Promise.all([0, 1].map((i) => cluster().client(i).get("r")));
         await lock.release();
         if (on.every((value) => value === lock.value)) break;
         assert.ok(performance.now() < deadline, `restarted nodes not used again (${on})`);
         await new Promise((r) => setTimeout(r, 50));
       }
       for (const i of [0, 1]) {
-        assert.equal(await cluster.client(i).get("redquorum:quarantine"), null);
+        assert.equal(await cluster().client(i).get("redquorum:quarantine"), null);
       }
     } finally {
       for (const i of [2, 3]) {
-        if (cluster.cluster.nodes[i]!.state === "paused") cluster.cluster.resume(i);
+        if (cluster().cluster.nodes[i]!.state === "paused") cluster().cluster.resume(i);
       }
       await redlock.close();
     }
@@ -200,13 +191,13 @@ describe("node failures (5 nodes, Q = 3)", () => {
       // A lock must come through whatever the paused nodes do, but a
       // running node may miss one short timeout on a loaded machine: a few
       // retries where a lock is expected (none where none can be had).
-      const redlock = new Redlock(cluster.urls, {
+      const redlock = new Redlock(cluster().urls, {
         retry: expectLock ? { retries: 5, delayMs: 10, jitterMs: 5 } : { retries: 0 },
         nodeTimeoutMs: 200,
       });
       try {
         await (await redlock.acquire(["warm"], 1_000)).release();
-        for (const i of failed) cluster.cluster.pause(i);
+        for (const i of failed) cluster().cluster.pause(i);
         const attempt = redlock.acquire(["r"], 2_000);
         if (expectLock) {
           const lock = await attempt;
@@ -221,12 +212,12 @@ describe("node failures (5 nodes, Q = 3)", () => {
           });
         }
       } finally {
-        for (const i of failed) cluster.cluster.resume(i);
+        for (const i of failed) cluster().cluster.resume(i);
         await redlock.close();
       }
       // Whatever happened, once the paused nodes ran their queued commands
       // (acquire then release, in order) no key of the attempt is left.
-      await waitForNoKey(cluster, "r");
+      await waitForNoKey(cluster(), "r");
     });
   }
 });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { LockExpiredError, Redlock } from "../../src/index.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useFreshCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 /**
@@ -10,31 +10,22 @@ import { sleep } from "../helpers/sleep.js";
  * the rounds settle in; a released or handed-off Lock reports 0.
  */
 describe("overlapping operations on one lock (FAULTS.md L24)", () => {
-  let cluster: TestCluster;
-
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 5 });
-  });
-  after(() => cluster.stop());
-  beforeEach(async () => {
-    await cluster.restoreAll({ keepData: false });
-    await cluster.flushAll();
-  });
+  const cluster = useFreshCluster({ nodeCount: 5 });
 
   /** PTTL of `key` on every node, in node order (-2: no key). */
-  const pttls = (key: string) => cluster.onAll((client) => client.pttl(key));
+  const pttls = (key: string) => cluster().onAll((client) => client.pttl(key));
 
   it("two overlapping extends (longer, then shorter) never report more than the keys hold", async () => {
     // A generous node timeout: the nodes paused below must still count when
     // they answer, so that the longer extension settles last.
-    const redlock = new Redlock(cluster.urls, { nodeTimeoutMs: 1_000 });
+    const redlock = new Redlock(cluster().urls, { nodeTimeoutMs: 1_000 });
     try {
       const lock = await redlock.acquire(["overlap"], 10_000);
       // Node 2 lost its script cache: the first extend's EVALSHA fails there
       // and is not resent (the second was sent after it); the second is.
-      await cluster.client(2).script("FLUSH");
-      cluster.cluster.pause(3);
-      cluster.cluster.pause(4);
+      await cluster().client(2).script("FLUSH");
+      cluster().cluster.pause(3);
+      cluster().cluster.pause(4);
       const long = lock.extend(30_000);
       const short = lock.extend(1_000);
       const settled: string[] = [];
@@ -49,8 +40,8 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
       // Before the fix the short extension won on nodes 0-2 here, long
       // before nodes 3 and 4 answered the long one.
       await Promise.race([short.catch(() => {}), sleep(300)]);
-      cluster.cluster.resume(3);
-      cluster.cluster.resume(4);
+      cluster().cluster.resume(3);
+      cluster().cluster.resume(4);
       await Promise.allSettled([long, short]);
       await sleep(20); // the last node's answer lands
       const held = (await pttls("overlap")).filter((ttl) => ttl > 0).sort((a, b) => b - a);
@@ -69,7 +60,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
   });
 
   it("extensions of one lock run one after another, in the order called", async () => {
-    const redlock = new Redlock(cluster.urls);
+    const redlock = new Redlock(cluster().urls);
     try {
       const lock = await redlock.acquire(["serial"], 10_000);
       const order: number[] = [];
@@ -86,7 +77,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
   });
 
   it("a release while an extension is in flight: 0 validity, the extension rejects, no key left", async () => {
-    const redlock = new Redlock(cluster.urls);
+    const redlock = new Redlock(cluster().urls);
     try {
       const lock = await redlock.acquire(["racing"], 10_000);
       const extending = lock.extend(30_000);
@@ -96,7 +87,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
       await releasing;
       assert.equal(lock.remainingMs(), 0);
       assert.equal(lock.validUntilMs, Number.NEGATIVE_INFINITY);
-      await cluster.waitForNoKeys();
+      await cluster().waitForNoKeys();
       await assert.rejects(lock.extend(1_000), LockExpiredError);
     } finally {
       await redlock.close();
@@ -104,7 +95,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
   });
 
   it("after release() and after a handoff, the old Lock reports no validity", async () => {
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 100, delayMs: 20 } });
+    const redlock = new Redlock(cluster().urls, { retry: { retries: 100, delayMs: 20 } });
     try {
       const first = await redlock.acquire(["handoff"], 10_000);
       // A waiter of the same instance: the release hands the lock to it.
@@ -114,7 +105,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
       const second = await waiting;
       assert.equal(first.remainingMs(), 0, "the handed-off lock reports no validity");
       assert.ok(second.remainingMs() > 0);
-      const values = await cluster.onAll((client) => client.get("handoff"));
+      const values = await cluster().onAll((client) => client.get("handoff"));
       assert.ok(values.filter((v) => v === second.value).length >= redlock.quorum);
       await second.release();
       assert.equal(second.remainingMs(), 0);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import {
   InvalidArgumentError,
   LockExpiredError,
@@ -7,26 +7,17 @@ import {
   Redlock,
   ResourceLockedError,
 } from "../../src/index.js";
-import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { useFreshCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 describe("redlock.using: auto-extension, loss and release", () => {
-  let cluster: TestCluster;
-
-  before(async () => {
-    cluster = await startCluster({ nodeCount: 5 });
-  });
-  after(() => cluster.stop());
-  beforeEach(async () => {
-    await cluster.restoreAll({ keepData: false });
-    await cluster.flushAll();
-  });
+  const cluster = useFreshCluster({ nodeCount: 5 });
 
   it("keeps the lock through a routine that runs 10× the TTL, then releases it", async () => {
     // Not about node timeouts: "no reply within 50 ms" (the default) on a
     // loaded machine failed the rival's attempts with a QuorumError here.
-    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 200 });
-    const rival = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 200 });
+    const rival = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     try {
       let rivalAttempts = 0;
       let rivalWins = 0;
@@ -55,7 +46,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
       assert.equal(result, "done");
       assert.ok(rivalAttempts > 20);
       assert.equal(rivalWins, 0, "another client took the lock while the routine ran");
-      await cluster.waitForNoKeys();
+      await cluster().waitForNoKeys();
       const after = await rival.acquire(["job"], 300);
       await after.release();
     } finally {
@@ -65,7 +56,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("killing 3 of 5 nodes mid-routine aborts the signal with LockLostError before the validity ends", async () => {
-    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 50 });
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 50 });
     try {
       let killedAt = 0;
       let abortedAt = 0;
@@ -73,7 +64,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
       await assert.rejects(
         holder.using(["job"], 1_000, async (signal, lock) => {
           await sleep(200);
-          for (const i of [0, 1, 2]) await cluster.cluster.kill(i);
+          for (const i of [0, 1, 2]) await cluster().cluster.kill(i);
           killedAt = performance.now();
           await new Promise<void>((resolve) => {
             signal.addEventListener("abort", () => resolve(), { once: true });
@@ -96,9 +87,9 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("a routine that shortens the lock itself is still kept alive (the timers follow the new validity)", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster().urls);
     // Its attempts must fail for the lock being held, not on a slow answer.
-    const rival = new Redlock(cluster.urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
+    const rival = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     try {
       await holder.using(["job"], 4_000, async (signal, lock) => {
         await lock.extend(300);
@@ -117,7 +108,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("an error thrown by the routine comes out unchanged, and the lock is released", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster().urls);
     try {
       const failure = new TypeError("routine failed");
       await assert.rejects(
@@ -126,18 +117,18 @@ describe("redlock.using: auto-extension, loss and release", () => {
         }),
         (error) => error === failure,
       );
-      await cluster.waitForNoKeys();
+      await cluster().waitForNoKeys();
     } finally {
       await holder.close();
     }
   });
 
   it("an extension that finds the keys gone from a majority leaves the lock no validity, and aborts the routine at once", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster().urls);
     try {
       // Outside using: the Lock itself.
       const lock = await holder.acquire(["plain"], 10_000);
-      for (const i of [0, 1, 2]) await cluster.client(i).del("plain");
+      for (const i of [0, 1, 2]) await cluster().client(i).del("plain");
       await assert.rejects(lock.extend(10_000), LockExpiredError);
       assert.equal(lock.remainingMs(), 0, "a lock a majority no longer holds has no validity");
       assert.equal(lock.validUntilMs, Number.NEGATIVE_INFINITY);
@@ -147,7 +138,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
       let abortedAfterExtend: boolean | undefined;
       await assert.rejects(
         holder.using(["job"], 10_000, async (signal, held) => {
-          for (const i of [2, 3, 4]) await cluster.client(i).del("job");
+          for (const i of [2, 3, 4]) await cluster().client(i).del("job");
           await assert.rejects(held.extend(10_000), LockExpiredError);
           abortedAfterExtend = signal.aborted;
         }),
@@ -160,7 +151,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("the routine's signal reads as aborted once the validity is down to the margin, though no timer could run", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster().urls);
     try {
       let aborted: boolean | undefined;
       let thrown: unknown;
@@ -191,10 +182,10 @@ describe("redlock.using: auto-extension, loss and release", () => {
     // TTL 60 ms, node timeout 50 ms: the threshold an extension needs
     // (the margin plus a node timeout) is above what one extension gives;
     // the threshold is held at three quarters of the TTL instead.
-    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: 50 });
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 50 });
     try {
       const calls = async () => {
-        const text = await cluster.client(0).info("commandstats");
+        const text = await cluster().client(0).info("commandstats");
         return (
           Number(/cmdstat_evalsha:calls=(\d+)/.exec(text)?.[1] ?? 0) +
           Number(/cmdstat_eval:calls=(\d+)/.exec(text)?.[1] ?? 0)
@@ -223,7 +214,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("refuses bad options to extend and using with a typed error, before any call", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster().urls);
     try {
       const lock = await holder.acquire(["job"], 5_000);
       for (const options of [null, "x", { signal: "x" }, { signal: {} }, { signa: undefined }]) {
@@ -239,14 +230,14 @@ describe("redlock.using: auto-extension, loss and release", () => {
         holder.using(["job"], 1_000, async () => 1, null as never),
         InvalidArgumentError,
       );
-      assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+      assert.deepEqual(await cluster().keysByNode(), [[], [], [], [], []]);
     } finally {
       await holder.close();
     }
   });
 
   it("refuses a bad threshold and a missing routine", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster().urls);
     try {
       await assert.rejects(
         holder.using(["job"], 1_000, async () => 1, { extendThresholdMs: 1_000 }),
@@ -273,7 +264,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
       await assert.rejects(holder.using(["job"], 1_000, undefined as never), {
         code: "ERR_INVALID_ARGUMENT",
       });
-      assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+      assert.deepEqual(await cluster().keysByNode(), [[], [], [], [], []]);
     } finally {
       await holder.close();
     }
