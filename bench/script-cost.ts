@@ -17,8 +17,9 @@ import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { fenceFloorKey, fenceKeyPrefix, fenceMaxKey } from "../src/fencing/scripts.js";
 import { LocalCluster } from "../src/index.js";
+import { acquireFastPathCondition, acquireScript } from "../src/lock/acquire-script.js";
 import { heirKeyPrefix } from "../src/lock/heir-queue.js";
-import { acquireFastPathCondition, acquireScript, releaseScript } from "../src/lock/scripts.js";
+import { releaseScript } from "../src/lock/release-script.js";
 import { membershipCheckLua } from "../src/membership/check.js";
 import { markerKey, quarantineKey } from "../src/node/node-state.js";
 

@@ -5,13 +5,13 @@ import { Redis } from "ioredis";
 import { fenceVoteLua } from "../../src/fencing/scripts.js";
 import { LocalCluster } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
-import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
+import { acquireReply } from "../../src/lock/acquire-reply.js";
 import {
   acquireBodyLua,
   acquireFastPathCondition,
-  acquireReply,
   acquireScript,
-} from "../../src/lock/scripts.js";
+} from "../../src/lock/acquire-script.js";
+import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import { LuaScript } from "../../src/node/lua-script.js";
 import { aliveKey } from "../../src/node/memory-check.js";
 import { serverIdentityLua } from "../../src/node/server-identity.js";
