@@ -24,6 +24,8 @@ import {
   fenceVoteLua,
 } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
+import { membershipRefusalLua } from "../membership/check.js";
+import { stampKey } from "../membership/record.js";
 import { LuaScript } from "../node/lua-script.js";
 import { aliveKey, memoryCheckLua } from "../node/memory-check.js";
 import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
@@ -83,12 +85,17 @@ if ${acquireFastPathCondition} then
   local from = ARGV[5 + fenceCount]
   local waiter = ARGV[6 + fenceCount]
   -- In readNode's order (marker, quarantine[, floor, highest, counter],
-  -- reservation, the memory identity's cache).
+  -- reservation, the memory identity's cache), then the membership stamp.
   if counter then
-    early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir, '${aliveKey}')
+    early = redis.call('mget', '${markerKey}', '${quarantineKey}', '${fenceFloorKey}', '${fenceMaxKey}', counter, heir, '${aliveKey}', '${stampKey}')
   else
-    early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir, '${aliveKey}')
+    early = redis.call('mget', '${markerKey}', '${quarantineKey}', heir, '${aliveKey}', '${stampKey}')
   end
+  -- The membership check (membership/check.ts), before anything is
+  -- written. Missing to the MGET is read again with GET, which fails on a
+  -- key of the wrong type, as the check's own GET does.
+  local held = early[counter and 8 or 5] or redis.call('get', '${stampKey}') or ''
+  ${membershipRefusalLua("held")}
   local reserved = early[counter and 6 or 3]
   local mine = reserved and waiter and (reserved == waiter or reserved == string.match(waiter, '^[^:]*'))
   -- The node's memory checked lately (node/memory-check.ts, identityOf,
@@ -145,6 +152,11 @@ if ${acquireFastPathCondition} then
       return {code, current, accepted}
     end
   end
+end
+-- The membership check, where the fast path did not make it.
+if not early then
+  local held = redis.call('get', '${stampKey}') or ''
+  ${membershipRefusalLua("held")}
 end
 ${quarantineCheck}
 ${memoryCheckLua}
@@ -259,6 +271,7 @@ return reply`;
 
 export const acquireScript = LuaScript.batchable("acquire", fenceVoteLua, acquireBodyLua, {
   checksMembership: true,
+  readsStamp: true,
 });
 
 export function acquireArgs(
