@@ -60,7 +60,8 @@ local first = ''
 local reserveMs = tonumber(ARGV[2])
 if ARGV[5] then enqueueAll(KEYS, ARGV[5], ARGV[6], tonumber(ARGV[7])) end
 for i = 1, #KEYS do
-  local free = waited[i] and redis.call('exists', KEYS[i]) == 0
+  -- A key this call deleted is free (nothing above writes a lock key).
+  local free = waited[i] and (ours[i] or redis.call('exists', KEYS[i]) == 0)
   local reserved = free and reservedFor(KEYS[i])
   if free and (not reserved or reserved == ARGV[4]) then
     local heir = reserve(KEYS[i], reserveMs)

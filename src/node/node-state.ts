@@ -148,7 +148,7 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     redis.call('set', '${markerKey}', marker)
     -- With the marker, the memory it was written on (a flush took the one
     -- recorded): a copy of the node taken from now on carries it, so its
-    -- restore is seen (lock/scripts.ts, certifyScript; memory-check.ts).
+    -- restore is seen (lock/quarantine-scripts.ts, certifyScript; memory-check.ts).
     -- Its count of data-replacing commands (server-identity.ts) says
     -- whether the server was flushed since it started.
     local identity = ${serverIdentityLua}
