@@ -72,10 +72,11 @@ export const acquireBodyLua = `-- The fast path, for most grants: one resource, 
 -- instance (a waiter's turn, or its instance's: heir-queue.ts, turns.ts);
 -- free (SET NX), or for a handoff free or holding the releasing lock's
 -- value. It is the general path below narrowed to that case (the same
--- calls in the same order, the same reply), without its tables and
--- closures: those cost Redis more than the calls themselves
--- (docs/benchmarks.md, "One worker"). Any other case, or a key found held,
--- goes on below with this MGET's reply.
+-- calls in the same order, the same reply; its MGET also reads the
+-- membership stamp, which the general path reads with a GET of its own),
+-- without its tables and closures: those cost Redis more than the calls
+-- themselves (docs/benchmarks.md, "One worker"). Any other case, or a key
+-- found held, goes on below with this MGET's reply.
 local fenceCount = tonumber(ARGV[4])
 local early, setTried
 if ${acquireFastPathCondition} then
