@@ -4,10 +4,14 @@
 // client's CPU per cycle (process.cpuUsage: user and system µs), and Redis
 // commands and Redis time per cycle (INFO commandstats on every node,
 // summed: commands a script runs are counted, and their time is inside the
-// script's). The numbers behind docs/benchmarks.md's "One worker".
+// script's). node-redlock v5 runs beside them (bench/'s own dependency:
+// `npm run bench` installs it). Then, per cycle, each command's count and
+// Redis µs (what a script runs inside it included in its own line). The
+// numbers behind docs/benchmarks.md's "One worker".
 //
 //   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3
 import { Redis } from "ioredis";
+import NodeRedlock from "redlock";
 import { LocalCluster, Redlock } from "../dist/index.js";
 import { bareRounds } from "./floor.mjs";
 import { benchArgs, fmt, median } from "./report.mjs";
@@ -22,12 +26,15 @@ const sent = {
   floor: ["set", "evalsha"],
   redquorum: ["evalsha"],
   "redquorum, fencing off": ["evalsha"],
+  "node-redlock 5.0.0-beta.2": ["evalsha"],
 };
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
 const inspect = cluster.urls.map((url) => new Redis(url));
 const clients = cluster.urls.map((url) => new Redis(url));
 const fenced = new Redlock(cluster.urls);
 const unfenced = new Redlock(cluster.urls, { fencing: false });
+const redlockClients = cluster.urls.map((url) => new Redis(url));
+const nodeRedlock = new NodeRedlock(redlockClients, { retryCount: 0 });
 try {
   await fenced.init();
   const floor = bareRounds(clients, 10_000);
@@ -40,11 +47,14 @@ try {
     redquorum: async () => (await fenced.acquire(["cost:fenced"], 10_000)).release(),
     "redquorum, fencing off": async () =>
       (await unfenced.acquire(["cost:unfenced"], 10_000)).release(),
+    "node-redlock 5.0.0-beta.2": async () =>
+      (await nodeRedlock.acquire(["cost:node-redlock"], 10_000)).release(),
   };
   // Commands, and the µs Redis spent in those a cycle sends, over all nodes.
   const commands = async (cycle) => {
     let count = 0;
     let us = 0;
+    const byName = {};
     for (const client of inspect) {
       const stats = await client.info("commandstats");
       for (const [, name, calls, usec] of stats.matchAll(
@@ -53,9 +63,12 @@ try {
         if (name === "info") continue;
         count += Number(calls);
         if (sent[cycle].includes(name)) us += Number(usec);
+        byName[name] ??= { calls: 0, us: 0 };
+        byName[name].calls += Number(calls);
+        byName[name].us += Number(usec);
       }
     }
-    return { count, us };
+    return { count, us, byName };
   };
   const runs = Object.fromEntries(Object.keys(cycles).map((name) => [name, []]));
   for (const cycle of Object.values(cycles)) for (let i = 0; i < 200; i++) await cycle(); // warm up
@@ -79,6 +92,15 @@ try {
         systemUs: used.system / n,
         commands: (after.count - before.count) / n,
         redisUs: (after.us - before.us) / n,
+        byName: Object.fromEntries(
+          Object.entries(after.byName).map(([name, { calls, us }]) => [
+            name,
+            {
+              calls: (calls - (before.byName[name]?.calls ?? 0)) / n,
+              us: (us - (before.byName[name]?.us ?? 0)) / n,
+            },
+          ]),
+        ),
       });
     }
   }
@@ -97,8 +119,24 @@ try {
   console.log(
     `\n${reps} interleaved runs of ${cellMs / 1000} s per cycle, one worker, 5 local nodes`,
   );
+  // Per cycle, over the 5 nodes: each command's calls and Redis µs (medians).
+  console.log("\n| cycle | commands per cycle: calls (Redis µs) |\n|---|---|");
+  for (const [name, cells] of Object.entries(runs)) {
+    const names = [...new Set(cells.flatMap((c) => Object.keys(c.byName)))];
+    const parts = names
+      .map((command) => ({
+        command,
+        calls: median(cells.map((c) => c.byName[command]?.calls ?? 0)),
+        us: median(cells.map((c) => c.byName[command]?.us ?? 0)),
+      }))
+      .filter((p) => p.calls >= 0.05)
+      .sort((a, b) => b.calls - a.calls || b.us - a.us)
+      .map((p) => `${p.command} ${fmt(p.calls, 1)} (${fmt(p.us)})`);
+    console.log(`| ${name} | ${parts.join(", ")} |`);
+  }
 } finally {
   await Promise.all([fenced.close(), unfenced.close()]);
-  for (const client of [...clients, ...inspect]) client.disconnect();
+  await nodeRedlock.quit().catch(() => {});
+  for (const client of [...clients, ...inspect, ...redlockClients]) client.disconnect();
   await cluster.stop();
 }

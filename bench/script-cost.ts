@@ -17,9 +17,10 @@ import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { fenceFloorKey, fenceKeyPrefix, fenceMaxKey } from "../src/fencing/scripts.js";
 import { LocalCluster } from "../src/index.js";
+import { acquireFastPathCondition, acquireScript } from "../src/lock/acquire-script.js";
 import { heirKeyPrefix } from "../src/lock/heir-queue.js";
-import { acquireFastPathCondition, acquireScript, releaseScript } from "../src/lock/scripts.js";
-import { membershipCheckLua } from "../src/membership/check.js";
+import { releaseScript } from "../src/lock/release-script.js";
+import { membershipCheckLua, membershipStampLua } from "../src/membership/check.js";
 import { markerKey, quarantineKey } from "../src/node/node-state.js";
 
 const { values } = parseArgs({
@@ -149,7 +150,10 @@ try {
       const acquireSha = shas.get(variant.acquire)!;
       const releaseSha = shas.get(variant.release)!;
       // The acquire script's last argument: the membership stamp ("" on nodes without a record).
-      const stamp = variant.acquire.startsWith(membershipCheckLua) ? [""] : [];
+      const checks = [membershipCheckLua, membershipStampLua].some((m) =>
+        variant.acquire.startsWith(m),
+      );
+      const stamp = checks ? [""] : [];
       const key = `script-cost:${name}`;
       for (const node of nodes) await node.config("RESETSTAT");
       let cycles = 0;

@@ -70,7 +70,7 @@ const mutants = [
   {
     name: "release-any-value",
     bug: "a release deletes the key whoever holds it",
-    file: "src/lock/scripts.ts",
+    file: "src/lock/release-script.ts",
     find: "if redis.call('get', KEYS[i]) == ARGV[1] then",
     replace: "if redis.call('exists', KEYS[i]) == 1 then",
     tests: ["test/integration/lock.test.ts", "test/integration/attempt-undo.test.ts"],

@@ -22,7 +22,8 @@ import {
   requireTtl,
   resolveAcquireOptions,
 } from "./options.js";
-import { leaveQueueScript, type QueueArgs } from "./scripts.js";
+import type { QueueArgs } from "./queue-registration.js";
+import { leaveQueueScript } from "./release-script.js";
 import { type Handoff, Waiter } from "./wait-queue.js";
 
 export type AcquireContext = AttemptContext &

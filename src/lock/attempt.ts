@@ -6,7 +6,6 @@
  * whatever happens.
  */
 
-import type { RandomSource } from "../clock.js";
 import {
   LockExpiredError,
   NodeTimeoutError,
@@ -16,12 +15,15 @@ import {
 import { limits } from "../limits.js";
 import { nodeErrorsOf, type RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
+import { isGrantedBy } from "./acquire-reply.js";
+import { acquireArgs, acquireScript } from "./acquire-script.js";
 import type { LockContext } from "./context.js";
 import { handoffOutcome } from "./handoff.js";
 import { agreedTicket, type QueuePlace, queuePlaceOf } from "./heir-queue.js";
 import { Lock } from "./lock.js";
+import type { QueueArgs } from "./queue-registration.js";
+import { randomHex } from "./random-hex.js";
 import { releaseKeys } from "./release.js";
-import { acquireArgs, acquireScript, isGrantedBy, type QueueArgs } from "./scripts.js";
 import type { Handoff } from "./wait-queue.js";
 
 export type AttemptContext = Pick<
@@ -56,11 +58,6 @@ export interface AttemptRequest {
 export type Verdict =
   | { readonly lock: Lock; readonly refused: Promise<(index: number) => boolean> }
   | { readonly failure: Error; readonly places: readonly QueuePlace[] };
-
-export function randomHex(random: RandomSource, byteCount: number): string {
-  const bytes = random.bytes(byteCount);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
-}
 
 /**
  * Attempt number `attempt`; `from`: a handoff to take over; `queue`: the

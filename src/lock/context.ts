@@ -13,14 +13,14 @@ import { limits, releaseNoticeLimits } from "../limits.js";
 import { quarantineArgOf } from "../node/node-state.js";
 import type { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
-import { randomHex } from "./attempt.js";
 import { waiterIdOf } from "./heir-queue.js";
 import { HeirWatch } from "./heir-watch.js";
 import type { QuarantineHorizon } from "./horizon.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
 import { QuarantineJudge } from "./quarantine-judge.js";
-import { guardedRunner, type ScriptRunner } from "./scripts.js";
+import { randomHex } from "./random-hex.js";
+import { guardedRunner, type ScriptRunner } from "./script-runner.js";
 import { Turns } from "./turns.js";
 import { WaitQueues } from "./wait-queue.js";
 

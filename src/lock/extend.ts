@@ -8,9 +8,9 @@ import { LockExpiredError } from "../errors.js";
 import type { RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
 import type { LockContext } from "./context.js";
+import { extendArgs, extendScript, isExtended } from "./extend-script.js";
 import type { Extension, Lock } from "./lock.js";
 import { requireTtl } from "./options.js";
-import { extendArgs, extendScript, isExtended } from "./scripts.js";
 
 export type ExtendContext = Pick<
   LockContext,

@@ -8,7 +8,7 @@
  */
 
 import type { RoundResult } from "../quorum/round.js";
-import { othersWaitAfterHandoff, replacedHandedOff } from "./scripts.js";
+import { othersWaitAfterHandoff, replacedHandedOff } from "./acquire-reply.js";
 import type { HandoffOutcome, Waiter } from "./wait-queue.js";
 
 /** Hands a release of the lock with value `fromValue` to a parked heir; settles once its round did. */

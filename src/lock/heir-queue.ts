@@ -222,9 +222,12 @@ local function reserve(key, ms)
 end
 local function notifyHeir(key, heir)
   local message = heir
-  local fence = redis.call('get', '${fenceKeyPrefix}' .. key)
+  -- A hint (its proposal's start): one MGET, a key of the wrong type reads
+  -- as missing (no fence in the notice).
+  local read = redis.call('mget', '${fenceKeyPrefix}' .. key, '${fenceFloorKey}')
+  local fence = read[1]
   if fence then
-    local floor = redis.call('get', '${fenceFloorKey}') or '0'
+    local floor = read[2] or '0'
     if less(fence, floor) then fence = floor end
     message = message .. ' ' .. fence
   end

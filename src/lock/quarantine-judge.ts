@@ -30,7 +30,7 @@ import {
   judgeQuarantineScript,
   type QuarantineJudgement,
   readHorizonWitness,
-} from "./scripts.js";
+} from "./quarantine-scripts.js";
 
 export interface QuarantineJudgeContext {
   readonly group: NodeGroup;

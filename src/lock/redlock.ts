@@ -30,8 +30,10 @@ import { driftAllowanceMs } from "../quorum/validity.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
 import { acquireLock } from "./acquire.js";
+import { acquireScript } from "./acquire-script.js";
 import { createLockContext, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
+import { extendScript } from "./extend-script.js";
 import { QuarantineHorizon } from "./horizon.js";
 import { type InitOptions, type InitReport, initNodes } from "./init.js";
 import { runKeepingAlive } from "./keep-alive.js";
@@ -44,16 +46,14 @@ import {
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
-import { releaseLock } from "./release.js";
 import {
-  acquireScript,
   certifyKeys,
   certifyScript,
-  extendScript,
   horizonReadScript,
   judgeQuarantineScript,
-  releaseScript,
-} from "./scripts.js";
+} from "./quarantine-scripts.js";
+import { releaseLock } from "./release.js";
+import { releaseScript } from "./release-script.js";
 
 /**
  * Redlock over N independent Redis masters: a lock is granted when

@@ -13,14 +13,8 @@ import type { LockContext } from "./context.js";
 import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
 import { instanceOfWaiter } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
-import {
-  heirOf,
-  type QueueArgs,
-  registrationArgs,
-  releasedCount,
-  releaseScript,
-  waitersQueued,
-} from "./scripts.js";
+import { type QueueArgs, registrationArgs } from "./queue-registration.js";
+import { heirOf, releasedCount, releaseScript, waitersQueued } from "./release-script.js";
 import { Waiter } from "./wait-queue.js";
 
 export type ReleaseContext = Pick<

@@ -26,6 +26,27 @@ do
 end
 `;
 
+/**
+ * Lua put before a vote script that reads the node's stamp itself, in a
+ * call it makes anyway (the acquire's MGET): one call less than
+ * `membershipCheckLua`. It only takes the client's stamp off ARGV, as
+ * `memberStamp`; the script must then refuse the call with
+ * `membershipRefusalLua` before it writes anything.
+ */
+export const membershipStampLua = `local memberStamp = table.remove(ARGV)
+`;
+
+/**
+ * Lua statement: refuses the call, as `membershipCheckLua` does, unless
+ * `held` (a Lua local: the node's stamp as read, "" for none) is the
+ * client's.
+ */
+export function membershipRefusalLua(held: string): string {
+  return `if memberStamp ~= ${held} then
+  return redis.error_reply('${membershipRefusalPrefix} ' .. (${held} == '' and 'none' or ${held}))
+end`;
+}
+
 /** Whether `error` is a node's refusal of a vote for its membership; its stamp then ("" for none). */
 export function membershipRefusalOf(error: unknown): string | undefined {
   if (!(error instanceof Error)) return undefined;

@@ -61,7 +61,7 @@ export async function checkDurability(node: RedisNode, timeoutMs: number): Promi
  * Whether the node keeps every acknowledged write across a restart: the
  * settings above all hold. False where they cannot be read (CONFIG
  * refused, renamed, or the call failed): a lock node that does not is put
- * in the restart quarantine when it restarts (lock/scripts.ts,
+ * in the restart quarantine when it restarts (lock/quarantine-scripts.ts,
  * certifyScript), the safe side, and a check must not fail for it.
  */
 export async function keepsEveryWrite(node: RedisNode, timeoutMs: number): Promise<boolean> {

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { membershipCheckLua } from "../membership/check.js";
+import { membershipCheckLua, membershipStampLua } from "../membership/check.js";
 
 /**
  * ARGV[1] of a batch (see `LuaScript.batchable`). No call of a batchable
@@ -10,6 +10,12 @@ export const batchMarker = "redquorum:batch";
 export interface LuaScriptOptions {
   readonly batches?: boolean;
   readonly checksMembership?: boolean;
+  /**
+   * With `checksMembership`: the script reads the node's stamp itself and
+   * refuses the call (membership/check.ts, `membershipStampLua`), instead
+   * of the GET put before it.
+   */
+  readonly readsStamp?: boolean;
 }
 
 /** A Lua script with its SHA1 computed once, sent with EVALSHA and loaded with EVAL on NOSCRIPT. */
@@ -27,9 +33,10 @@ export class LuaScript {
   readonly checksMembership: boolean;
 
   constructor(name: string, source: string, options: LuaScriptOptions = {}) {
-    const { batches = false, checksMembership = false } = options;
+    const { batches = false, checksMembership = false, readsStamp = false } = options;
     this.name = name;
-    this.source = checksMembership ? `${membershipCheckLua}${source}` : source;
+    const membership = readsStamp ? membershipStampLua : membershipCheckLua;
+    this.source = checksMembership ? `${membership}${source}` : source;
     this.sha1 = createHash("sha1").update(this.source).digest("hex");
     this.batches = batches;
     this.checksMembership = checksMembership;
@@ -52,7 +59,7 @@ export class LuaScript {
     name: string,
     prelude: string,
     body: string,
-    options: { checksMembership?: boolean } = {},
+    options: { checksMembership?: boolean; readsStamp?: boolean } = {},
   ): LuaScript {
     const source = `${prelude}
 local function run(KEYS, ARGV)

@@ -16,7 +16,7 @@
  *
  * What a vote script does on a replaced memory (`checkMemory`), for the
  * lock node's state: the same as the certify of a restart with data that
- * may be older (lock/scripts.ts): the node is quarantined (always: the copy
+ * may be older (lock/quarantine-scripts.ts, certifyScript): the node is quarantined (always: the copy
  * restored is older whatever the node's persistence) and its fencing
  * counters are unknown until repaired. ID counters compare the identity
  * with their own record (id/counter.ts), each on its own key.

@@ -4,7 +4,7 @@
  * restart quarantine, and init's script that marks the nodes of a cluster
  * never used. Node-level because a node that lost its memory is out of
  * service for every lock and every fencing counter on it; the lock scripts
- * (lock/scripts.ts) and the fencing scripts (fencing/scripts.ts) start with
+ * (lock/quarantine-scripts.ts) and the fencing scripts (fencing/scripts.ts) start with
  * the quarantine fragment below, and NextId's keys share the prefix.
  *
  * The restart quarantine (seed 1, "delayed restart"): a node whose marker
@@ -23,7 +23,7 @@ export const quarantineKey = "redquorum:quarantine";
 /**
  * The memory a lock node was last certified on: "<run_id>/<count of
  * data-replacing commands>" (server-identity.ts; a bare run_id from older
- * versions); lock/scripts.ts, certifyScript, and memory-check.ts.
+ * versions); lock/quarantine-scripts.ts, certifyScript, and memory-check.ts.
  */
 export const runKey = "redquorum:run";
 /**
@@ -33,7 +33,7 @@ export const runKey = "redquorum:run";
  */
 export const horizonKey = "redquorum:horizon";
 /**
- * A lock node's marker after a restart with its data (lock/scripts.ts,
+ * A lock node's marker after a restart with its data (lock/quarantine-scripts.ts,
  * certifyScript): "restarted:<server time>".
  */
 export const restartedMarkerPrefix = "restarted:";
@@ -148,7 +148,7 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     redis.call('set', '${markerKey}', marker)
     -- With the marker, the memory it was written on (a flush took the one
     -- recorded): a copy of the node taken from now on carries it, so its
-    -- restore is seen (lock/scripts.ts, certifyScript; memory-check.ts).
+    -- restore is seen (lock/quarantine-scripts.ts, certifyScript; memory-check.ts).
     -- Its count of data-replacing commands (server-identity.ts) says
     -- whether the server was flushed since it started.
     local identity = ${serverIdentityLua}
@@ -170,7 +170,7 @@ end`;
 /**
  * Lua that marks a node in service: the marker (Lua expression `marker`)
  * "1", and the run key (`run`) the server's memory identity, as certified now
- * (lock/scripts.ts, certifyScript: a node marked without it could not tell
+ * (lock/quarantine-scripts.ts, certifyScript: a node marked without it could not tell
  * a later restart from its first check). What init, LocalCluster and the
  * tests' setup write.
  */
@@ -184,7 +184,7 @@ export const initState = {
   /**
    * Marker "1", or a repaired floor: in service for locks and fences. Or
    * it served before a restart (marker "restarted:", or the quarantine a
-   * restart started, "restart": lock/scripts.ts, certifyScript), so the
+   * restart started, "restart": lock/quarantine-scripts.ts, certifyScript), so the
    * cluster is in use, and init leaves its quarantine and fencing repair
    * alone (marking a whole cluster that restarted from snapshots "1" would
    * lift a quarantine that keeps a second client out of a lock still

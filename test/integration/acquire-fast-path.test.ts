@@ -5,13 +5,14 @@ import { Redis } from "ioredis";
 import { fenceVoteLua } from "../../src/fencing/scripts.js";
 import { LocalCluster } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
-import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
+import { acquireReply } from "../../src/lock/acquire-reply.js";
 import {
   acquireBodyLua,
   acquireFastPathCondition,
-  acquireReply,
   acquireScript,
-} from "../../src/lock/scripts.js";
+} from "../../src/lock/acquire-script.js";
+import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
+import { stampKey } from "../../src/membership/record.js";
 import { LuaScript } from "../../src/node/lua-script.js";
 import { aliveKey } from "../../src/node/memory-check.js";
 import { serverIdentityLua } from "../../src/node/server-identity.js";
@@ -27,9 +28,6 @@ import { describeSeed, testSeed } from "../helpers/seed.js";
  * the same reply and leave the same keys. Both run on one real
  * redis-server, in two databases holding the same state.
  */
-
-/** The acquire's last argument: the membership stamp, "" on nodes without a record (membership/check.ts). */
-const membershipStamp = "";
 
 const generalOnly = acquireScript.source.replace(
   `if ${acquireFastPathCondition} then`,
@@ -47,7 +45,7 @@ const fastOnly = LuaScript.batchable(
   fenceVoteLua,
   `${acquireBodyLua.slice(0, generalStart)}
 return redis.error_reply('took the general path')`,
-  { checksMembership: true },
+  { checksMembership: true, readsStamp: true },
 ).source;
 
 const key = "r";
@@ -118,6 +116,14 @@ const anyNodeState = fc.record({
     { arbitrary: fc.constant<"current" | "other" | "bare" | "absent">("current"), weight: 4 },
     fc.constantFrom<"current" | "other" | "bare" | "absent">("other", "bare", "absent"),
   ),
+  // The node's membership stamp (membership/check.ts) and the one the
+  // caller sends (its last argument, "" for a client that found no
+  // record): equal most often, else the call is refused.
+  stamp: fc.oneof(
+    { arbitrary: fc.constant<Slot>({ absent: true }), weight: 4 },
+    fc.constantFrom<Slot>({ string: "c:1" }, { string: "c:2" }, { list: "x" }),
+  ),
+  callerStamp: fc.oneof({ arbitrary: fc.constant(""), weight: 4 }, fc.constant("c:1")),
 });
 const nodeState = fc.oneof(
   anyNodeState,
@@ -127,6 +133,8 @@ const nodeState = fc.oneof(
     quarantined: false,
     heir: { absent: true } as Slot,
     cache: "fresh" as const,
+    stamp: { string: "c:1" } as Slot,
+    callerStamp: "c:1",
   })),
   // Healthy, and reserved for a waiter id or an instance: the caller's
   // (waiter "i:1", instance "i") or one that only looks alike ("i:2",
@@ -148,6 +156,8 @@ const nodeState = fc.oneof(
       quarantined: false,
       heir,
       cache: "fresh" as const,
+      stamp: { absent: true } as Slot,
+      callerStamp: "",
     })),
 );
 
@@ -204,6 +214,7 @@ async function setState(
     if ("list" in value) await client.rpush(name, value.list);
   };
   await put("redquorum:marker", state.marker);
+  await put(stampKey, state.stamp);
   if (state.quarantined) await client.set("redquorum:quarantine", "1", "PX", 100_000);
   await put("redquorum:fence-floor", state.floor);
   await put("redquorum:fence-max", state.highest);
@@ -241,20 +252,26 @@ redis.call('set', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000) .. '|' .. ${ser
  * in one transaction: the cache is then as fresh as it can be, however
  * slow the machine.
  */
-async function run(client: Redis, sha: string, args: string[], fresh: boolean): Promise<string> {
+async function run(
+  client: Redis,
+  sha: string,
+  args: string[],
+  fresh: boolean,
+  keyCount = 1,
+): Promise<string> {
   try {
     let reply: unknown;
     if (fresh) {
       const results = await client
         .multi()
         .eval(cacheNow, 1, aliveKey)
-        .evalsha(sha, 1, key, ...args, membershipStamp)
+        .evalsha(sha, keyCount, key, ...args)
         .exec();
       const [error, value] = results![1]!;
       if (error) throw error;
       reply = value;
     } else {
-      reply = await client.evalsha(sha, 1, key, ...args, membershipStamp);
+      reply = await client.evalsha(sha, keyCount, key, ...args);
     }
     return JSON.stringify(reply)
       .replace(/\d+\.\d+/g, "T")
@@ -318,6 +335,8 @@ describe("the acquire script's fast path", () => {
             ...(call.fenced ? [call.proposal] : []),
             call.from,
             ...(call.waiter ? [call.waiter, "0", call.waitMs, call.mayBeQueued] : []),
+            // The membership stamp, always the last argument (membership/check.ts).
+            state.callerStamp,
           ];
           await setState(fast, state);
           await setState(general, state);
@@ -344,7 +363,12 @@ describe("the acquire script's fast path", () => {
             "string" in state.heir &&
             (state.heir.string === call.waiter ||
               state.heir.string === instanceOfWaiter(call.waiter));
+          const member =
+            "string" in state.stamp
+              ? state.stamp.string === state.callerStamp
+              : "absent" in state.stamp && state.callerStamp === "";
           const healthy =
+            member &&
             state.cache === "fresh" &&
             call.fenceCount === undefined &&
             "string" in state.marker &&
@@ -420,5 +444,30 @@ describe("the acquire script's fast path", () => {
       `fast-path grants ${fastCases}, handoffs ${fastHandoffs} (another instance's waiter first: ${othersWait}), ` +
         `reserved for the caller ${fastMine}, leaving its place ${fastLeaves}`,
     );
+  });
+
+  it("refuses a call whose membership stamp is not the node's, on the fast and the general path, writing nothing", async () => {
+    // A client that missed a change of members (membership/check.ts): the
+    // node moved on to "c:2", the caller sends "c:1".
+    for (const [path, keys] of [
+      ["fast", [key]],
+      ["general", [key, `${key}-2`]],
+    ] as const) {
+      for (const fenced of [false, true]) {
+        const keysBefore = await fast.keys("*");
+        if (keysBefore.length > 0) await fast.del(...keysBefore);
+        await fast.set("redquorum:marker", "1");
+        await fast.set(stampKey, "c:2");
+        const counters = fenced ? keys.map(() => "7") : [];
+        const args = ["v-1", "10000", "300000", String(counters.length), ...counters, "", "c:1"];
+        const reply = await run(fast, shas.fast, [...keys.slice(1), ...args], true, keys.length);
+        assert.match(reply, /REDQUORUM_MEMBERSHIP c:2/, `${path} path, fenced ${fenced}`);
+        assert.deepEqual(
+          (await fast.keys("*")).sort(),
+          [aliveKey, "redquorum:marker", stampKey].sort(),
+          `${path} path, fenced ${fenced}: nothing but the memory check's cache written`,
+        );
+      }
+    }
   });
 });

@@ -3,6 +3,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
+import { releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
@@ -271,6 +272,38 @@ describe("waiters of different instances take turns through the nodes' queue", (
       await lock.release();
     } finally {
       await redlock.close();
+    }
+  });
+
+  it("a release's notice names the heir and the resource's fencing counter (at least the floor), or no counter where it has none", async () => {
+    // The release script alone on one node, a queue of one waiter: the
+    // heir's next proposal starts above the counter the notice carries.
+    const node = cluster.client(0);
+    const listener = new Redis(cluster.urls[0]!);
+    const heard: string[] = [];
+    try {
+      await listener.subscribe("redquorum:heir-of:inst");
+      listener.on("message", (_channel: string, message: string) => heard.push(message));
+      const cases = [
+        { counter: "41", floor: "45", notice: "inst:1 45" },
+        { counter: "47", floor: "45", notice: "inst:1 47" },
+        { counter: "47", floor: undefined, notice: "inst:1 47" },
+        { counter: undefined, floor: "45", notice: "inst:1" },
+      ];
+      for (const [i, { counter, floor, notice }] of cases.entries()) {
+        await cluster.flushAll();
+        await node.set("n", "v", "PX", 10_000);
+        await node.zadd("redquorum:queue:n", 1, "inst:1");
+        await node.zadd("redquorum:queue-expiry:n", Date.now() + 60_000, "inst:1");
+        if (counter) await node.set("redquorum:fence:n", counter);
+        if (floor) await node.set("redquorum:fence-floor", floor);
+        const reply = await node.eval(releaseScript.source, 1, "n", "v", "1000", "1", "");
+        assert.deepEqual(reply, [1, "inst:1"], `case ${i}: deleted, reserved for inst:1`);
+        await until(`notice ${i}`, () => heard.length > i);
+        assert.equal(heard[i], notice, `case ${i}: ${JSON.stringify({ counter, floor })}`);
+      }
+    } finally {
+      listener.disconnect();
     }
   });
 });

@@ -16,7 +16,7 @@ import { startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
 /**
- * The restart quarantine beyond a missing marker (lock/scripts.ts,
+ * The restart quarantine beyond a missing marker (lock/quarantine-scripts.ts,
  * certifyScript; node/node-state.ts, checkQuarantine). A node that
  * restarts from data that may be older than what it acknowledged (an RDB
  * snapshot, AOF with appendfsync everysec) kept its marker, yet may have

@@ -273,7 +273,7 @@ export const lockRows: Row[] = [
       // FAULTS.md has this row documented-unsafe: the marker survives, so
       // only a missing marker would quarantine the node. Since 2026-12-02 a
       // node restarted without appendfsync always (a new run_id at the
-      // client's check) is quarantined too (lock/scripts.ts,
+      // client's check) is quarantined too (lock/quarantine-scripts.ts,
       // certifyScript); L7-no-quarantine is the negative control.
       const maxTtlMs = 1_500;
       const spec = { library: { maxTtlMs }, fencing: false };

@@ -18,15 +18,14 @@ import {
   readScript,
   repairScript,
 } from "../../../src/id/counter.js";
+import { acquireScript } from "../../../src/lock/acquire-script.js";
+import { extendScript } from "../../../src/lock/extend-script.js";
 import {
-  acquireScript,
-  extendScript,
   horizonReadScript,
   judgeQuarantineScript,
-  leaveQueueScript,
   certifyScript as lockCertifyScript,
-  releaseScript,
-} from "../../../src/lock/scripts.js";
+} from "../../../src/lock/quarantine-scripts.js";
+import { leaveQueueScript, releaseScript } from "../../../src/lock/release-script.js";
 import { initNodeScript } from "../../../src/node/node-state.js";
 
 /** Every script redquorum sends, by SHA1: the names a trigger can match. */
