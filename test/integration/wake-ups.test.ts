@@ -316,9 +316,19 @@ describe("waiters are woken by releases (no blind polling)", () => {
     // that a notice window still ends on its timer as it does in use; with
     // none, a window short of a majority's notices never woke it, and the
     // test failed now and then.)
+    // Its events, printed should it starve: a rare failure under load was
+    // seen and not reproduced since; the trace is what would explain it.
+    const startMs = performance.now();
+    const events: string[] = [];
     const outsider = new Redlock(cluster.urls, {
       nodeTimeoutMs: roundMs,
       retry: { retries: 10_000, delayMs: 60_000, jitterMs: 0 },
+      onEvent: (event) =>
+        events.push(
+          `${Math.round(performance.now() - startMs)} ms ${JSON.stringify(event, (_, v) =>
+            typeof v === "bigint" ? String(v) : v,
+          )}`,
+        ),
     });
     let stop = false;
     let busyGrants = 0;
@@ -332,7 +342,15 @@ describe("waiters are woken by releases (no blind polling)", () => {
     try {
       await until("the busy instance to hand the lock around", () => busyGrants > 50);
       // Only a real release, announced to every instance, can wake the outsider.
-      const got = await outsider.acquire(["s"], 10_000, { signal: AbortSignal.timeout(15_000) });
+      const got = await outsider
+        .acquire(["s"], 10_000, { signal: AbortSignal.timeout(15_000) })
+        .catch((error: unknown) => {
+          throw new Error(
+            `the outsider was not granted within 15 s (${busyGrants} grants to the busy ` +
+              `instance); its events:\n${events.slice(-60).join("\n")}`,
+            { cause: error },
+          );
+        });
       await got.release();
     } finally {
       stop = true;
