@@ -9,7 +9,7 @@ export type { Persistence } from "./persistence.js";
 import { limits } from "../limits.js";
 import { markerKey, markNodeLua, runKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
-import { freePort, ping, portHolder, send, serverPid } from "./local-sockets.js";
+import { freePort, portHolder, probe, send } from "./local-sockets.js";
 import {
   type Persistence,
   persistenceArgs,
@@ -380,19 +380,17 @@ export class LocalCluster implements AsyncDisposable {
     const deadline = performance.now() + this.startTimeoutMs;
     while (performance.now() < deadline) {
       if (child.exitCode !== null || child.signalCode !== null || slot.state === "stopped") break;
-      if (await ping(slot.port)) {
-        // A PONG proves a server, not ours: another cluster's node may hold
-        // the port while ours is still failing to bind it.
-        const pid = await serverPid(slot.port);
-        if (pid === child.pid) return;
-        if (pid !== undefined) {
-          child.kill("SIGKILL");
-          throw new RedquorumError(
-            "ERR_CLUSTER",
-            `port ${slot.port} is held by another redis-server (pid ${pid}), not this node's (pid ${child.pid})`,
-          );
-        }
+      const { ready, pid } = await probe(slot.port);
+      // An answer proves a server, not ours: another cluster's node may
+      // hold the port while ours is still failing to bind it.
+      if (pid !== undefined && pid !== child.pid) {
+        child.kill("SIGKILL");
+        throw new RedquorumError(
+          "ERR_CLUSTER",
+          `port ${slot.port} is held by another redis-server (pid ${pid}), not this node's (pid ${child.pid})`,
+        );
       }
+      if (ready) return;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     child.kill("SIGKILL");

@@ -60,42 +60,30 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The process id of the redis-server answering on `port` (INFO server's
- * `process_id`), or undefined when none answers within 500 ms. Two clusters
- * started side by side can be handed the same free port: the one whose
- * redis-server lost the bind must not take the other's node for its own.
+ * One probe on a fresh socket, PING and INFO server in one write: whether
+ * the node is ready (+PONG; a node still loading its data answers
+ * -LOADING) and the process id of the redis-server that answered (INFO
+ * server's `process_id`), or neither when nothing answers within 500 ms.
+ * The pid matters: two clusters started side by side can be handed the
+ * same free port, and the one whose redis-server lost the bind must not
+ * take the other's node for its own. Only a readiness probe, not a client.
  */
-export function serverPid(port: number): Promise<number | undefined> {
+export function probe(port: number): Promise<{ ready: boolean; pid?: number }> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: "127.0.0.1", port });
     let reply = "";
-    const done = (pid: number | undefined) => {
+    const done = (ready: boolean, pid?: number) => {
       socket.destroy();
-      resolve(pid);
-    };
-    socket.setTimeout(500, () => done(undefined));
-    socket.once("error", () => done(undefined));
-    socket.once("connect", () => socket.write("INFO server\r\n"));
-    socket.on("data", (data) => {
-      reply += data.toString();
-      const match = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
-      if (match) done(Number(match[1]));
-      else if (reply.startsWith("-") || reply.length > 65_536) done(undefined);
-    });
-  });
-}
-
-/** One PING on a fresh socket; true on +PONG. Only a readiness probe, not a client. */
-export function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: "127.0.0.1", port });
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
+      resolve({ ready, pid });
     };
     socket.setTimeout(500, () => done(false));
     socket.once("error", () => done(false));
-    socket.once("connect", () => socket.write("PING\r\n"));
-    socket.once("data", (data) => done(data.toString().startsWith("+PONG")));
+    socket.once("connect", () => socket.write("PING\r\nINFO server\r\n"));
+    socket.on("data", (data) => {
+      reply += data.toString();
+      const match = /\r\nprocess_id:(\d+)\r\n/.exec(reply);
+      if (match) done(reply.startsWith("+PONG"), Number(match[1]));
+      else if (reply.length > 65_536) done(false);
+    });
   });
 }
