@@ -119,6 +119,8 @@ class Acquisition {
   private registeredMs = Number.POSITIVE_INFINITY;
   /** When it was last registered (the instance's clock, ms). */
   private registeredAtMs = 0;
+  /** Whether it waited once for the instance to hear its heir channel (see `awaitListening`). */
+  private listenAwaited = false;
 
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
@@ -149,6 +151,7 @@ class Acquisition {
           this.registeredMs = queue.waitMs;
           this.registeredAtMs = this.context.options.clock.now();
         }
+        const listening = this.context.watch.listening;
         const verdict = await this.attemptOnce(from, queue);
         if ("lock" in verdict) {
           this.granted = true;
@@ -167,6 +170,11 @@ class Acquisition {
           if (fence !== undefined && counterKey) this.context.fences.noteCounter(counterKey, fence);
         }
         if (this.attempt > retry.retries) throw this.failure;
+        // Queued before this instance heard its channel: a release since
+        // may have told nobody. Once it hears, one more try at once.
+        if (!listening && this.queued && !this.listenAwaited && (await this.awaitListening())) {
+          continue;
+        }
         await this.awaitTurn();
       }
     } finally {
@@ -276,6 +284,33 @@ class Acquisition {
       if (this.attempt >= retry.retries) return; // the last attempt is always a round
       this.attempt++;
     }
+  }
+
+  /**
+   * Subscribes to this instance's heir channel and waits until a majority
+   * of nodes confirmed it (heir-watch.ts), or at most as long as its poll
+   * would have (and the first-contact bound, the deadline, the signal);
+   * true: try again now. False: pub/sub is not offered, or no time is
+   * left (the waiter parks as before).
+   */
+  private async awaitListening(): Promise<boolean> {
+    const { watch, options } = this.context;
+    this.listenAwaited = true;
+    if (!watch.available) return false;
+    watch.listen();
+    const { retry, deadlineMs, signal } = this.request;
+    const boundMs = Math.min(
+      retry.delayMs + retry.jitterMs,
+      options.checkTimeoutMs,
+      deadlineMs - options.clock.now(),
+    );
+    if (boundMs <= 0) return false;
+    // Not heard within its poll's delay: the attempt it makes now is that poll.
+    await raceAbort(watch.whenListening(), signal, boundMs).catch((error: unknown) => {
+      if (signal?.aborted) throw error;
+    });
+    this.context.assertOpen();
+    return true;
   }
 
   private joinQueue(): Waiter {

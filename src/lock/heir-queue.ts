@@ -29,11 +29,16 @@
  * a waiter), so that its own next acquire takes it back; its first
  * release after the turn reserves for the head.
  *
- * A waiter gets one reservation per node: a head that is reserved the key
- * again without having taken it the first time is dropped from that
- * node's queue (it crashed, lost its notice, or was granted by the others
- * before its registration here was removed), so a stale registration
- * costs at most one lapsed reservation.
+ * A waiter gets one reservation per node until it shows up: a head that
+ * is reserved the key again without having tried on that node since the
+ * first time is dropped from that node's queue (it crashed, lost its
+ * notice, or was granted by the others before its registration here was
+ * removed), so a stale registration costs at most one lapsed reservation.
+ * A waiter that did try (its round came after its reservation lapsed and
+ * someone took the key, as under load) registers again with its refusal,
+ * which clears that record: it keeps its turn, and the next release
+ * reserves the key for it and tells it. Dropped instead, it would hear of
+ * no later release and wait for its own poll.
  *
  * A waiter for several keys registers in the queue of each of them, under
  * one ticket, and a release of any of them reserves that key for it when
@@ -164,6 +169,10 @@ local function enqueue(key, waiter, ticket, waitMs)
   end
   redis.call('zadd', queue, score, waiter)
   redis.call('zadd', expiry, nodeMs() + waitMs, waiter)
+  -- It came (a refusal, or an undo that keeps its place): a reservation it
+  -- had and could not take is not held against it (see reserve).
+  local last = 'redquorum:heir-last:' .. key
+  if redis.call('get', last) == waiter then redis.call('del', last) end
   keepFor(queue, waitMs)
   keepFor(expiry, waitMs)
   return {score, redis.call('zrank', queue, waiter)}
@@ -207,9 +216,10 @@ end
 local function reserve(key, ms)
   local last = 'redquorum:heir-last:' .. key
   local heir = nextHeir(key)
-  -- One turn each: a head that was reserved the key before and is still
-  -- queued here never took it (crashed, gone, or granted elsewhere before
-  -- its registration here was removed): it leaves, the next one gets it.
+  -- One turn each: a head that was reserved the key before and has not
+  -- tried here since (enqueue clears the record) never came (crashed,
+  -- gone, or granted elsewhere before its registration here was
+  -- removed): it leaves, the next one gets it.
   if heir and heir == redis.call('get', last) then
     leave(key, heir)
     heir = nextHeir(key)

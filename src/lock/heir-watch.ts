@@ -15,6 +15,15 @@
  * if fewer do (a node down, a notice lost, the nodes' queues disagreeing
  * on the head): at 8 contending processes on this project's machine,
  * 14.8 → 12.3 script calls per grant (CHANGELOG, docs/benchmarks.md).
+ *
+ * The channel is subscribed at the first wait, after the refusal that
+ * queued the waiter: a release in between publishes to nobody. Such a
+ * waiter waits until a majority of nodes confirmed the subscription
+ * (`whenListening`) and tries once more (acquire.ts): its reservation is
+ * taken, or its refusal renews its place (heir-queue.ts). Left to its
+ * fallback poll instead, a waiter with a long retry delay was dropped
+ * from the queue as one that never came and starved while others took
+ * turns.
  */
 
 import type { Timer } from "../clock.js";
@@ -59,6 +68,10 @@ export class HeirWatch {
   private readonly channel: string;
   private readonly counted = new Map<string, Counted>();
   private subscriptions: Array<ChannelSubscription | undefined> | undefined;
+  /** Nodes whose SUBSCRIBE was confirmed. */
+  private readonly confirmed = new Set<number>();
+  /** Callers waiting for a majority's confirmation (see `whenListening`). */
+  private listeners: Array<() => void> = [];
   private closed = false;
 
   constructor(options: HeirWatchOptions) {
@@ -77,7 +90,32 @@ export class HeirWatch {
       });
       return subscription && new ChannelSubscription(subscription, this.channel);
     });
-    for (const subscription of this.subscriptions) subscription?.ensure();
+    this.subscriptions.forEach((subscription, index) =>
+      subscription?.ensure(() => this.confirm(index)),
+    );
+  }
+
+  /**
+   * Whether a majority of nodes confirmed the subscription: a notice
+   * published from then on reaches this instance (or pub/sub is not
+   * offered, and nothing ever will: waiters poll).
+   */
+  get listening(): boolean {
+    return !this.available || this.confirmed.size >= this.options.quorum;
+  }
+
+  /** Resolves once `listening` (or at close); call `listen()` first. */
+  whenListening(): Promise<void> {
+    if (this.listening || this.closed) return Promise.resolve();
+    return new Promise((resolve) => this.listeners.push(resolve));
+  }
+
+  private confirm(node: number): void {
+    this.confirmed.add(node);
+    if (!this.listening) return;
+    const listeners = this.listeners;
+    this.listeners = [];
+    for (const resolve of listeners) resolve();
   }
 
   /**
@@ -145,6 +183,7 @@ export class HeirWatch {
     this.closed = true;
     for (const counted of this.counted.values()) counted.cancel();
     this.counted.clear();
+    for (const resolve of this.listeners.splice(0)) resolve();
     const subscriptions = this.subscriptions ?? [];
     this.subscriptions = undefined;
     await Promise.allSettled(subscriptions.map((subscription) => subscription?.close()));
@@ -171,10 +210,11 @@ class ChannelSubscription {
     this.channel = channel;
   }
 
-  ensure(): void {
+  /** Subscribes unless asked already; `onConfirmed` when the node confirms. */
+  ensure(onConfirmed: () => void): void {
     if (this.asked) return;
     this.asked = true;
-    this.subscription.add(this.channel).catch(() => {
+    this.subscription.add(this.channel).then(onConfirmed, () => {
       this.asked = false;
     });
   }

@@ -3,6 +3,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
+import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import { releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
@@ -152,6 +153,43 @@ describe("waiters of different instances take turns through the nodes' queue", (
       await got.release();
       const ghosts = await cluster.onAll((c) => c.zscore("redquorum:queue:s", "ghost:1"));
       assert.deepEqual(ghosts, [null, null, null, null, null], "the ghost left every queue");
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+
+  it("an heir whose round found the key taken keeps its turn: the next release reserves it again and tells it", async () => {
+    // Under load an heir's round can come after its reservation lapsed and
+    // another caller took the key. It tried, so it is alive and waiting:
+    // dropped as one that never came, it heard of no later release and
+    // waited for its own poll (a minute here; with no timers, for ever).
+    const holder = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
+    try {
+      const lock = await holder.acquire(["late"], 10_000);
+      const waiting = waiter.acquire(["late"], 10_000, { signal: AbortSignal.timeout(20_000) });
+      await until("the waiter to queue", () => waiter.waitingCount === 1);
+      await until("the waiter to listen on every node", async () =>
+        (await cluster.heirSubscribers()).every((n) => n === 1),
+      );
+      const [id] = (await cluster.onAll((c) => c.zrange("redquorum:queue:late", 0, 0)))[0]!;
+      // Its earlier reservation (as a release made it), and its notice; the
+      // key was taken before its round came (the holder holds it again).
+      const before = await cluster.evalshaCalls();
+      await cluster.onAll(async (c) => {
+        await c.set("redquorum:heir-last:late", id!, "PX", 60_000);
+        await c.publish(`redquorum:heir-of:${instanceOfWaiter(id!)}`, id!);
+      });
+      await until(
+        "the heir's round to be refused on every node",
+        async () => (await cluster.evalshaCalls()) - before >= 5,
+      );
+      assert.equal(waiter.waitingCount, 1, "refused, it still waits");
+      await lock.release();
+      const got = await waiting.catch((error: unknown) =>
+        assert.fail(`the heir was not told of the next release: ${error}`),
+      );
+      await got.release();
     } finally {
       await Promise.all([holder.close(), waiter.close()]);
     }

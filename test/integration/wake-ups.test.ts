@@ -2,7 +2,15 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import { ClosedError, LockExpiredError, Redlock, ResourceLockedError } from "../../src/index.js";
+import {
+  ClosedError,
+  LockExpiredError,
+  type NodeTransport,
+  Redlock,
+  ResourceLockedError,
+} from "../../src/index.js";
+import { IoredisTransport } from "../../src/node/ioredis-transport.js";
+import { endpointOfUrl } from "../../src/node/resolve.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
@@ -301,6 +309,69 @@ describe("waiters are woken by releases (no blind polling)", () => {
     }
     const total = grants[0]! + grants[1]!;
     assert.ok(Math.min(...grants) >= total / 4, `grants per instance: ${grants.join(", ")}`);
+  });
+
+  it("a release told before the waiter's instance was subscribed still wakes it: it tries again once it hears", async () => {
+    // The instance subscribes to its heir channel at its first wait, after
+    // the refusal that queued it. Here the SUBSCRIBE is held back until the
+    // release has published its notice to nobody. The waiter's own poll
+    // comes after a minute: within the bound only its retry on hearing can
+    // get it the lock.
+    let openGate = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    const transports: NodeTransport[] = cluster.urls.map((url, i) => {
+      const real = IoredisTransport.fromUrl(url, endpointOfUrl(url, i));
+      return {
+        endpoint: real.endpoint,
+        get epoch() {
+          return real.epoch;
+        },
+        send: (args, timeoutMs) => real.send(args, timeoutMs),
+        close: () => real.close(),
+        subscribe: (onMessage) => {
+          const subscription = real.subscribe!(onMessage);
+          return {
+            add: async (channel) => {
+              await gate;
+              return subscription.add(channel);
+            },
+            remove: (channel) => subscription.remove(channel),
+            close: () => subscription.close(),
+          };
+        },
+      };
+    });
+    const holder = new Redlock(cluster.urls, { turnMs: 0 });
+    const waiter = new Redlock(transports, {
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10, delayMs: 60_000, jitterMs: 0 },
+    });
+    try {
+      const lock = await holder.acquire(["unheard"], 10_000);
+      const waiting = waiter.acquire(["unheard"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to queue on every node", async () =>
+        (await cluster.onAll((c) => c.zcard("redquorum:queue:unheard"))).every((n) => n === 1),
+      );
+      await lock.release();
+      assert.deepEqual(
+        await cluster.onAll((c) => c.get("redquorum:heir:unheard")),
+        Array(5).fill(
+          (await cluster.onAll((c) => c.zrange("redquorum:queue:unheard", 0, 0)))[0]![0],
+        ),
+        "the release reserved the key for the waiter",
+      );
+      assert.deepEqual(await cluster.heirSubscribers(), [0, 0, 0, 0, 0], "nobody heard the notice");
+      openGate();
+      const got = await waiting.catch((error: unknown) =>
+        assert.fail(`the waiter was not granted once it heard its channel: ${error}`),
+      );
+      await got.release();
+    } finally {
+      openGate();
+      await Promise.all([holder.close(), waiter.close()]);
+    }
   });
 
   it("handoffs inside one instance do not starve a waiter of another instance", async () => {
