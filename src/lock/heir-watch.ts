@@ -90,9 +90,9 @@ export class HeirWatch {
       });
       return subscription && new ChannelSubscription(subscription, this.channel);
     });
-    this.subscriptions.forEach((subscription, index) =>
-      subscription?.ensure(() => this.confirm(index)),
-    );
+    for (const [index, subscription] of this.subscriptions.entries()) {
+      subscription?.ensure(() => this.confirm(index));
+    }
   }
 
   /**
