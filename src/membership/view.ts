@@ -12,7 +12,6 @@ import type { RedisNode } from "../node/redis-node.js";
 import { readRecord, writeRecord } from "./change.js";
 import {
   describeMembers,
-  formatRecord,
   type MembershipRecord,
   memberAt,
   memberById,
