@@ -15,7 +15,6 @@ import {
   type MembershipRecord,
   memberAt,
   memberById,
-  parseRecord,
   stampOf,
 } from "./record.js";
 import { writeReply } from "./scripts.js";
