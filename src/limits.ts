@@ -127,6 +127,15 @@ export const limits = {
    * enough; if the instance is gone, the key is free again this soon.
    */
   turnReservationMs: 50,
+  /**
+   * How long a lock's release waits for a majority's answers, whatever
+   * `nodeTimeoutMs` says (the cap on it, so still within the bound
+   * `repairDelayMs` counts on). A release protects no validity: cut off
+   * at 50 ms on a busy machine it reported a release that happened as
+   * failed ("reached 0 of 5 nodes"). The undo of a failed attempt keeps
+   * `nodeTimeoutMs`: the caller's next attempt waits on it.
+   */
+  releaseWaitMs: 1_000,
   /** A waiter's registration in a node's queue lasts at least this long unless renewed. */
   queueRegistrationMinMs: 1_000,
   /** Callers of one Redlock instance waiting for locks at once; more fail with QueueFullError. */
@@ -232,6 +241,10 @@ export const releaseNoticeLimits = {
 } as const;
 
 assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
+assert(
+  limits.releaseWaitMs <= limits.nodeTimeoutMsMax,
+  "a release waits within the node timeout cap",
+);
 assert(
   limits.nodeStallMs >= limits.nodeTimeoutMsMax,
   "a node may not count as stalled within a timeout",

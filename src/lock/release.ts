@@ -100,6 +100,7 @@ async function announcedRelease(
 ): Promise<RoundResult<unknown>> {
   const { waits, watch } = context;
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
+    timeoutMs: limits.releaseWaitMs,
     reserveMs: limits.heirReservationMs,
     notify: watch.available,
     instanceId: watch.instanceId,
@@ -135,6 +136,7 @@ async function keptRelease(
   turnBegan: number,
 ): Promise<RoundResult<unknown>> {
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
+    timeoutMs: limits.releaseWaitMs,
     keep: true,
     instanceId: context.watch.instanceId,
   });
@@ -160,6 +162,8 @@ async function keptRelease(
 
 /** What a release round does besides deleting our keys (see releaseScript). */
 export interface ReleaseRoundOptions {
+  /** Bound on each node's answer (ms); `nodeTimeoutMs` by default (a lock's release: `limits.releaseWaitMs`). */
+  readonly timeoutMs?: number;
   /** Reserve each key left free for its queue's head this long (ms); 0 or absent: no reservation. */
   readonly reserveMs?: number;
   /**
@@ -212,7 +216,7 @@ export function releaseKeys(
     isYes,
     skip: (index) => (mayHold(index) ? undefined : skipped),
     stop,
-    timeoutMs: context.options.nodeTimeoutMs,
+    timeoutMs: options.timeoutMs ?? context.options.nodeTimeoutMs,
     // A release protects no validity: a node's answer, read late because
     // this process stalled, still says whether it deleted our keys.
     acceptLateReplies: true,

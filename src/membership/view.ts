@@ -10,13 +10,7 @@
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { readRecord, writeRecord } from "./change.js";
-import {
-  describeMembers,
-  type MembershipRecord,
-  memberAt,
-  memberById,
-  stampOf,
-} from "./record.js";
+import { describeMembers, type MembershipRecord, memberAt, memberById, stampOf } from "./record.js";
 import { writeReply } from "./scripts.js";
 import { membershipTesting } from "./testing.js";
 

@@ -6,12 +6,16 @@ import NodeRedlock from "redlock";
 import {
   LockExpiredError,
   limits,
+  type NodeTransport,
   QuorumError,
   Redlock,
   ResourceLockedError,
   systemClock,
 } from "../../src/index.js";
+import { IoredisTransport } from "../../src/node/ioredis-transport.js";
+import { endpointOfUrl } from "../../src/node/resolve.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { sleep } from "../helpers/sleep.js";
 
 // Not about node timeouts: a node answer slowed by a loaded machine must
 // not fail these tests on the 50 ms default.
@@ -183,6 +187,38 @@ describe("Redlock on 5 real redis-server nodes", () => {
     assert.equal(lock.release(), first);
     await first;
     assert.equal(lock.released, true);
+  });
+
+  it("a release waits for answers slower than nodeTimeoutMs (a busy machine), where an acquire gives up", async () => {
+    // Every node answers 150 ms late once `slow` is set: three times the
+    // 50 ms default bound on a node's answer.
+    let slow = false;
+    const transports: NodeTransport[] = cluster.urls.map((url, i) => {
+      const real = IoredisTransport.fromUrl(url, endpointOfUrl(url, i));
+      return {
+        endpoint: real.endpoint,
+        get epoch() {
+          return real.epoch;
+        },
+        send: async (args, timeoutMs) => {
+          if (slow) await sleep(150);
+          return real.send(args, timeoutMs);
+        },
+        close: () => real.close(),
+      };
+    });
+    const late = new Redlock(transports, { retry: { retries: 0 } });
+    try {
+      const lock = await late.acquire(["slow-release"], 10_000);
+      slow = true;
+      await assert.rejects(late.acquire(["other"], 10_000), QuorumError, "an acquire is bounded");
+      await lock.release();
+      const left = await cluster.onAll((c) => c.exists("slow-release"));
+      assert.deepEqual(left, [0, 0, 0, 0, 0], "released on every node");
+    } finally {
+      slow = false;
+      await late.close();
+    }
   });
 
   it("await using releases on scope exit", async () => {
