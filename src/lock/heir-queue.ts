@@ -169,13 +169,17 @@ local function enqueue(key, waiter, ticket, waitMs)
   end
   redis.call('zadd', queue, score, waiter)
   redis.call('zadd', expiry, nodeMs() + waitMs, waiter)
-  -- It came (a refusal, or an undo that keeps its place): a reservation it
-  -- had and could not take is not held against it (see reserve).
-  local last = 'redquorum:heir-last:' .. key
-  if redis.call('get', last) == waiter then redis.call('del', last) end
   keepFor(queue, waitMs)
   keepFor(expiry, waitMs)
-  return {score, redis.call('zrank', queue, waiter)}
+  local rank = redis.call('zrank', queue, waiter)
+  -- It came (a refusal, or an undo that keeps its place): a reservation it
+  -- had and could not take is not held against it (see reserve, which
+  -- looks only at the head).
+  if rank == 0 then
+    local last = 'redquorum:heir-last:' .. key
+    if redis.call('get', last) == waiter then redis.call('del', last) end
+  end
+  return {score, rank}
 end
 local function enqueueAll(keys, waiter, ticket, waitMs)
   if #keys == 1 then return enqueue(keys[1], waiter, ticket, waitMs) end
