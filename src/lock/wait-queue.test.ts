@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { describeSeed, prng, testSeed } from "../../test/helpers/seed.js";
 import type { Timer } from "../clock.js";
 import { type HandoffOutcome, Waiter, WaitQueues, type Wake } from "./wait-queue.js";
 
@@ -23,6 +24,28 @@ function waiter(waits: WaitQueues, ...keys: string[]): Waiter {
 }
 
 describe("WaitQueues", () => {
+  it("keeps arrival order through removals anywhere in a long queue (seeded)", () => {
+    const seed = testSeed();
+    const random = prng(seed);
+    const { waits } = queues();
+    const all = Array.from({ length: 5_000 }, () => waiter(waits, "k"));
+    const left = new Set(all);
+    // Mostly from the front (grants), some from anywhere (callers giving
+    // up): the front's empty slots are dropped again and again.
+    while (left.size > 0) {
+      const remaining = [...left];
+      const gone =
+        random() < 0.7 ? remaining[0]! : remaining[Math.floor(random() * remaining.length)]!;
+      waits.remove(gone, false);
+      left.delete(gone);
+      const first = all.find((w) => left.has(w));
+      if (first)
+        assert.ok(waits.isFirst(first), `${describeSeed(seed)}: the earliest left is first`);
+      assert.equal(waits.size, left.size);
+    }
+    assert.equal(waits.hasWaiters(["k"]), false);
+  });
+
   it("wakes the waiter a node named heir, also when the notice came before it joined", async () => {
     const { waits } = queues();
     const early = new Waiter(["k"], "i:1");
