@@ -40,8 +40,12 @@ export const lockRows: Row[] = [
     setup: { store: true },
     checks: { MX: "clean", RS: "clean", LV: "clean", HY: "clean" },
     async run(ctx) {
+      // The contenders' locks last 1 s at least: with 300 ms, a grant whose
+      // round took most of it on a loaded machine came back with a few ms
+      // left, and a 50 ms stall of the client process before it recorded
+      // the return read as "acquire returned an expired lock".
       const [loops, holder, rival] = await all(
-        contenders(ctx, 8),
+        contenders(ctx, 8, { ttlMs: Math.max(ctx.ttlMs, 1_000) }),
         ctx.spawn("lock", "holder"),
         ctx.spawn("lock", "rival", splitRival),
       );
@@ -279,7 +283,12 @@ export const lockRows: Row[] = [
       // (at 1.5 s it ran out first, and A's own increment then failed).
       const maxTtlMs = 4_000;
       const spec = { library: { maxTtlMs }, fencing: false };
-      const [a, b] = await all(ctx.spawn("lock-set", "A", spec), ctx.spawn("lock-set", "B", spec));
+      // B's own lock lasts 2 s: at 300 ms, its read, write and release on
+      // a loaded machine outlasted it (its release found the validity gone).
+      const [a, b] = await all(
+        ctx.spawn("lock-set", "A", spec),
+        ctx.spawn("lock-set", "B", { ...spec, ttlMs: 2_000 }),
+      );
       await warm(a, b);
       const sampled = ctx.aofSize(2);
       await holdOn(ctx, a, "r", [3, 4], maxTtlMs);
