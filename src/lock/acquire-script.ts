@@ -23,10 +23,11 @@ import {
   fenceVote,
   fenceVoteLua,
 } from "../fencing/scripts.js";
+import { limits } from "../limits.js";
 import { membershipRefusalLua } from "../membership/check.js";
 import { stampKey } from "../membership/record.js";
 import { LuaScript } from "../node/lua-script.js";
-import { aliveFormPrefix, aliveKey, memoryCheckLua } from "../node/memory-check.js";
+import { aliveKey, memoryCheckLua } from "../node/memory-check.js";
 import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
 import { acquireReply } from "./acquire-reply.js";
 import { heirKeyPrefix, heirQueueLua, leaveQueueLua, queueKeyPrefix } from "./heir-queue.js";
@@ -98,12 +99,16 @@ if ${acquireFastPathCondition} then
   ${membershipRefusalLua("held")}
   local reserved = early[counter and 6 or 3]
   local mine = reserved and waiter and (reserved == waiter or reserved == string.match(waiter, '^[^:]*'))
-  -- The node's memory checked lately: its cache expires when it is no
-  -- longer fresh (node/memory-check.ts, aliveKey), so its presence in the
-  -- expiring form is enough here; the general path below checks it again
-  -- by the node's clock, and recomputes.
+  -- The node's memory checked lately (node/memory-check.ts, identityOf,
+  -- inline: the general path below checks it again, and recomputes).
   local alive = early[counter and 7 or 4]
-  local fresh = alive and string.byte(alive, 1) == ${aliveFormPrefix.charCodeAt(0)}
+  local checkedAt = alive and tonumber(string.match(alive, '^(%d+)|'))
+  local fresh = false
+  if checkedAt then
+    local t = redis.call('time')
+    local age = t[1] * 1000 + math.floor(t[2] / 1000) - checkedAt
+    fresh = age >= 0 and age < ${limits.memoryCheckIntervalMs}
+  end
   if fresh and early[1] == '1' and not early[2] and (mine or not reserved) then
     local code, raw, current, accepted
     if from == '' then

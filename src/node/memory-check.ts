@@ -32,20 +32,8 @@ import {
 } from "./node-state.js";
 import { sameMemoryLua, sameServerLua, serverIdentityLua } from "./server-identity.js";
 
-/**
- * The cached identity: "p<server time in ms when computed>|<identity>",
- * expiring `memoryCheckIntervalMs` after it was written. Never replicated.
- * The expiry lets the acquire's fast path take the key's presence for
- * freshness (no TIME call there), and it means what the time in the value
- * means: a copy restored later than that after it was taken loads the key
- * expired (RDB), or it is gone at the first read (an AOF's PEXPIREAT). The
- * "p" tells this form from the one without expiry that earlier versions
- * wrote, which every script takes for stale (and rewrites).
- */
+/** The cached identity: "<server time in ms when computed>|<identity>". Never replicated. */
 export const aliveKey = "redquorum:alive";
-
-/** What a cache value in the expiring form starts with (see `aliveKey`). */
-export const aliveFormPrefix = "p";
 
 /** The fencing floor (fencing/scripts.ts names it too; kept here so node/ needs nothing from fencing/). */
 const fenceFloorKey = "redquorum:fence-floor";
@@ -63,14 +51,14 @@ local function clockMs()
 end
 local function identityOf(alive)
   if not alive then return nil end
-  local at, identity = string.match(alive, '^${aliveFormPrefix}(%d+)|(.*)$')
+  local at, identity = string.match(alive, '^(%d+)|(.*)$')
   local age = at and clockMs() - tonumber(at)
   if age and age >= 0 and age < ${limits.memoryCheckIntervalMs} then return identity end
   return nil
 end
 local function cacheIdentity(identity)
   redis.set_repl(redis.REPL_NONE)
-  redis.call('set', '${aliveKey}', '${aliveFormPrefix}' .. clockMs() .. '|' .. identity, 'PX', ${limits.memoryCheckIntervalMs})
+  redis.call('set', '${aliveKey}', clockMs() .. '|' .. identity)
   redis.set_repl(redis.REPL_ALL)
 end`;
 

@@ -14,7 +14,7 @@ import {
 import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import { stampKey } from "../../src/membership/record.js";
 import { LuaScript } from "../../src/node/lua-script.js";
-import { aliveFormPrefix, aliveKey } from "../../src/node/memory-check.js";
+import { aliveKey } from "../../src/node/memory-check.js";
 import { serverIdentityLua } from "../../src/node/server-identity.js";
 import { dumpKeys } from "../helpers/key-dump.js";
 import { byScale } from "../helpers/scale.js";
@@ -204,9 +204,6 @@ async function setState(
   }[state.recorded];
   if (recorded !== undefined) await client.set("redquorum:run", recorded);
   // A fresh cache is written by \`run\`, in the same transaction as the call.
-  // Stale: as an earlier version left it (no expiry, and not the expiring
-  // form), written ten intervals ago; in the expiring form a stale cache
-  // is absent.
   if (state.cache === "stale") {
     const [seconds, micros] = (await client.time()).map(Number);
     const at = seconds! * 1_000 + Math.floor(micros! / 1_000) - 10 * limits.memoryCheckIntervalMs;
@@ -248,7 +245,7 @@ async function setState(
 
 /** Caches the memory identity as the scripts do, at the server's time now. */
 const cacheNow = `local t = redis.call('time')
-redis.call('set', KEYS[1], '${aliveFormPrefix}' .. t[1] * 1000 + math.floor(t[2] / 1000) .. '|' .. ${serverIdentityLua}, 'PX', ${limits.memoryCheckIntervalMs})`;
+redis.call('set', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000) .. '|' .. ${serverIdentityLua})`;
 
 /**
  * Runs the script; with \`fresh\`, right after caching the memory identity,
