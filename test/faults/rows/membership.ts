@@ -19,6 +19,12 @@ const library = { nodeTimeoutMs: 500, retry: { retries: 40, delayMs: 20, jitterM
 const idsLibrary = { nodeTimeoutMs: 500 };
 /** Longer than the scripted steps around it take on a loaded machine. */
 const holdTtlMs = 5_000;
+/**
+ * How long the other list asks for a held lock: well inside the hold. With
+ * only its retries to bound it (40, paced 20 ms, 500 ms per node), a loaded
+ * machine stretched the ask past the hold, and it won the expired lock.
+ */
+const askMs = 1_000;
 
 const urlsOf = (ctx: RowContext, ...nodes: number[]) => nodes.map((i) => ctx.urls[i]!);
 
@@ -126,7 +132,11 @@ async function twoLists(ctx: RowContext, membershipOff: boolean): Promise<void> 
     ctx.spawn("lock", "B", { urls: urlsOf(ctx, 0, 1, 3), library, membershipOff }),
   ]);
   const held = await holdWithout(ctx, a, "r", 1);
-  const got = await b.attempt("acquire", { resource: "r", ttlMs: holdTtlMs });
+  const got = await b.attempt("acquire", {
+    resource: "r",
+    ttlMs: holdTtlMs,
+    acquireOptions: { waitMs: askMs },
+  });
   ctx.expect(monotonicMs() < held.validUntilMs, "premise broke: A's lock ran out before B asked");
   if (!membershipOff) {
     ctx.expect(!got.ok, "B's list {0,1,3} won r while A held it");
@@ -171,7 +181,11 @@ async function replaceUnderLoad(ctx: RowContext, joinQuarantine: boolean): Promi
   await ctx.sleep(ctx.params.durationMs / 2);
   const held = await holdWithout(ctx, holder, "held", 1);
   await change(ctx, [0, 1, 2], { remove: 2, add: 3 }, joinQuarantine);
-  const got = await taker.attempt("acquire", { resource: "held", ttlMs: holdTtlMs });
+  const got = await taker.attempt("acquire", {
+    resource: "held",
+    ttlMs: holdTtlMs,
+    acquireOptions: { waitMs: askMs },
+  });
   ctx.expect(
     monotonicMs() < held.validUntilMs,
     "premise broke: the old list's lock ran out before the new list asked",
