@@ -155,7 +155,11 @@ describe("fencing tokens: strictly increasing in grant order", () => {
     const context = describeSeed(seed);
     t.diagnostic(context);
     const random = prng(seed);
+    // 500 ms per node: not about node timeouts. With 50 ms and appendfsync
+    // always, beside other test files' fsyncs, every round missed a
+    // majority for seconds (5 grants in 10 s, a fresh-clone .ci/run).
     const run = contend(cluster.urls, clients, {
+      nodeTimeoutMs: 500,
       retry: { retries: 10_000, delayMs: 3, jitterMs: 3 },
     });
     try {
@@ -187,6 +191,7 @@ describe("fencing tokens: strictly increasing in grant order", () => {
     const repairDelayMs = 1_100;
     // Contending clients: 4 at the fast scale, 16 at the full one.
     const run = contend(cluster.urls, byScale(4, 16), {
+      nodeTimeoutMs: 500,
       maxTtlMs,
       repairDelayMs,
       retry: { retries: 10_000, delayMs: 3, jitterMs: 3 },
