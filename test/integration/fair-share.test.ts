@@ -18,8 +18,11 @@ import { sleep } from "../helpers/sleep.js";
  * key however it is reserved ("barging", as node-redlock does).
  */
 
-/** Every release hands over at once (no turn kept, src/lock/turns.ts). */
-const strict = { turnMs: 0 };
+/**
+ * Every release hands over at once (no turn kept, src/lock/turns.ts); and
+ * not about node timeouts (a loaded machine can stall past the 50 ms default).
+ */
+const strict = { turnMs: 0, nodeTimeoutMs: 1_000 };
 
 /**
  * A waiter only a notice wakes: no fallback poll fires on its clock, and

@@ -15,8 +15,13 @@ import { sleep } from "../helpers/sleep.js";
  * release reserves the key for the head of the queue and tells that one
  * waiter, and nobody else is woken.
  */
-/** Every release hands over at once (no turn kept, src/lock/turns.ts): these tests check the queue itself. */
-const strict = { turnMs: 0 };
+/**
+ * Every release hands over at once (no turn kept, src/lock/turns.ts): these
+ * tests check the queue itself. And not node timeouts: a loaded machine's
+ * stall past the 50 ms default failed a holder's acquire on every node.
+ */
+const strict = { turnMs: 0, nodeTimeoutMs: 1_000 };
+const patient = { nodeTimeoutMs: 1_000 };
 
 describe("waiters of different instances take turns through the nodes' queue", () => {
   let cluster: TestCluster;
@@ -80,7 +85,10 @@ describe("waiters of different instances take turns through the nodes' queue", (
     await cluster.onAll((c) => c.set("redquorum:heir:r", "someone:1", "PX", 60_000));
     // Callers that may wait (a try-lock takes a free key however it is
     // reserved: fair-share.test.ts), and give up after a second refusal.
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 1, delayMs: 1, jitterMs: 0 } });
+    const redlock = new Redlock(cluster.urls, {
+      ...patient,
+      retry: { retries: 1, delayMs: 1, jitterMs: 0 },
+    });
     const clients = cluster.urls.map((url) => new Redis(url));
     const theirs = new NodeRedlock(clients, { retryCount: 0 });
     try {
@@ -103,7 +111,10 @@ describe("waiters of different instances take turns through the nodes' queue", (
   it("an heir that died does not keep the lock: its reservation lapses and another caller gets it", async () => {
     const holder = new Redlock(cluster.urls, strict);
     const doomed = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
-    const other = new Redlock(cluster.urls, { retry: { retries: 100, delayMs: 20, jitterMs: 5 } });
+    const other = new Redlock(cluster.urls, {
+      ...patient,
+      retry: { retries: 100, delayMs: 20, jitterMs: 5 },
+    });
     try {
       const lock = await holder.acquire(["d"], 10_000);
       const waiting = doomed.acquire(["d"], 10_000);
@@ -244,7 +255,11 @@ describe("waiters of different instances take turns through the nodes' queue", (
     const count = 6;
     const waiters = Array.from(
       { length: count },
-      () => new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 500, jitterMs: 0 } }),
+      () =>
+        new Redlock(cluster.urls, {
+          ...patient,
+          retry: { retries: 10_000, delayMs: 500, jitterMs: 0 },
+        }),
     );
     const stop = new AbortController();
     const waiting = waiters.map((waiter) =>
@@ -294,6 +309,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
       );
     // Registrations then last 20 s: only a leave can empty the queues in `until`'s 5 s.
     const redlock = new Redlock(cluster.urls, {
+      ...patient,
       retry: { retries: 3, delayMs: 5_000, jitterMs: 0 },
     });
     try {
