@@ -19,6 +19,7 @@ import { sleep } from "../helpers/sleep.js";
  * Node timeout of the waiters that park without a fallback timer: woken
  * once, their one round must not fail because a loaded machine answered in
  * more than the default 50 ms (these tests are about waking, not latency).
+ * The holders use it too, for the same reason.
  */
 const roundMs = 1_000;
 
@@ -136,7 +137,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
   });
 
   it("close() ends parked waits at once with ClosedError", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
     const redlock = new Redlock(cluster.urls, {
       clock: noTimers,
       nodeTimeoutMs: roundMs,
@@ -175,7 +176,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
   });
 
   it("a waiter in another instance is woken through pub/sub when the holder releases", async () => {
-    const holder = new Redlock(cluster.urls);
+    const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
     const waiter = new Redlock(cluster.urls, {
       clock: noTimers,
       nodeTimeoutMs: roundMs,
@@ -253,7 +254,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
       const connectedClients = async (c: Redis) =>
         Number(/connected_clients:(\d+)/.exec(await c.info("clients"))?.[1]);
       const baseline = 1; // the inspection client
-      const holder = new Redlock(cluster.urls);
+      const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
       const waiter = new Redlock(clients as never, {
         clock: noTimers,
         nodeTimeoutMs: roundMs,
