@@ -52,12 +52,16 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   };
   try {
     const onWarning = (w: NodeWarning) => log(`warning: ${w.endpoint}: ${w.message}`);
-    const redlock = new Redlock(cluster.urls, { onWarning });
+    // Nodes just started on this machine, which may be busy (the init's
+    // writes wait for an fsync each): the longest node timeout allowed, so
+    // that a loaded machine does not fail the start ("init reached 0 of 5").
+    const nodeTimeoutMs = limits.nodeTimeoutMsMax;
+    const redlock = new Redlock(cluster.urls, { onWarning, nodeTimeoutMs });
     const reports = await redlock.init().finally(() => redlock.close());
     // NextId would refuse these nodes (DurabilityError): leave its counter alone.
     const durable = cluster.persistence === "aof-always";
     if (durable) {
-      const ids = new NextId(cluster.urls, { onWarning });
+      const ids = new NextId(cluster.urls, { onWarning, nodeTimeoutMs });
       await ids.init().finally(() => ids.close());
     }
     const ms = Math.round(performance.now() - startedAt);
