@@ -144,7 +144,9 @@ describe("Redlock: a node restored in place is quarantined and out of fencing", 
     it(`(${form}) a lock held on A, B, C is not granted again on A, D, E after A is restored to before it`, async () => {
       const urls = cluster().urls;
       const a = cluster().client(0);
-      const options = { nodeTimeoutMs: 200, retry: { retries: 0 } };
+      // 1 s per node: not about timeouts (200 ms was missed on 4 nodes while
+      // the test process stalled beside other test files).
+      const options = { nodeTimeoutMs: 1_000, retry: { retries: 0 } };
       const one = new Redlock(urls, options);
       const two = new Redlock(urls, options);
       try {
