@@ -94,6 +94,12 @@ export const queueExpiryKeyPrefix = "redquorum:queue-expiry:";
 /** A lock key's reservation (the waiter or instance it is kept for) is this prefix and the lock key. */
 export const heirKeyPrefix = "redquorum:heir:";
 
+/** The last waiter a lock key was reserved for (one turn each, see `reserve`) is this prefix and the lock key. */
+export const heirLastKeyPrefix = "redquorum:heir-last:";
+
+/** The waiter a free key is being kept for while its other keys are held (see `passOrKeep`) is this prefix and the lock key. */
+export const heirKeptKeyPrefix = "redquorum:heir-kept:";
+
 /** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
 export const heirChannelPrefix = "redquorum:heir-of:";
 
@@ -155,6 +161,9 @@ local function nextHeir(key)
   end
   return redis.call('zrange', queue, 0, 0)[1]
 end
+local function heirLastKey(key)
+  return '${heirLastKeyPrefix}' .. key
+end
 local function keepFor(key, ms)
   if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
 end
@@ -176,7 +185,7 @@ local function enqueue(key, waiter, ticket, waitMs)
   -- had and could not take is not held against it (see reserve, which
   -- looks only at the head).
   if rank == 0 then
-    local last = 'redquorum:heir-last:' .. key
+    local last = heirLastKey(key)
     if redis.call('get', last) == waiter then redis.call('del', last) end
   end
   return {score, rank}
@@ -213,12 +222,12 @@ local function reservedFor(key)
   return redis.call('get', heirKey(key))
 end
 local function overtake(key, heir)
-  local last = 'redquorum:heir-last:' .. key
+  local last = heirLastKey(key)
   redis.call('del', heirKey(key))
   if redis.call('get', last) == heir then redis.call('del', last) end
 end
 local function reserve(key, ms)
-  local last = 'redquorum:heir-last:' .. key
+  local last = heirLastKey(key)
   local heir = nextHeir(key)
   -- One turn each: a head that was reserved the key before and has not
   -- tried here since (enqueue clears the record) never came (crashed,
@@ -253,7 +262,7 @@ local function passOrKeep(keys, waiter, blocking)
     if reservedFor(key) == waiter and redis.call('exists', key) == 0 then
       -- Kept for a waiter next in line for one reservation's life in ten,
       -- from its first such refusal (a later one within it keeps it too).
-      local kept = 'redquorum:heir-kept:' .. key
+      local kept = '${heirKeptKeyPrefix}' .. key
       local first = isNext and redis.call('get', kept) ~= waiter
       if first then
         redis.call('set', kept, waiter, 'PX', ${10 * limits.heirReservationMs})
@@ -263,7 +272,7 @@ local function passOrKeep(keys, waiter, blocking)
         local heir = heads[1] == waiter and heads[2] or heads[1]
         if heir then
           redis.call('set', heirKey(key), heir, 'PX', ${limits.heirReservationMs})
-          redis.call('set', 'redquorum:heir-last:' .. key, heir, 'PX', ${10 * limits.heirReservationMs})
+          redis.call('set', heirLastKey(key), heir, 'PX', ${10 * limits.heirReservationMs})
           notifyHeir(key, heir)
         end
       end

@@ -24,8 +24,6 @@ const workloadsDir = fileURLToPath(new URL("../workloads/", import.meta.url));
 const adminTimeoutMs = 2_000;
 const workloadKinds = ["lock", "lock-set", "ids"] as const;
 
-let bundleDir: string | undefined | null;
-
 /**
  * The workloads bundled once per runner process (esbuild, which tsx runs
  * on): a workload then starts in ~0.3 s instead of ~1.5 s through the tsx
@@ -33,6 +31,8 @@ let bundleDir: string | undefined | null;
  * cores. Same sources (src/ and test/faults/workloads/), ioredis left
  * external. FAULTS_NO_BUNDLE=1 runs them through tsx instead.
  */
+let bundling: Promise<string | null> | undefined;
+
 /** Bundles left by runners that were killed (no exit handler ran): their pid is gone. */
 function removeOrphanBundles(root: string): void {
   for (const name of readdirSync(root)) {
@@ -53,35 +53,39 @@ function alive(pid: number): boolean {
 
 async function workloadArgs(kind: WorkloadKind): Promise<string[]> {
   const source = join(workloadsDir, `${kind}.ts`);
-  if (process.env.FAULTS_NO_BUNDLE === "1" || bundleDir === null)
-    return ["--import", "tsx", source];
-  if (bundleDir === undefined) {
-    try {
-      const { build } = await import("esbuild");
-      // Inside the repository, so the bundle's bare imports (ioredis) resolve from its node_modules.
-      const root = join(workloadsDir, "../../../.faults");
-      mkdirSync(root, { recursive: true });
-      removeOrphanBundles(root);
-      const dir = mkdtempSync(join(root, `.build-${process.pid}-`));
-      process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
-      await build({
-        entryPoints: workloadKinds.map((k) => join(workloadsDir, `${k}.ts`)),
-        bundle: true,
-        platform: "node",
-        format: "esm",
-        target: "node20",
-        outdir: dir,
-        packages: "external",
-        outExtension: { ".js": ".mjs" },
-        logLevel: "error",
-      });
-      bundleDir = dir;
-    } catch {
-      bundleDir = null;
-      return ["--import", "tsx", source];
-    }
+  if (process.env.FAULTS_NO_BUNDLE === "1") return ["--import", "tsx", source];
+  // One build shared by workloads spawned together (a row's Promise.all):
+  // each used to start its own.
+  bundling ??= bundleWorkloads();
+  const dir = await bundling;
+  return dir === null ? ["--import", "tsx", source] : [join(dir, `${kind}.mjs`)];
+}
+
+/** The bundle's directory, or null when esbuild failed (the workloads then run through tsx). */
+async function bundleWorkloads(): Promise<string | null> {
+  try {
+    const { build } = await import("esbuild");
+    // Inside the repository, so the bundle's bare imports (ioredis) resolve from its node_modules.
+    const root = join(workloadsDir, "../../../.faults");
+    mkdirSync(root, { recursive: true });
+    removeOrphanBundles(root);
+    const dir = mkdtempSync(join(root, `.build-${process.pid}-`));
+    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    await build({
+      entryPoints: workloadKinds.map((k) => join(workloadsDir, `${k}.ts`)),
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      outdir: dir,
+      packages: "external",
+      outExtension: { ".js": ".mjs" },
+      logLevel: "error",
+    });
+    return dir;
+  } catch {
+    return null;
   }
-  return [join(bundleDir, `${kind}.mjs`)];
 }
 
 export type WorkloadKind = "lock" | "lock-set" | "ids";
