@@ -6,16 +6,14 @@ import NodeRedlock from "redlock";
 import {
   LockExpiredError,
   limits,
-  type NodeTransport,
   QuorumError,
   Redlock,
   ResourceLockedError,
   systemClock,
 } from "../../src/index.js";
-import { IoredisTransport } from "../../src/node/ioredis-transport.js";
-import { endpointOfUrl } from "../../src/node/resolve.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 // Not about node timeouts: a node answer slowed by a loaded machine must
 // not fail these tests on the 50 ms default.
@@ -193,20 +191,13 @@ describe("Redlock on 5 real redis-server nodes", () => {
     // Every node answers 150 ms late once `slow` is set: three times the
     // 50 ms default bound on a node's answer.
     let slow = false;
-    const transports: NodeTransport[] = cluster.urls.map((url, i) => {
-      const real = IoredisTransport.fromUrl(url, endpointOfUrl(url, i));
-      return {
-        endpoint: real.endpoint,
-        get epoch() {
-          return real.epoch;
-        },
-        send: async (args, timeoutMs) => {
-          if (slow) await sleep(150);
-          return real.send(args, timeoutMs);
-        },
-        close: () => real.close(),
-      };
-    });
+    const transports = wrappedTransports(cluster.urls, (real) => ({
+      send: async (args, timeoutMs) => {
+        if (slow) await sleep(150);
+        return real.send(args, timeoutMs);
+      },
+      subscribe: null,
+    }));
     const late = new Redlock(transports, { retry: { retries: 0 } });
     try {
       const lock = await late.acquire(["slow-release"], 10_000);

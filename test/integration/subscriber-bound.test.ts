@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { type NodeTransport, QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
-import { IoredisTransport } from "../../src/node/ioredis-transport.js";
-import { endpointOfUrl } from "../../src/node/resolve.js";
+import { QuorumError, Redlock, ResourceLockedError } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { byScale } from "../helpers/scale.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 /**
  * FAULTS.md I15, the pub/sub side: waiters come and go on a hot key while
@@ -24,28 +23,19 @@ describe("pub/sub subscriptions on a stalled node stay bounded", () => {
     // Real connections for the lock scripts; a pub/sub side that never
     // answers (what a SIGSTOPped node's subscriber connection does), counted.
     let sent = 0;
-    const transports: NodeTransport[] = cluster.urls.map((url, i) => {
-      const real = IoredisTransport.fromUrl(url, endpointOfUrl(url, i));
-      return {
-        endpoint: real.endpoint,
-        get epoch() {
-          return real.epoch;
+    const transports = wrappedTransports(cluster.urls, () => ({
+      subscribe: () => ({
+        add: () => {
+          sent++;
+          return new Promise<void>(() => {});
         },
-        send: (args, timeoutMs) => real.send(args, timeoutMs),
-        close: () => real.close(),
-        subscribe: () => ({
-          add: () => {
-            sent++;
-            return new Promise<void>(() => {});
-          },
-          remove: () => {
-            sent++;
-            return new Promise<void>(() => {});
-          },
-          close: async () => {},
-        }),
-      };
-    });
+        remove: () => {
+          sent++;
+          return new Promise<void>(() => {});
+        },
+        close: async () => {},
+      }),
+    }));
     const holder = new Redlock(cluster.urls);
     const waiter = new Redlock(transports, { retry: { retries: 1, delayMs: 1, jitterMs: 0 } });
     try {

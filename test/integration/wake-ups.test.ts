@@ -2,18 +2,11 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import {
-  ClosedError,
-  LockExpiredError,
-  type NodeTransport,
-  Redlock,
-  ResourceLockedError,
-} from "../../src/index.js";
-import { IoredisTransport } from "../../src/node/ioredis-transport.js";
-import { endpointOfUrl } from "../../src/node/resolve.js";
+import { ClosedError, LockExpiredError, Redlock, ResourceLockedError } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 /**
  * Node timeout of the waiters that park without a fallback timer: woken
@@ -322,28 +315,19 @@ describe("waiters are woken by releases (no blind polling)", () => {
     const gate = new Promise<void>((resolve) => {
       openGate = resolve;
     });
-    const transports: NodeTransport[] = cluster.urls.map((url, i) => {
-      const real = IoredisTransport.fromUrl(url, endpointOfUrl(url, i));
-      return {
-        endpoint: real.endpoint,
-        get epoch() {
-          return real.epoch;
-        },
-        send: (args, timeoutMs) => real.send(args, timeoutMs),
-        close: () => real.close(),
-        subscribe: (onMessage) => {
-          const subscription = real.subscribe!(onMessage);
-          return {
-            add: async (channel) => {
-              await gate;
-              return subscription.add(channel);
-            },
-            remove: (channel) => subscription.remove(channel),
-            close: () => subscription.close(),
-          };
-        },
-      };
-    });
+    const transports = wrappedTransports(cluster.urls, (real) => ({
+      subscribe: (onMessage) => {
+        const subscription = real.subscribe!(onMessage);
+        return {
+          add: async (channel) => {
+            await gate;
+            return subscription.add(channel);
+          },
+          remove: (channel) => subscription.remove(channel),
+          close: () => subscription.close(),
+        };
+      },
+    }));
     const holder = new Redlock(cluster.urls, { turnMs: 0 });
     const waiter = new Redlock(transports, {
       nodeTimeoutMs: roundMs,
