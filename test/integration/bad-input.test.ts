@@ -8,6 +8,7 @@ import {
   type RedquorumError,
 } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 type ErrorClass = new (...args: never[]) => RedquorumError;
 
@@ -232,7 +233,7 @@ describe("bad input gets a typed error and leaves no key", () => {
   it("a replica is refused", async () => {
     const primaryPort = new URL(cluster.urls[3]!).port;
     await cluster.client(4).replicaof("127.0.0.1", primaryPort);
-    const withReplica = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const withReplica = new Redlock(cluster.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       await assert.rejects(withReplica.acquire(["r"], 1_000), (error: unknown) => {
         assert.ok(error instanceof NodeConfigurationError, String(error));

@@ -6,6 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { LocalCluster, Redlock, RedquorumError } from "../../src/index.js";
 import { libraryUrl } from "../helpers/built.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** A port the system picks as free now (another process may take it meanwhile). */
 function freeLoopbackPort(): Promise<number> {
@@ -195,7 +196,7 @@ describe("LocalCluster", () => {
 
   it("hands out nodes ready for locks: the first acquire needs no init()", async () => {
     const fresh = await LocalCluster.start({ nodeCount: 3, persistence: "none" });
-    const redlock = new Redlock(fresh.urls, { retry: { retries: 0 } });
+    const redlock = new Redlock(fresh.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       const lock = await redlock.acquire(["first"], 1_000);
       assert.equal(lock.fence, 1n);

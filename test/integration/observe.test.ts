@@ -11,6 +11,7 @@ import {
 import { limits } from "../../src/limits.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** A logger in console's shape that records what it was told: level, message, fields. */
 function recordingLogger(): Logger & {
@@ -37,7 +38,6 @@ function recordingLogger(): Logger & {
 }
 
 /** These tests are not about node timeouts: not on the 50 ms default, which a loaded machine exceeds. */
-const notAboutTimeouts = { nodeTimeoutMs: 1_000 } as const;
 
 type NodeEvent = Extract<RedquorumEvent, { type: "node" }>;
 

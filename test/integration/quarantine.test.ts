@@ -15,6 +15,7 @@ import { verdictOf } from "../../src/node/verdict.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { inspectionTimeoutMs, startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 describe("restart quarantine (FAULTS.md L4/L5)", () => {
   let cluster: TestCluster;
@@ -150,7 +151,11 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
   });
 
   it("status() reports each node's marker and quarantine", async () => {
-    const redlock = new Redlock(cluster.urls, { maxTtlMs: 5_000, retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, {
+      ...notAboutTimeouts,
+      maxTtlMs: 5_000,
+      retry: { retries: 0 },
+    });
     try {
       await cluster.client(1).del("redquorum:marker");
       await redlock.acquire(["s"], 1_000).then(
@@ -199,7 +204,7 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
 describe("Redlock.init()", () => {
   it("on a fresh cluster the first acquire succeeds at once; without it the nodes are quarantined until init({ liftQuarantines })", async () => {
     const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       await assert.rejects(redlock.acquire(["r"], 1_000), (error: unknown) => {
         assert.ok(error instanceof QuorumError, String(error));
@@ -238,7 +243,11 @@ describe("Redlock.init()", () => {
       await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
     );
     const maxTtlMs = 1_000;
-    const redlock = new Redlock(nodes.urls, { maxTtlMs, retry: { retries: 0 } });
+    const redlock = new Redlock(nodes.urls, {
+      ...notAboutTimeouts,
+      maxTtlMs,
+      retry: { retries: 0 },
+    });
     try {
       // Up longer than any lock could last, never flushed: nothing to forget.
       await new Promise((r) => setTimeout(r, maxTtlMs + 1_100)); // uptime counts whole seconds
@@ -255,7 +264,7 @@ describe("Redlock.init()", () => {
         assert.match(error.message, /call redlock\.init\(\) once/);
         return true;
       });
-      const without = new Redlock(nodes.urls, { maxTtlMs, fencing: false });
+      const without = new Redlock(nodes.urls, { ...notAboutTimeouts, maxTtlMs, fencing: false });
       try {
         await (await without.acquire(["r"], 200)).release();
       } finally {
@@ -273,7 +282,7 @@ describe("Redlock.init()", () => {
 
   it("marks nodes that hold application keys, node-redlock locks and NextId's keys; on a cluster in use it changes nothing", async () => {
     const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
-    const redlock = new Redlock(cluster.urls, { retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     const clients = cluster.urls.map((url) => new Redis(url));
     try {
       // Servers already in use by others: an application key, a lock of

@@ -11,6 +11,7 @@ import {
 import { idLimits, limits } from "../../src/limits.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
  * The bound on calls waiting in one instance (limits.waitersMax for locks,
@@ -32,7 +33,6 @@ async function until(condition: () => boolean, what: string, boundMs = 30_000): 
 }
 
 /** Not about node timeouts: not on the 50 ms default, which a loaded machine exceeds. */
-const notAboutTimeouts = { nodeTimeoutMs: 1_000 } as const;
 
 /** Whether `error` is the queue-full refusal of `what` at `limit`, as a caller sees it. */
 function isQueueFull(error: unknown, what: string, limit: number): boolean {
