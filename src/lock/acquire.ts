@@ -12,7 +12,7 @@ import { limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/node-state.js";
 import { type AttemptContext, type AttemptRequest, runAttempt, type Verdict } from "./attempt.js";
 import type { LockContext } from "./context.js";
-import { handoffOutcome } from "./handoff.js";
+import { type Handoff, handoffOutcome } from "./handoff.js";
 import { agreedTicket, highestFence, waitersAhead } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
 import {
@@ -24,7 +24,7 @@ import {
 } from "./options.js";
 import type { QueueArgs } from "./queue-registration.js";
 import { leaveQueueScript } from "./release-script.js";
-import { type Handoff, Waiter } from "./wait-queue.js";
+import { Waiter } from "./wait-queue.js";
 
 export type AcquireContext = AttemptContext &
   Pick<

@@ -18,13 +18,12 @@ import { validUntilMs } from "../quorum/validity.js";
 import { isGrantedBy } from "./acquire-reply.js";
 import { acquireArgs, acquireScript } from "./acquire-script.js";
 import type { LockContext } from "./context.js";
-import { handoffOutcome } from "./handoff.js";
+import { type Handoff, handoffOutcome } from "./handoff.js";
 import { agreedTicket, type QueuePlace, queuePlaceOf } from "./heir-queue.js";
 import { Lock } from "./lock.js";
 import type { QueueArgs } from "./queue-registration.js";
 import { randomHex } from "./random-hex.js";
 import { releaseKeys } from "./release.js";
-import type { Handoff } from "./wait-queue.js";
 
 export type AttemptContext = Pick<
   LockContext,

@@ -8,18 +8,36 @@
 
 import { type Timer, timerOf } from "../clock.js";
 import { FenceIssuer } from "../fencing/issuer.js";
-import { fenceKeyOf } from "../fencing/scripts.js";
+import {
+  fenceFloorScript,
+  fenceKeyOf,
+  fenceMaxReadScript,
+  fenceRepairScript,
+  fenceScript,
+} from "../fencing/scripts.js";
 import { limits, releaseNoticeLimits } from "../limits.js";
-import { quarantineArgOf } from "../node/node-state.js";
+import { keepsEveryWrite } from "../node/durability.js";
+import { initNodeScript, quarantineArgOf } from "../node/node-state.js";
+import { createNodes, type NodeInput } from "../node/resolve.js";
 import type { Observer } from "../observe.js";
-import type { NodeGroup } from "../quorum/node-group.js";
+import { NodeGroup } from "../quorum/node-group.js";
+import { nodeGroupOptionsOf } from "../shared-options.js";
+import { acquireScript } from "./acquire-script.js";
+import { extendScript } from "./extend-script.js";
 import { waiterIdOf } from "./heir-queue.js";
 import { HeirWatch } from "./heir-watch.js";
 import type { QuarantineHorizon } from "./horizon.js";
 import type { LockOwner } from "./lock.js";
 import type { ResolvedRedlockOptions } from "./options.js";
 import { QuarantineJudge } from "./quarantine-judge.js";
+import {
+  certifyKeys,
+  certifyScript,
+  horizonReadScript,
+  judgeQuarantineScript,
+} from "./quarantine-scripts.js";
 import { randomHex } from "./random-hex.js";
+import { releaseScript } from "./release-script.js";
 import { guardedRunner, type ScriptRunner } from "./script-runner.js";
 import { Turns } from "./turns.js";
 import { WaitQueues } from "./wait-queue.js";
@@ -147,4 +165,49 @@ export function createLockContext(
     wakeLater,
     ...lifecycle,
   };
+}
+
+/**
+ * The nodes of a Redlock: every (re)check certifies the node (a restart
+ * from data that may be older is put in the quarantine, and its fencing
+ * state out until repaired) and learns the longest maxTtlMs recorded on
+ * it; the lock, fencing and quarantine scripts are loaded on it.
+ */
+export function createLockGroup(
+  nodes: readonly NodeInput[],
+  options: ResolvedRedlockOptions,
+  observer: Observer,
+  horizon: QuarantineHorizon,
+): NodeGroup {
+  return new NodeGroup(
+    createNodes(nodes, options.nodeStallMs),
+    nodeGroupOptionsOf(options, observer, {
+      certify: {
+        script: certifyScript,
+        keys: certifyKeys,
+        args: async (node, timeoutMs) => [
+          (await keepsEveryWrite(node, timeoutMs)) ? "1" : "0",
+          ...horizon.recordArgs,
+        ],
+        // The longest maxTtlMs recorded on the node: the quarantine's length.
+        onReply: (node, reply) =>
+          horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined),
+      },
+      // The repairs' and the judge's too: a script's NOSCRIPT retry is not
+      // sent after a later command (node/redis-node.ts), and repairs and
+      // judgements of several nodes run side by side.
+      scripts: [
+        acquireScript,
+        extendScript,
+        releaseScript,
+        initNodeScript,
+        fenceScript,
+        fenceMaxReadScript,
+        fenceRepairScript,
+        fenceFloorScript,
+        horizonReadScript,
+        judgeQuarantineScript,
+      ],
+    }),
+  );
 }

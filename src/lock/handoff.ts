@@ -9,7 +9,29 @@
 
 import type { RoundResult } from "../quorum/round.js";
 import { othersWaitAfterHandoff, replacedHandedOff } from "./acquire-reply.js";
-import type { HandoffOutcome, Waiter } from "./wait-queue.js";
+import type { Waiter } from "./wait-queue.js";
+
+/** What the releasing lock passes to the waiter it hands off to. */
+export interface Handoff {
+  /** The releasing lock's value: the heir's acquire may replace it. */
+  readonly fromValue: string;
+  /**
+   * Called once by the heir: `replaced[i]` tells whether node i still held
+   * `fromValue` (now replaced by the heir's value), `won` whether the heir
+   * got the lock. If it did not, the releaser still has to release.
+   */
+  settle(outcome: HandoffOutcome): void;
+}
+
+export interface HandoffOutcome {
+  readonly won: boolean;
+  /** Per node: it held the releasing lock's value and the heir replaced it. */
+  readonly replaced: readonly boolean[];
+  /** Per node: it answered the heir, but did not hold the releasing lock's value. */
+  readonly notHeld: readonly boolean[];
+  /** Some node that granted the heir said a waiter of another instance heads its queue. */
+  readonly othersWait: boolean;
+}
 
 /** Hands a release of the lock with value `fromValue` to a parked heir; settles once its round did. */
 export function handOff(heir: Waiter, fromValue: string): Promise<HandoffOutcome> {

@@ -6,7 +6,10 @@
 
 import { assert } from "../assert.js";
 import { LockExpiredError, LockLostError } from "../errors.js";
+import { driftAllowanceMs } from "../quorum/validity.js";
+import { requireInteger } from "../validate.js";
 import type { Lock } from "./lock.js";
+import type { ResolvedRedlockOptions } from "./options.js";
 
 export interface KeepAliveOptions {
   /** The TTL each extension asks for, in milliseconds. */
@@ -17,6 +20,46 @@ export interface KeepAliveOptions {
   marginMs: number;
   /** Wait before another try after a failed extension, in milliseconds. */
   retryDelayMs: number;
+}
+
+/**
+ * When `using` extends a lock of `ttlMs` and when it gives up, from the
+ * instance's node timeout and drift allowance; `extendThresholdMs` is the
+ * caller's option (checked here: an `InvalidArgumentError` names the range
+ * allowed).
+ */
+export function usingSchedule(
+  ttlMs: number,
+  options: Pick<ResolvedRedlockOptions, "nodeTimeoutMs" | "driftMs" | "driftFactor">,
+  extendThresholdMs: number | undefined,
+): KeepAliveOptions {
+  const { nodeTimeoutMs, driftMs, driftFactor } = options;
+  // Give up with two node timeouts of validity left, so the abort always
+  // comes before the validity ends; extend at half the TTL by default.
+  const marginMs = Math.min(Math.floor(ttlMs / 4), 2 * nodeTimeoutMs + driftMs);
+  // Extensions at least a quarter of the TTL apart: a threshold near what
+  // one extension gives (the TTL less the drift allowance) would start the
+  // next one at once, a loop of rounds. Within that, an extension must
+  // have time to finish (a node timeout) before the deadline at marginMs
+  // aborts the routine.
+  const extendedMs = ttlMs - driftAllowanceMs(ttlMs, driftFactor, driftMs);
+  const thresholdMaxMs = Math.max(0, Math.floor(extendedMs - ttlMs / 4));
+  const thresholdMinMs = Math.min(marginMs + nodeTimeoutMs + 1, thresholdMaxMs);
+  const threshold =
+    extendThresholdMs === undefined
+      ? Math.min(Math.max(Math.floor(ttlMs / 2), thresholdMinMs), thresholdMaxMs)
+      : requireInteger(
+          "options.extendThresholdMs",
+          extendThresholdMs,
+          thresholdMinMs,
+          thresholdMaxMs,
+        );
+  return {
+    ttlMs,
+    extendThresholdMs: Math.max(threshold, marginMs + 1),
+    marginMs,
+    retryDelayMs: Math.max(1, nodeTimeoutMs),
+  };
 }
 
 /**

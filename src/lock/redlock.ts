@@ -1,10 +1,10 @@
 /**
  * The public Redlock class and its lifecycle: options, the node group, the
  * entry points (acquire, using, extend, release, status, init), counting
- * and tracking operations, and close. Its parts (wait queues, release
- * watch, fence issuer, script runner) are made in context.ts and handed to
- * the operations, which live in acquire.ts, attempt.ts, release.ts,
- * extend.ts and init.ts.
+ * and tracking operations, and close. Its parts (the node group, wait
+ * queues, release watch, fence issuer, script runner) are made in
+ * context.ts and handed to the operations, which live in acquire.ts,
+ * attempt.ts, release.ts, extend.ts, keep-alive.ts (using) and init.ts.
  */
 
 import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
@@ -13,30 +13,19 @@ import {
   type FencingFloorReport,
   raiseFencingFloors,
 } from "../fencing/floor.js";
-import {
-  fenceFloorKey,
-  fenceFloorScript,
-  fenceMaxReadScript,
-  fenceRepairScript,
-  fenceScript,
-} from "../fencing/scripts.js";
-import { keepsEveryWrite } from "../node/durability.js";
-import { initNodeScript, markerKey, quarantineKey, runKey } from "../node/node-state.js";
-import { createNodes, type NodeInput } from "../node/resolve.js";
+import { fenceFloorKey } from "../fencing/scripts.js";
+import { markerKey, quarantineKey, runKey } from "../node/node-state.js";
+import type { NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
-import { NodeGroup } from "../quorum/node-group.js";
-import { driftAllowanceMs } from "../quorum/validity.js";
-import { nodeGroupOptionsOf } from "../shared-options.js";
-import { requireInteger, requireOptionsObject } from "../validate.js";
+import type { NodeGroup } from "../quorum/node-group.js";
+import { requireOptionsObject } from "../validate.js";
 import { acquireLock } from "./acquire.js";
-import { acquireScript } from "./acquire-script.js";
-import { createLockContext, type LockContext } from "./context.js";
+import { createLockContext, createLockGroup, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
-import { extendScript } from "./extend-script.js";
 import { QuarantineHorizon } from "./horizon.js";
 import { type InitOptions, type InitReport, initNodes } from "./init.js";
-import { runKeepingAlive } from "./keep-alive.js";
+import { runKeepingAlive, usingSchedule } from "./keep-alive.js";
 import { type Extension, Lock, type LockOwner } from "./lock.js";
 import {
   type AcquireOptions,
@@ -46,14 +35,7 @@ import {
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
-import {
-  certifyKeys,
-  certifyScript,
-  horizonReadScript,
-  judgeQuarantineScript,
-} from "./quarantine-scripts.js";
 import { releaseLock } from "./release.js";
-import { releaseScript } from "./release-script.js";
 
 /**
  * Redlock over N independent Redis masters: a lock is granted when
@@ -76,39 +58,7 @@ export class Redlock implements LockOwner {
     this.observer = new Observer(this.options.observe);
     const clock = this.options.clock;
     const horizon = new QuarantineHorizon(this.options, this.options.onWarning, () => clock.now());
-    this.group = new NodeGroup(
-      createNodes(nodes, this.options.nodeStallMs),
-      nodeGroupOptionsOf(this.options, this.observer, {
-        // Every (re)check: a restart from data that may be older is put in
-        // the quarantine, and its fencing state out until repaired.
-        certify: {
-          script: certifyScript,
-          keys: certifyKeys,
-          args: async (node, timeoutMs) => [
-            (await keepsEveryWrite(node, timeoutMs)) ? "1" : "0",
-            ...horizon.recordArgs,
-          ],
-          // The longest maxTtlMs recorded on the node: the quarantine's length.
-          onReply: (node, reply) =>
-            horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined),
-        },
-        // The repairs' and the judge's too: a script's NOSCRIPT retry is not
-        // sent after a later command (node/redis-node.ts), and repairs and
-        // judgements of several nodes run side by side.
-        scripts: [
-          acquireScript,
-          extendScript,
-          releaseScript,
-          initNodeScript,
-          fenceScript,
-          fenceMaxReadScript,
-          fenceRepairScript,
-          fenceFloorScript,
-          horizonReadScript,
-          judgeQuarantineScript,
-        ],
-      }),
-    );
+    this.group = createLockGroup(nodes, this.options, this.observer, horizon);
     this.context = createLockContext(this, this.options, this.group, horizon, this.observer, {
       isClosed: () => this.closed,
       assertOpen: () => this.assertOpen(),
@@ -168,35 +118,9 @@ export class Redlock implements LockOwner {
     requireOptionsObject("options", options);
     const { extendThresholdMs, ...acquireOptions } = options;
     const ttl = requireTtl(ttlMs, this.options);
-    // Give up with two node timeouts of validity left, so the abort always
-    // comes before the validity ends; extend at half the TTL by default.
-    const marginMs = Math.min(
-      Math.floor(ttl / 4),
-      2 * this.options.nodeTimeoutMs + this.options.driftMs,
-    );
-    // Extensions at least a quarter of the TTL apart: a threshold near
-    // what one extension gives (the TTL less the drift allowance) would
-    // start the next one at once, a loop of rounds. Within that, an extension must have time to finish (a
-    // node timeout) before the deadline at marginMs aborts the routine.
-    const extendedMs = ttl - driftAllowanceMs(ttl, this.options.driftFactor, this.options.driftMs);
-    const thresholdMaxMs = Math.max(0, Math.floor(extendedMs - ttl / 4));
-    const thresholdMinMs = Math.min(marginMs + this.options.nodeTimeoutMs + 1, thresholdMaxMs);
-    const threshold =
-      extendThresholdMs === undefined
-        ? Math.min(Math.max(Math.floor(ttl / 2), thresholdMinMs), thresholdMaxMs)
-        : requireInteger(
-            "options.extendThresholdMs",
-            extendThresholdMs,
-            thresholdMinMs,
-            thresholdMaxMs,
-          );
+    const schedule = usingSchedule(ttl, this.options, extendThresholdMs);
     const lock = await this.acquire(resources, ttl, acquireOptions);
-    return runKeepingAlive(lock, routine, {
-      ttlMs: ttl,
-      extendThresholdMs: Math.max(threshold, marginMs + 1),
-      marginMs,
-      retryDelayMs: Math.max(1, this.options.nodeTimeoutMs),
-    });
+    return runKeepingAlive(lock, routine, schedule);
   }
 
   /**

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { describeSeed, prng, testSeed } from "../../test/helpers/seed.js";
 import type { Timer } from "../clock.js";
-import { type HandoffOutcome, Waiter, WaitQueues, type Wake } from "./wait-queue.js";
+import type { HandoffOutcome } from "./handoff.js";
+import { Waiter, WaitQueues, type Wake } from "./wait-queue.js";
 
 /** A timer that never fires: wake-ups are the only way out of a park. */
 const never: Timer = () => () => {};

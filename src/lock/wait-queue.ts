@@ -16,28 +16,8 @@
  */
 
 import { onAbort, type Timer } from "../clock.js";
-
-/** What the releasing lock passes to the waiter it hands off to. */
-export interface Handoff {
-  /** The releasing lock's value: the heir's acquire may replace it. */
-  readonly fromValue: string;
-  /**
-   * Called once by the heir: `replaced[i]` tells whether node i still held
-   * `fromValue` (now replaced by the heir's value), `won` whether the heir
-   * got the lock. If it did not, the releaser still has to release.
-   */
-  settle(outcome: HandoffOutcome): void;
-}
-
-export interface HandoffOutcome {
-  readonly won: boolean;
-  /** Per node: it held the releasing lock's value and the heir replaced it. */
-  readonly replaced: readonly boolean[];
-  /** Per node: it answered the heir, but did not hold the releasing lock's value. */
-  readonly notHeld: readonly boolean[];
-  /** Some node that granted the heir said a waiter of another instance heads its queue. */
-  readonly othersWait: boolean;
-}
+import { ArrivalQueue } from "./arrival-queue.js";
+import type { Handoff } from "./handoff.js";
 
 /** Why a parked waiter resumed. */
 export type Wake =
@@ -129,60 +109,9 @@ export interface WaitQueueEvents {
   onWatch(key: string): void;
 }
 
-/**
- * One key's waiters in arrival order: appends, removal from anywhere and
- * the first waiter in O(1) (amortized). An array's indexOf and splice made
- * 100,000 waiters leaving in turn quadratic (seconds of one event-loop
- * turn); a Set was no better from the front, where its iteration steps
- * over every deleted entry. Removed slots are left empty, the head skips
- * them, and the array drops its empty front when that is half of it.
- */
-class KeyQueue {
-  private slots: Array<Waiter | undefined> = [];
-  /** Index of the first waiter in `slots` (or its length when empty). */
-  private head = 0;
-  /** Sequence number of `slots[0]`: a waiter's slot is its number minus this. */
-  private base = 0;
-  private readonly numbers = new Map<Waiter, number>();
-
-  get size(): number {
-    return this.numbers.size;
-  }
-
-  add(waiter: Waiter): void {
-    this.numbers.set(waiter, this.base + this.slots.length);
-    this.slots.push(waiter);
-  }
-
-  delete(waiter: Waiter): boolean {
-    const number = this.numbers.get(waiter);
-    if (number === undefined) return false;
-    this.numbers.delete(waiter);
-    this.slots[number - this.base] = undefined;
-    while (this.head < this.slots.length && this.slots[this.head] === undefined) this.head++;
-    if (this.head >= 64 && this.head * 2 >= this.slots.length) {
-      this.slots = this.slots.slice(this.head);
-      this.base += this.head;
-      this.head = 0;
-    }
-    return true;
-  }
-
-  first(): Waiter | undefined {
-    return this.slots[this.head];
-  }
-
-  *[Symbol.iterator](): IterableIterator<Waiter> {
-    for (let i = this.head; i < this.slots.length; i++) {
-      const waiter = this.slots[i];
-      if (waiter !== undefined) yield waiter;
-    }
-  }
-}
-
 export class WaitQueues {
   /** Per key, its waiters in arrival order. */
-  private readonly queues = new Map<string, KeyQueue>();
+  private readonly queues = new Map<string, ArrivalQueue<Waiter>>();
   /** The waiters that have an id in the nodes' queues, by id. */
   private readonly byId = new Map<string, Waiter>();
   /**
@@ -231,7 +160,7 @@ export class WaitQueues {
       const queue = this.queues.get(key);
       if (queue) queue.add(waiter);
       else {
-        const created = new KeyQueue();
+        const created = new ArrivalQueue<Waiter>();
         created.add(waiter);
         this.queues.set(key, created);
         this.events.onWatch(key);
