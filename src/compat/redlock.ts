@@ -20,9 +20,9 @@ import {
   QuorumError,
   ResourceLockedError,
 } from "../errors.js";
+import { requireResources, requireTtl } from "../lock/call-arguments.js";
 import type { InitReport } from "../lock/init.js";
 import type { Lock as CoreLock } from "../lock/lock.js";
-import { requireResources, requireTtl } from "../lock/options.js";
 import { Redlock as CoreRedlock } from "../lock/redlock.js";
 import { IoredisTransport, isIoredisLike } from "../node/ioredis-transport.js";
 import { endpointOfUrl } from "../node/resolve.js";

@@ -11,17 +11,12 @@ import { fenceKeyOf } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
 import { internalKeyPrefix } from "../node/node-state.js";
 import { type AttemptContext, type AttemptRequest, runAttempt, type Verdict } from "./attempt.js";
+import { requireResources, requireTtl, resolveAcquireOptions } from "./call-arguments.js";
 import type { LockContext } from "./context.js";
 import { type Handoff, handoffOutcome } from "./handoff.js";
-import { agreedTicket, highestFence, waitersAhead } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
-import {
-  type AcquireOptions,
-  type ResolvedRetry,
-  requireResources,
-  requireTtl,
-  resolveAcquireOptions,
-} from "./options.js";
+import type { AcquireOptions, ResolvedRetry } from "./options.js";
+import { agreedTicket, highestFence, waitersAhead } from "./queue-place.js";
 import type { QueueArgs } from "./queue-registration.js";
 import { leaveQueueScript } from "./release-script.js";
 import { Waiter } from "./wait-queue.js";

@@ -7,10 +7,10 @@
 import { LockExpiredError } from "../errors.js";
 import type { RoundResult } from "../quorum/round.js";
 import { validUntilMs } from "../quorum/validity.js";
+import { requireTtl } from "./call-arguments.js";
 import type { LockContext } from "./context.js";
 import { extendArgs, extendScript, isExtended } from "./extend-script.js";
 import type { Extension, Lock } from "./lock.js";
-import { requireTtl } from "./options.js";
 
 export type ExtendContext = Pick<
   LockContext,

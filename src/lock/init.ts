@@ -17,7 +17,7 @@ import {
 } from "../node/node-state.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { Outcome, RoundResult } from "../quorum/round.js";
-import { resolveInitOptions } from "./options.js";
+import { resolveInitOptions } from "./call-arguments.js";
 import type { QuarantineJudge } from "./quarantine-judge.js";
 
 /** What `Redlock.init()` found and did on one node. */

@@ -21,6 +21,7 @@ import { Observer } from "../observe.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import { requireOptionsObject } from "../validate.js";
 import { acquireLock } from "./acquire.js";
+import { requireTtl } from "./call-arguments.js";
 import { createLockContext, createLockGroup, type LockContext } from "./context.js";
 import { extendLock } from "./extend.js";
 import { QuarantineHorizon } from "./horizon.js";
@@ -31,7 +32,6 @@ import {
   type AcquireOptions,
   type RedlockOptions,
   type ResolvedRedlockOptions,
-  requireTtl,
   resolveRedlockOptions,
   type UsingOptions,
 } from "./options.js";
