@@ -15,6 +15,7 @@ import { describe, it } from "node:test";
 import { Redlock, ResourceLockedError } from "../../src/index.js";
 import { useCluster } from "../helpers/cluster.js";
 import { until } from "../helpers/no-timers.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** Script calls (EVALSHA + EVAL) node `index` has run so far. */
 async function scriptCalls(client: { info(section: string): Promise<string> }): Promise<number> {
@@ -30,8 +31,8 @@ describe("a failed acquire attempt undoes only where it may have written", () =>
 
   it("held on every node: the nodes known to have refused get no undo", async () => {
     const t = cluster();
-    const holder = new Redlock(t.urls, { nodeTimeoutMs: 1_000 });
-    const rival = new Redlock(t.urls, { retry: { retries: 0 }, nodeTimeoutMs: 1_000 });
+    const holder = new Redlock(t.urls, notAboutTimeouts);
+    const rival = new Redlock(t.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       const lock = await holder.acquire(["undo:all"], 10_000);
       await assert.rejects(rival.acquire(["undo:all"], 10_000), ResourceLockedError);
@@ -52,7 +53,7 @@ describe("a failed acquire attempt undoes only where it may have written", () =>
 
   it("held on 3 of 5: the 2 nodes that granted are undone, the 3 that refused are left alone", async () => {
     const t = cluster();
-    const rival = new Redlock(t.urls, { retry: { retries: 0 }, nodeTimeoutMs: 1_000 });
+    const rival = new Redlock(t.urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       // Another holder's value on nodes 0-2 (what a competing client would
       // leave). The lost round hears every node, so which nodes get the
@@ -79,7 +80,7 @@ describe("a failed acquire attempt undoes only where it may have written", () =>
   it("a refusing node that queued the waiter under another ticket gets it requeued under the agreed one", async () => {
     const t = cluster();
     const key = "undo:ticket";
-    const holder = new Redlock(t.urls, { nodeTimeoutMs: 1_000 });
+    const holder = new Redlock(t.urls, notAboutTimeouts);
     // Its next attempt is 10 s away: within this test only the failed
     // attempt itself can bring the nodes' tickets together.
     const waiter = new Redlock(t.urls, {

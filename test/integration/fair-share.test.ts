@@ -7,6 +7,7 @@ import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
  * Callers the nodes' queue (src/lock/heir-queue.ts) used to leave out: a
@@ -22,7 +23,7 @@ import { sleep } from "../helpers/sleep.js";
  * Every release hands over at once (no turn kept, src/lock/turns.ts); and
  * not about node timeouts (a loaded machine can stall past the 50 ms default).
  */
-const strict = { turnMs: 0, nodeTimeoutMs: 1_000 };
+const strict = { turnMs: 0, ...notAboutTimeouts };
 
 /**
  * A waiter only a notice wakes: no fallback poll fires on its clock, and

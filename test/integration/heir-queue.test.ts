@@ -8,6 +8,7 @@ import { releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
  * The nodes' wait queue (src/lock/heir-queue.ts): waiters of independent
@@ -20,8 +21,8 @@ import { sleep } from "../helpers/sleep.js";
  * tests check the queue itself. And not node timeouts: a loaded machine's
  * stall past the 50 ms default failed a holder's acquire on every node.
  */
-const strict = { turnMs: 0, nodeTimeoutMs: 1_000 };
-const patient = { nodeTimeoutMs: 1_000 };
+const strict = { turnMs: 0, ...notAboutTimeouts };
+const patient = notAboutTimeouts;
 
 describe("waiters of different instances take turns through the nodes' queue", () => {
   let cluster: TestCluster;
@@ -38,7 +39,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
     // No fallback poll ever fires: a waiter can only get the lock by being named heir.
     const waiters = Array.from(
       { length: count },
-      () => new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 }),
+      () => new Redlock(cluster.urls, { ...strict, clock: noTimers }),
     );
     try {
       let lock: Lock = await holder.acquire(["q"], 10_000);
@@ -110,7 +111,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
 
   it("an heir that died does not keep the lock: its reservation lapses and another caller gets it", async () => {
     const holder = new Redlock(cluster.urls, strict);
-    const doomed = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
+    const doomed = new Redlock(cluster.urls, { ...strict, clock: noTimers });
     const other = new Redlock(cluster.urls, {
       ...patient,
       retry: { retries: 100, delayMs: 20, jitterMs: 5 },
@@ -136,7 +137,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
 
   it("a registration that never takes its reservation gets one turn, then the next waiter is heir", async () => {
     const holder = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
-    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers });
     try {
       let lock = await holder.acquire(["s"], 10_000);
       const waiting = waiter.acquire(["s"], 10_000, { signal: AbortSignal.timeout(20_000) });
@@ -175,7 +176,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
     // dropped as one that never came, it heard of no later release and
     // waited for its own poll (a minute here; with no timers, for ever).
     const holder = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
-    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers });
     try {
       const lock = await holder.acquire(["late"], 10_000);
       const waiting = waiter.acquire(["late"], 10_000, { signal: AbortSignal.timeout(20_000) });
@@ -209,7 +210,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
   it("24 callers of one instance all get the lock in turn without a fallback poll", async () => {
     // No fallback poll fires: each caller must be handed the lock or woken
     // by a release of its own instance, whether or not the nodes queue it.
-    const redlock = new Redlock(cluster.urls, { clock: noTimers, nodeTimeoutMs: 1_000 });
+    const redlock = new Redlock(cluster.urls, { ...notAboutTimeouts, clock: noTimers });
     try {
       const first = await redlock.acquire(["y"], 10_000);
       const callers = 24;
@@ -227,7 +228,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
 
   it("a waiter that gives up leaves every node's queue", async () => {
     const holder = new Redlock(cluster.urls, strict);
-    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers, nodeTimeoutMs: 1_000 });
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers });
     try {
       const lock = await holder.acquire(["g"], 10_000);
       const stop = new AbortController();

@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import { LockExpiredError, Redlock } from "../../src/index.js";
 import { useFreshCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
  * FAULTS.md L24: overlapping operations on one lock. The validity a Lock
@@ -18,7 +19,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
   it("two overlapping extends (longer, then shorter) never report more than the keys hold", async () => {
     // A generous node timeout: the nodes paused below must still count when
     // they answer, so that the longer extension settles last.
-    const redlock = new Redlock(cluster().urls, { nodeTimeoutMs: 1_000 });
+    const redlock = new Redlock(cluster().urls, notAboutTimeouts);
     try {
       const lock = await redlock.acquire(["overlap"], 10_000);
       // Node 2 lost its script cache: the first extend's EVALSHA fails there
@@ -62,7 +63,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
   it("extensions of one lock run one after another, in the order called", async () => {
     // About order, not node timeouts: the 50 ms default failed an extend on
     // every node while the test process stalled beside other test files.
-    const redlock = new Redlock(cluster().urls, { nodeTimeoutMs: 1_000 });
+    const redlock = new Redlock(cluster().urls, notAboutTimeouts);
     try {
       const lock = await redlock.acquire(["serial"], 10_000);
       const order: number[] = [];
