@@ -42,6 +42,7 @@ export type {
   IdStrategy,
   NextIdOptions,
   RepairEvent,
+  SeedStrategy,
 } from "./id/options.js";
 export { defaults, limits } from "./limits.js";
 export type { InitOptions, InitReport } from "./lock/init.js";
