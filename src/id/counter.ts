@@ -18,7 +18,7 @@
 import { luaDecimalLess, parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import { LuaScript } from "../node/lua-script.js";
-import { identityCacheLua, memoryCheckLua } from "../node/memory-check.js";
+import { aliveKey, identityCacheLua, memoryCheckLua } from "../node/memory-check.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { sameMemoryLua, serverIdentityLua } from "../node/server-identity.js";
 import type { CounterKeys } from "./keys.js";
@@ -74,9 +74,11 @@ end`;
  */
 const counterMemory = `${memoryCheckLua}
 local function counterMemory()
-  local identity = checkMemory()
-  local got = redis.call('mget', KEYS[2], KEYS[4])
-  local marker, run = got[1], got[2]
+  -- One MGET for the memory identity's cache and the counter's marker and
+  -- memory: checkMemory writes only the node's lock state, never these.
+  local got = redis.call('mget', '${aliveKey}', KEYS[2], KEYS[4])
+  local identity = checkMemory(got[1])
+  local marker, run = got[2], got[3]
   if run and run ~= identity then
     if ${sameMemoryLua("run", "identity")} then
       redis.call('set', KEYS[4], identity)
