@@ -13,6 +13,7 @@ import {
   pairOperations,
 } from "./checkers/index.js";
 import type { HistoryEvent } from "./history.js";
+import { validityViolations } from "./rows/history-queries.js";
 
 const history = () => new HistoryBuilder();
 
@@ -458,5 +459,27 @@ describe("checkHygiene (HY)", () => {
     );
     const capped = checkHygiene(growing.build(), { bounded: [{ key: "heapUsedBytes", max: 300 }] });
     assert.match(capped.violations[0]!, /reached 390, above 300/);
+  });
+});
+
+describe("validityViolations (rows' validity accounting)", () => {
+  const acquireAt = (validUntilMs: number, timerTurnMs?: number) =>
+    validityViolations(
+      new HistoryBuilder()
+        .acquire("lock-0", "r", [100, 400], { validUntilMs, timerTurnMs })
+        .build(),
+    );
+
+  it("flags a lock whose validity ended before the completion's last timer turn: the library returned it expired", () => {
+    assert.match(acquireAt(350, 390).join(), /lock-0: acquire returned an expired lock/);
+  });
+
+  it("does not blame the library for a validity that ended while the process was stopped after its last timer turn", () => {
+    assert.deepEqual(acquireAt(350, 120), []);
+  });
+
+  it("judges a completion without a timer turn (an older history) at its record", () => {
+    assert.match(acquireAt(350).join(), /expired lock/);
+    assert.deepEqual(acquireAt(450), []);
   });
 });

@@ -57,6 +57,13 @@ export interface OpEvent {
   readonly value?: Record<string, unknown>;
   /** On `fail` / `info`: the error's stable code (e.g. ERR_QUORUM) and message. */
   readonly error?: { readonly code: string; readonly message: string };
+  /**
+   * On `ok`: when the process last ran a timer before this completion was
+   * recorded (see workloads/common.ts, `lastTimerTurnMs`). The call's own
+   * last steps ran after it: between the two, the process may have been
+   * stopped (descheduled, a GC pause) without a timer turn to show it.
+   */
+  readonly timerTurnMs?: number;
 }
 
 /**

@@ -11,6 +11,8 @@ export interface Completion {
   readonly type?: "ok" | "fail" | "info" | "none";
   readonly value?: Record<string, unknown>;
   readonly code?: string;
+  /** On "ok": the process's last timer turn before the record (history.ts). */
+  readonly timerTurnMs?: number;
 }
 
 export class HistoryBuilder {
@@ -32,8 +34,14 @@ export class HistoryBuilder {
     const type = completion.type ?? "ok";
     if (type === "none") return this;
     const done: OpEvent = { ...base, type, timeMs: span[1] };
-    if (type === "ok") this.events.push({ ...done, value: completion.value });
-    else {
+    if (type === "ok") {
+      const { timerTurnMs } = completion;
+      this.events.push({
+        ...done,
+        value: completion.value,
+        ...(timerTurnMs === undefined ? {} : { timerTurnMs }),
+      });
+    } else {
       const code = completion.code ?? (type === "fail" ? "ERR_QUORUM" : "ERR_TIMEOUT");
       this.events.push({ ...done, error: { code, message: `${code} in a test` } });
     }
@@ -45,11 +53,17 @@ export class HistoryBuilder {
     process: string,
     resource: string,
     span: readonly [number, number],
-    options: { fence?: number | string; validUntilMs?: number; type?: Completion["type"] } = {},
+    options: {
+      fence?: number | string;
+      validUntilMs?: number;
+      type?: Completion["type"];
+      timerTurnMs?: number;
+    } = {},
   ): this {
     const value: Record<string, unknown> = { validUntilMs: options.validUntilMs ?? span[1] + 1000 };
     if (options.fence !== undefined) value.fence = String(options.fence);
-    return this.op(process, "acquire", resource, span, {}, { type: options.type, value });
+    const { type, timerTurnMs } = options;
+    return this.op(process, "acquire", resource, span, {}, { type, value, timerTurnMs });
   }
 
   release(process: string, resource: string, span: readonly [number, number]): this {

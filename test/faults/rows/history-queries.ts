@@ -45,7 +45,13 @@ export function faultWindows(
 /**
  * Validity accounting: no granted lock claims more than its TTL from the
  * moment it was returned (the attempt that won started after the
- * invocation when it retried), nor comes back already expired.
+ * invocation when it retried), nor comes back already expired. "Expired"
+ * is judged at the completion's last timer turn (history.ts, timerTurnMs),
+ * before which the library cannot have made its last check: a validity
+ * that ended between that turn and the record is a process stopped in
+ * between, which the library cannot see, not a lock returned expired. A
+ * library that returns a lock whose round outlasted the validity is still
+ * caught: the process waits for the round's replies with timers turning.
  */
 export function validityViolations(events: readonly HistoryEvent[]): string[] {
   return calls(events, "acquire")
@@ -57,9 +63,9 @@ export function validityViolations(events: readonly HistoryEvent[]): string[] {
         ? [
             `${c.invoke.process}: validity until ${validUntilMs.toFixed(1)} beyond return + ttl ${(c.done!.timeMs + ttlMs).toFixed(1)}`,
           ]
-        : validUntilMs <= c.done!.timeMs
+        : validUntilMs <= (c.done!.timerTurnMs ?? c.done!.timeMs)
           ? [
-              `${c.invoke.process}: acquire returned an expired lock (validity ends ${validUntilMs.toFixed(1)}, returned ${c.done!.timeMs.toFixed(1)})`,
+              `${c.invoke.process}: acquire returned an expired lock (validity ends ${validUntilMs.toFixed(1)}, returned ${c.done!.timeMs.toFixed(1)}, last timer turn before it ${(c.done!.timerTurnMs ?? Number.NaN).toFixed(1)})`,
             ]
           : [];
     });

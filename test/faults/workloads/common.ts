@@ -98,6 +98,22 @@ const definiteCodes = new Set([
   "ERR_MEMBERSHIP",
 ]);
 
+/**
+ * A timer turn every `timerTurnEveryMs` while the process runs: the last
+ * one's time bounds when a completion's last synchronous steps began. A
+ * reply's callback and every microtask after it (the library's validity
+ * check, its return, the `await` here) run after the latest timer turn, so
+ * whatever the library checked, it checked no earlier than that turn; a
+ * process stopped in between (on a loaded machine the scheduler can leave
+ * it out for a long time) delays only the record. Unref'd: it never keeps
+ * a workload alive.
+ */
+const timerTurnEveryMs = 10;
+let lastTimerTurnMs = monotonicMs();
+setInterval(() => {
+  lastTimerTurnMs = monotonicMs();
+}, timerTurnEveryMs).unref();
+
 export class Recorder {
   readonly writer: HistoryWriter;
   private nextOpId = 1;
@@ -128,7 +144,13 @@ export class Recorder {
     this.writer.write({ ...base, type: "invoke", timeMs: monotonicMs(), value: invokeValue });
     try {
       const result = await run();
-      this.writer.write({ ...base, type: "ok", timeMs: monotonicMs(), value: okValue(result) });
+      this.writer.write({
+        ...base,
+        type: "ok",
+        timeMs: monotonicMs(),
+        timerTurnMs: lastTimerTurnMs,
+        value: okValue(result),
+      });
       return result;
     } catch (error) {
       this.writer.write({
