@@ -82,7 +82,7 @@ const jain = (xs) => {
  * (release notices).
  */
 async function commandsRun(urls) {
-  const counts = { total: 0, scripts: 0, publishes: 0, cpuUs: 0 };
+  const counts = { total: 0, scripts: 0, publishes: 0, cpuUs: 0, byName: {} };
   for (const url of urls) {
     const client = new Redis(url);
     const text = await client.info("commandstats");
@@ -94,6 +94,7 @@ async function commandsRun(urls) {
     }
     for (const [, name, calls] of text.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) {
       counts.total += Number(calls);
+      counts.byName[name] = (counts.byName[name] ?? 0) + Number(calls);
       if (name === "eval" || name === "evalsha") counts.scripts += Number(calls);
       if (name === "publish") counts.publishes += Number(calls);
     }
@@ -172,6 +173,12 @@ async function runCell(cluster, library, workload, rep) {
       total === 0 ? Number.NaN : (commandsAfter.scripts - commandsBefore.scripts) / total,
     publishesPerGrant:
       total === 0 ? Number.NaN : (commandsAfter.publishes - commandsBefore.publishes) / total,
+    // Which commands, per grant (INFO and the like of the counting included).
+    commandsByName: Object.fromEntries(
+      Object.entries(commandsAfter.byName)
+        .map(([name, after]) => [name, (after - (commandsBefore.byName[name] ?? 0)) / total])
+        .filter(([, perGrant]) => total > 0 && perGrant > 0),
+    ),
     // Both sides of a grant's CPU: the contenders' processes (from "go" to
     // "stop") and the five redis-servers. On a machine whose cores they all
     // share, grants/s is about the cores over the sum.
@@ -254,11 +261,24 @@ try {
         row.acquireP99BoundMs === undefined
           ? "—"
           : `${fmt(row.acquireP99BoundMs)} (${row.acquireP99Ms <= row.acquireP99BoundMs ? "within" : "over"})`;
+      const names = new Set(cells.flatMap((c) => Object.keys(c.commandsByName)));
+      row.commandsByName = Object.fromEntries(
+        [...names].map((name) => [name, median(cells.map((c) => c.commandsByName[name] ?? 0))]),
+      );
       summary.push(row);
       console.log(
         `| ${library} | ${fmt(row.perSecond)} (${fmt(row.min)}–${fmt(row.max)}) | ${fmt(row.acquireP50Ms, 1)} / ${fmt(row.acquireP99Ms, 1)} | ${bound} | ` +
           `${row.grantsMin}–${row.grantsMax} | ${fmt(row.jain, 2)} | ${fmt(row.commandsPerGrant)} / ${fmt(row.scriptsPerGrant, 1)} / ${fmt(row.publishesPerGrant, 1)} | ${fmt(row.clientCpuUsPerGrant)} / ${fmt(row.redisCpuUsPerGrant)} | ${row.overlaps} | ${row.errors} |`,
       );
+    }
+    // Which commands a grant costs (scripts' own commands included): where to look.
+    console.log("\n| library | Redis commands per grant, by command (median) |\n|---|---|");
+    for (const row of summary.filter((r) => r.workload === workload.key)) {
+      const parts = Object.entries(row.commandsByName)
+        .filter(([, perGrant]) => perGrant >= 0.05)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, perGrant]) => `${name} ${fmt(perGrant, 1)}`);
+      console.log(`| ${row.library} | ${parts.join(", ")} |`);
     }
   }
   const file =
