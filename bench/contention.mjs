@@ -8,10 +8,11 @@
 //
 // Per cell: grants/s, acquire p50/p99 (beside issue 13's bound on it: 10 ×
 // the same library's p99 alone, from the 1-contender cell, × the
-// contenders ahead), grants per contender (min–max) and Jain's index, Redis commands per grant (INFO commandstats on every node,
-// before and after), the CPU time a grant costs the contenders' processes
-// and the nodes, and mutual exclusion checked across processes from every
-// hold's CLOCK_MONOTONIC interval.
+// contenders ahead), grants per contender (min–max) and Jain's index,
+// Redis commands per grant (INFO commandstats on every node, before and
+// after; in all, and by command in a second table), the CPU time a grant
+// costs the contenders' processes and the nodes, and mutual exclusion
+// checked across processes from every hold's CLOCK_MONOTONIC interval.
 //
 //   npm run bench -- contention
 //   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
