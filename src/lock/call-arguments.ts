@@ -5,6 +5,7 @@
  */
 import { InvalidArgumentError } from "../errors.js";
 import { limits } from "../limits.js";
+import { driftAllowanceMs } from "../quorum/validity.js";
 import {
   describe,
   rejectUnknownOptions,
@@ -63,7 +64,7 @@ export function requireTtl(
 ): number {
   const ttl = requireInteger("ttlMs", ttlMs, 1, options.maxTtlMs);
   // A TTL within the drift allowance can never give a positive validity.
-  if (ttl - (ttl * options.driftFactor + options.driftMs) <= 0) {
+  if (ttl - driftAllowanceMs(ttl, options.driftFactor, options.driftMs) <= 0) {
     throw new InvalidArgumentError(
       "ttlMs",
       `${ttl} ms leaves no validity after the drift allowance (ttl * ${options.driftFactor} + ${options.driftMs} ms)`,
