@@ -40,12 +40,8 @@ export const lockRows: Row[] = [
     setup: { store: true },
     checks: { MX: "clean", RS: "clean", LV: "clean", HY: "clean" },
     async run(ctx) {
-      // The contenders' locks last 1 s at least: with 300 ms, a grant whose
-      // round took most of it on a loaded machine came back with a few ms
-      // left, and a 50 ms stall of the client process before it recorded
-      // the return read as "acquire returned an expired lock".
       const [loops, holder, rival] = await all(
-        contenders(ctx, 8, { ttlMs: Math.max(ctx.ttlMs, 1_000) }),
+        contenders(ctx, 8),
         ctx.spawn("lock", "holder"),
         ctx.spawn("lock", "rival", splitRival),
       );
