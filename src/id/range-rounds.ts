@@ -25,6 +25,7 @@ import {
   QueueFullError,
   RedquorumError,
 } from "../errors.js";
+import { InFlight } from "../in-flight.js";
 import { idLimits } from "../limits.js";
 import type { Observer } from "../observe.js";
 import type { RoundResult } from "../quorum/round.js";
@@ -68,7 +69,7 @@ export class RangeRounds {
   private lastWinner = { sequence: 0, proposal: 0n };
   private roundsInFlight = 0;
   /** Rounds in flight; `close()` waits for them. */
-  private readonly rounds = new Set<Promise<void>>();
+  private readonly rounds = new InFlight();
   private pumpScheduled = false;
   private consecutiveLosses = 0;
   /** Lost rounds in a row that were only refused (stale proposals). */
@@ -107,7 +108,7 @@ export class RangeRounds {
   /** Once the lifetime signal is aborted: waiting calls fail, and this resolves when no round is in flight. */
   async close(): Promise<void> {
     for (const waiter of this.queue.splice(0)) settle(waiter, new ClosedError("NextId"));
-    await Promise.allSettled(this.rounds);
+    await this.rounds.settled();
     // Calls a round could not serve were put back in the queue meanwhile.
     for (const waiter of this.queue.splice(0)) settle(waiter, new ClosedError("NextId"));
   }
@@ -218,7 +219,6 @@ export class RangeRounds {
       })
       .finally(() => {
         this.roundsInFlight--;
-        this.rounds.delete(round);
         this.pump();
       });
     this.rounds.add(round);

@@ -14,6 +14,7 @@ import {
   raiseFencingFloors,
 } from "../fencing/floor.js";
 import { fenceFloorKey } from "../fencing/scripts.js";
+import { InFlight } from "../in-flight.js";
 import { markerKey, quarantineKey, runKey } from "../node/node-state.js";
 import type { NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
@@ -48,7 +49,7 @@ export class Redlock implements LockOwner {
   private closed = false;
   private closing: Promise<void> | undefined;
   /** Operations running now; `close()` waits for them. */
-  private readonly active = new Set<Promise<unknown>>();
+  private readonly active = new InFlight();
   private readonly observer: Observer;
   /** What the lock operations use of this instance: waits, watch, fence issuer, script runner. */
   private readonly context: LockContext;
@@ -234,7 +235,7 @@ export class Redlock implements LockOwner {
     this.context.turns.passAll();
     this.context.waits.abortAll(new ClosedError("Redlock"));
     // Also what those started meanwhile (a pass run when a held attempt failed).
-    while (this.active.size > 0) await Promise.allSettled([...this.active]);
+    await this.active.settled();
     // A late reply of an ended round may still report a node's loss: heard,
     // it is repaired (or judged) too. The fencing repairs and quarantine
     // judgements scheduled run now, each when its delay ends (bounded), so
@@ -306,10 +307,7 @@ export class Redlock implements LockOwner {
   }
 
   private track<T>(operation: Promise<T>): Promise<T> {
-    this.active.add(operation);
-    const forget = () => this.active.delete(operation);
-    operation.then(forget, forget);
-    return operation;
+    return this.active.add(operation);
   }
 
   private assertOpen(): void {

@@ -6,6 +6,7 @@
  * service). What a check checks is src/node/admission.ts.
  */
 import { MembershipError, NodeConfigurationError, NodeError, QuorumError } from "../errors.js";
+import { InFlight } from "../in-flight.js";
 import { type RecordedMembership, recordMembership } from "../membership/change.js";
 import { membershipRefusalOf } from "../membership/check.js";
 import type { MembershipView } from "../membership/view.js";
@@ -65,7 +66,7 @@ export class NodeGroup {
   /** When first contact began (`performance.now()`), for `firstContactError`. */
   private firstContactAtMs = 0;
   /** Calls still running after their round ended early; `close()` lets them finish. */
-  private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly inFlight = new InFlight();
 
   constructor(nodes: readonly RedisNode[], options: NodeGroupOptions) {
     this.nodes = nodes;
@@ -149,7 +150,6 @@ export class NodeGroup {
     const { done } = result;
     if (done !== settledRound) {
       this.inFlight.add(done);
-      done.then(() => this.inFlight.delete(done));
     }
     return result;
   }
@@ -295,7 +295,7 @@ export class NodeGroup {
    * scheduling repairs.
    */
   async idle(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.all(this.inFlight);
+    await this.inFlight.settled();
   }
 
   /** Lets calls still in flight finish (each is bounded by its timeout), then closes the nodes. */

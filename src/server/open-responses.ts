@@ -5,6 +5,7 @@
  */
 import type { Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
+import { LinkedList, type ListEntry } from "../linked-list.js";
 import type { HttpError } from "./http-error.js";
 
 /** What a request with work under way (a body to read, IDs to win) does when it is stopped or gone. */
@@ -18,8 +19,20 @@ export interface OpenWork {
 /** A response with no work of its own to stop (/healthz, /metrics, errors). */
 const noWork: OpenWork = { stop() {}, closed() {} };
 
+/** An open response and its work. */
+interface Open {
+  readonly res: ServerResponse;
+  work: OpenWork;
+}
+
+/**
+ * The open responses in the order they were added, in a LinkedList rather
+ * than a Map keyed by response: one comes and goes per request, and with a
+ * Map each request's objects were promoted to the old generation
+ * (linked-list.ts).
+ */
 export class OpenResponses {
-  private readonly works = new Map<ServerResponse, OpenWork>();
+  private readonly list = new LinkedList<Open>();
 
   /**
    * A response queued behind another on a pipelined connection gets no
@@ -34,49 +47,61 @@ export class OpenResponses {
   }
 
   get size(): number {
-    return this.works.size;
+    return this.list.size;
   }
 
-  /** Every open response with its work, oldest first. */
+  /** Every open response with its work, oldest first, as they are now (closing one meanwhile is safe). */
   entries(): IterableIterator<[ServerResponse, OpenWork]> {
-    return this.works.entries();
+    return this.list
+      .values()
+      .map(({ res, work }): [ServerResponse, OpenWork] => [res, work])
+      [Symbol.iterator]();
   }
 
+  /** Every open response, oldest first, as they are now. */
   keys(): IterableIterator<ServerResponse> {
-    return this.works.keys();
+    return this.list
+      .values()
+      .map(({ res }) => res)
+      [Symbol.iterator]();
   }
 
   /** Holds `res` until it, or its connection, closes. */
   add(res: ServerResponse): void {
-    this.works.set(res, noWork);
-    res.on("close", () => this.forget(res));
+    const entry = this.list.push({ res, work: noWork });
+    res.on("close", () => this.forget(entry));
   }
 
-  /** Gives `res` (added already) the work that `stop` and its close end. */
+  /**
+   * Gives `res` (added already) the work that `stop` and its close end.
+   * Searched from the newest: a request's work is watched in the turn its
+   * response was added, so it is the last entry or close to it.
+   */
   watch(res: ServerResponse, work: OpenWork): void {
-    if (this.works.has(res)) this.works.set(res, work);
+    const entry = this.list.findLast((open) => open.res === res);
+    if (entry) entry.value.work = work;
   }
 
   /** Stops the work of `res`, if it is still open. */
   stop(res: ServerResponse, reason: HttpError): void {
-    this.works.get(res)?.stop(reason);
+    this.list.findLast((open) => open.res === res)?.value.work.stop(reason);
   }
 
   /** The open responses on `socket`, oldest first. */
   on(socket: unknown): ServerResponse[] {
-    const found: ServerResponse[] = [];
-    for (const res of this.works.keys()) if (res.req.socket === socket) found.push(res);
-    return found;
+    return this.list
+      .values()
+      .filter(({ res }) => res.req.socket === socket)
+      .map(({ res }) => res);
   }
 
-  private forget(res: ServerResponse): void {
-    const work = this.works.get(res);
-    if (work === undefined) return;
-    this.works.delete(res);
-    work.closed();
+  private forget(entry: ListEntry<Open>): void {
+    if (this.list.remove(entry)) entry.value.work.closed();
   }
 
   private socketClosed(socket: Socket): void {
-    for (const res of this.on(socket)) this.forget(res);
+    // Found first, then forgotten: a work's `closed` may end other responses.
+    const closing = this.list.entries().filter(({ value }) => value.res.req.socket === socket);
+    for (const entry of closing) this.forget(entry);
   }
 }
