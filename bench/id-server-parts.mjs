@@ -197,9 +197,13 @@ export function startServer(cli, nodeUrls, options) {
   });
 }
 
-/** The bare node:http floor (bench/http-floor.mjs); resolves once it prints its URL. */
-export function startFloor() {
-  const child = spawn(process.execPath, [new URL("./http-floor.mjs", import.meta.url).pathname], {
+/**
+ * The bare node:http floor (bench/http-floor.mjs), or another floor server
+ * of bench/ (the ID floor, bench/id-floor.mjs) with its arguments; resolves
+ * once it prints its URL.
+ */
+export function startFloor(script = "http-floor.mjs", args = []) {
+  const child = spawn(process.execPath, [new URL(script, import.meta.url).pathname, ...args], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const server = { child, pid: child.pid, problems: [], warnings: [], url: undefined };

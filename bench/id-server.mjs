@@ -4,6 +4,8 @@
 //
 //   floor          a bare node:http server answering a constant body (bench/http-floor.mjs)
 //   NextId         in-process NextId, 64 callers, count=1 (bench/id-server-nextid.mjs)
+//   ID floor       the least a majority-acknowledged ID server does here: node:http, one plain
+//                  INCRBY per batch to every node, answered at a majority (bench/id-floor.mjs)
 //   count=1        one `redquorum serve`, {"count": 1}
 //   count=100      one `redquorum serve`, {"count": 100}
 //   2 servers      two `redquorum serve` on the same nodes, count=1 (connection i to server i mod 2)
@@ -106,6 +108,7 @@ const cli = args.cli ?? new URL("../dist/cli.js", import.meta.url).pathname;
 const allCells = [
   { name: "floor", kind: "floor", count: 1, servers: 0 },
   { name: "NextId", kind: "nextid", count: 1, servers: 0 },
+  { name: "ID floor", kind: "idFloor", count: 1, servers: 0 },
   { name: "count=1", kind: "server", count: 1, servers: 1 },
   { name: "count=100", kind: "server", count: 100, servers: 1 },
   // The floor again, offered count=1's requests/s of the same repetition
@@ -323,6 +326,54 @@ function orderProbe(urls, keep) {
   };
 }
 
+/**
+ * The first and last ID of every response: `keep(body)` records them (false
+ * for a body whose range runs backwards), `overlaps()` counts the responses
+ * whose range overlaps another's (an ID handed out twice). Two numbers per
+ * response, so that the check costs the load generator as little with
+ * count=100 as with count=1.
+ */
+function idRanges() {
+  const ranges = [];
+  return {
+    keep(body) {
+      const first = BigInt(body.slice(9, body.indexOf('"', 9)));
+      const last = BigInt(body.slice(body.lastIndexOf('"', body.length - 4) + 1, -3));
+      if (last < first) return false;
+      ranges.push([first, last]);
+      return true;
+    },
+    overlaps() {
+      ranges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      return ranges.filter((r, i) => i > 0 && r[0] <= ranges[i - 1][1]).length;
+    },
+    get count() {
+      return ranges.length;
+    },
+  };
+}
+
+/** The ID floor (bench/id-floor.mjs) on a cluster of its own, under the same load. */
+function runIdFloor(cell) {
+  return withCluster(async (cluster) => {
+    const floor = await startFloor("id-floor.mjs", [JSON.stringify(cluster.urls)]);
+    try {
+      await postIds(floor.url, cell.count); // connected and answering
+      const ids = idRanges();
+      const row = await load([floor.url], cell.count, ids.keep, {
+        servers: [floor.pid],
+        redis: cluster.nodes.map((n) => n.pid),
+      });
+      const overlaps = ids.overlaps();
+      if (overlaps > 0) row.problems.push(`${overlaps} responses whose IDs overlap another's`);
+      row.responsesChecked = ids.count;
+      return row;
+    } finally {
+      await stopServer(floor);
+    }
+  });
+}
+
 function runServers(cell) {
   return withCluster(async (cluster) => {
     const servers = [];
@@ -334,18 +385,9 @@ function runServers(cell) {
       servers.push(...(await Promise.all(started)));
       const urls = servers.map((s) => s.url);
       for (const url of urls) await postIds(url, cell.count); // connected, initialised, answering
-      // The first and last ID of every response (the probe's too): no two
-      // responses' ranges may overlap, so no ID was handed out twice. Two
-      // numbers per response, so that the check costs the load generator
-      // as little with count=100 as with count=1.
-      const ranges = [];
-      const keep = (body) => {
-        const first = BigInt(body.slice(9, body.indexOf('"', 9)));
-        const last = BigInt(body.slice(body.lastIndexOf('"', body.length - 4) + 1, -3));
-        if (last < first) return false;
-        ranges.push([first, last]);
-        return true;
-      };
+      // Every response's IDs (the probe's too): no two may overlap.
+      const ids = idRanges();
+      const keep = ids.keep;
       const stopProbe = orderProbe(urls, keep);
       row = await load(urls, cell.count, keep, {
         servers: servers.map((s) => s.pid),
@@ -355,10 +397,9 @@ function runServers(cell) {
       const probe = await stopProbe();
       row.problems.push(...probe.problems);
       row.probeAnswers = probe.answers;
-      ranges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-      const overlaps = ranges.filter((r, i) => i > 0 && r[0] <= ranges[i - 1][1]).length;
+      const overlaps = ids.overlaps();
       if (overlaps > 0) row.problems.push(`${overlaps} responses whose IDs overlap another's`);
-      row.responsesChecked = ranges.length;
+      row.responsesChecked = ids.count;
       row.rounds = roundStats(
         await row.startMetrics,
         await Promise.all(urls.map(scrape)),
@@ -379,7 +420,7 @@ function runServers(cell) {
   });
 }
 
-const runners = { floor: runFloor, nextid: runNextId, server: runServers };
+const runners = { floor: runFloor, nextid: runNextId, idFloor: runIdFloor, server: runServers };
 
 // ---- repeated, on a quiet machine -------------------------------------------
 
@@ -555,6 +596,17 @@ function ratios() {
     "≤",
     p50 === undefined || bound === undefined ? undefined : p50 <= bound,
   );
+  // What any ID server reaches here (the ID floor: node:http and one fsynced
+  // write per batch to each node, nothing else), and count=1 against it.
+  const idFloor = ratio(m("ID floor", "requestsPerSecond"), m("floor", "requestsPerSecond"));
+  add("ID floor requests/s ÷ floor's", x(idFloor), "reported");
+  const ofIdFloor = ratio(m("count=1", "requestsPerSecond"), m("ID floor", "requestsPerSecond"));
+  add("count=1 requests/s ÷ ID floor's", x(ofIdFloor), "reported");
+  const idFloorCpu = ratio(
+    m("count=1", "serverCpuPerRequestUs"),
+    m("ID floor", "serverCpuPerRequestUs"),
+  );
+  add("count=1 server CPU per request ÷ ID floor's", x(idFloorCpu), "reported");
   const hundred = ratio(m("count=100", "idsPerSecond"), m("count=1", "idsPerSecond"));
   add(
     "count=100 IDs/s ÷ count=1's",
