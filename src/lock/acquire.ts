@@ -93,7 +93,8 @@ class Acquisition {
   /** A release handed to this caller while parked, for its next attempt. */
   private handoff: Handoff | undefined;
   /** Why the last attempt failed. */
-  private failure: Error | undefined;
+  /** Why the last attempt failed, built when thrown (see Verdict). */
+  private failure: (() => Error) | undefined;
   /** Attempts made, including turns that passed while others went first. */
   private attempt = 0;
   private granted = false;
@@ -164,7 +165,7 @@ class Acquisition {
           const counterKey = this.request.counterKeys[0];
           if (fence !== undefined && counterKey) this.context.fences.noteCounter(counterKey, fence);
         }
-        if (this.attempt > retry.retries) throw this.failure;
+        if (this.attempt > retry.retries) throw this.failure();
         // Queued before this instance heard its channel: a release since
         // may have told nobody. Once it hears, one more try at once.
         if (!listening && this.queued && !this.listenAwaited && (await this.awaitListening())) {
@@ -246,7 +247,7 @@ class Acquisition {
     for (;;) {
       const baseMs = this.nextDelayMs();
       if (clock.now() + baseMs >= deadlineMs) {
-        if (this.failure) throw this.failure;
+        if (this.failure) throw this.failure();
         return; // queued from the start: one round before giving up
       }
       // Queued on the nodes, a waiter is told when it is the heir: the more

@@ -52,11 +52,13 @@ export interface AttemptRequest {
 /**
  * A granted lock and, once every node answered, which did not grant it, or why the attempt failed
  * (the next attempt may still win) and the caller's place in the queues of
- * the nodes that refused it.
+ * the nodes that refused it. The failure is built only if it is thrown:
+ * most refused attempts are followed by another, and an Error's stack
+ * trace cost about 1 % of a contended grant's client CPU.
  */
 export type Verdict =
   | { readonly lock: Lock; readonly refused: Promise<(index: number) => boolean> }
-  | { readonly failure: Error; readonly places: readonly QueuePlace[] };
+  | { readonly failure: () => Error; readonly places: readonly QueuePlace[] };
 
 /**
  * Attempt number `attempt`; `from`: a handoff to take over; `queue`: the
@@ -168,7 +170,11 @@ export async function runAttempt(
     if (group.refused) throw group.refused;
     context.assertOpen();
     const fenceError = fenced instanceof Map ? undefined : fenced;
-    return { failure: failureOf(context, request, round, attempt, majority, fenceError), places };
+    const ended = round;
+    return {
+      failure: () => failureOf(context, request, ended, attempt, majority, fenceError),
+      places,
+    };
   } finally {
     from?.settle(handoffOutcome(round, granted, group.nodes.length));
   }
