@@ -411,7 +411,13 @@ describe("redquorum lock, end to end", () => {
         const child = startCli(["lock", resource, "--", "sh", "-c", command], env);
         const run = finished(child, cliStartMs + commandStartMs + shortRunMs);
         await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
-        assert.deepEqual(await existsOn(clients, resource), [1, 1, 1, 1, 1]);
+        // Held: by a majority. A node that answered after the CLI's 50 ms
+        // bound (a loaded machine) is not counted and may not hold the key.
+        const holding = await existsOn(clients, resource);
+        assert.ok(
+          holding.filter((n) => n === 1).length >= 3,
+          `${resource} on nodes ${JSON.stringify(holding)}: not a majority`,
+        );
 
         child.kill(signal);
         const done = await run;
