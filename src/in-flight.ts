@@ -12,7 +12,11 @@ export class InFlight {
     return this.list.size;
   }
 
-  /** Tracks `promise` until it settles; returns it. */
+  /**
+   * Tracks `promise` until it settles; returns it. A rejection counts as
+   * settled and is handled here: a promise whose failure must surface needs
+   * its own handler (the caller's, or a `.catch` in its chain).
+   */
   add<T>(promise: Promise<T>): Promise<T> {
     const entry = this.list.push(promise);
     const leave = () => {

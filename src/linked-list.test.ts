@@ -34,6 +34,10 @@ describe("LinkedList", () => {
             model.map((e) => e.value),
           );
           assert.deepEqual(list.entries(), model);
+          assert.deepEqual(
+            list.entries((v) => v % 2 === 0),
+            model.filter((e) => e.value % 2 === 0),
+          );
         }
       }),
     );

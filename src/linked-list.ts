@@ -62,10 +62,10 @@ export class LinkedList<T> {
     return found;
   }
 
-  /** The entries, oldest first, as they are now. */
-  entries(): ListEntry<T>[] {
+  /** The entries whose value `matches` (all without it), oldest first, as they are now. */
+  entries(matches?: (value: T) => boolean): ListEntry<T>[] {
     const found: ListEntry<T>[] = [];
-    for (let e = this.first; e; e = e.next) found.push(e);
+    for (let e = this.first; e; e = e.next) if (!matches || matches(e.value)) found.push(e);
     return found;
   }
 

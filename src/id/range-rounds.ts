@@ -221,6 +221,13 @@ export class RangeRounds {
         this.roundsInFlight--;
         this.pump();
       });
+    // Tracking handles a rejection (in-flight.ts); one here is a bug in
+    // pump(), which must not pass silently: it is thrown again, uncaught.
+    round.catch((error: unknown) => {
+      queueMicrotask(() => {
+        throw error;
+      });
+    });
     this.rounds.add(round);
   }
 

@@ -52,10 +52,9 @@ export class OpenResponses {
 
   /** Every open response with its work, oldest first, as they are now (closing one meanwhile is safe). */
   entries(): IterableIterator<[ServerResponse, OpenWork]> {
-    return this.list
-      .values()
-      .map(({ res, work }): [ServerResponse, OpenWork] => [res, work])
-      [Symbol.iterator]();
+    const found: [ServerResponse, OpenWork][] = [];
+    for (const { value } of this.list.entries()) found.push([value.res, value.work]);
+    return found[Symbol.iterator]();
   }
 
   /** Every open response, oldest first, as they are now. */
@@ -89,10 +88,11 @@ export class OpenResponses {
 
   /** The open responses on `socket`, oldest first. */
   on(socket: unknown): ServerResponse[] {
-    return this.list
-      .values()
-      .filter(({ res }) => res.req.socket === socket)
-      .map(({ res }) => res);
+    return this.onSocket(socket).map(({ value }) => value.res);
+  }
+
+  private onSocket(socket: unknown): ListEntry<Open>[] {
+    return this.list.entries(({ res }) => res.req.socket === socket);
   }
 
   private forget(entry: ListEntry<Open>): void {
@@ -101,7 +101,6 @@ export class OpenResponses {
 
   private socketClosed(socket: Socket): void {
     // Found first, then forgotten: a work's `closed` may end other responses.
-    const closing = this.list.entries().filter(({ value }) => value.res.req.socket === socket);
-    for (const entry of closing) this.forget(entry);
+    for (const entry of this.onSocket(socket)) this.forget(entry);
   }
 }
