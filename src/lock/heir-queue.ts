@@ -228,18 +228,20 @@ end
 local function reserve(key, ms)
   local last = heirLastKey(key)
   local heir = nextHeir(key)
+  if not heir then return nil end
   -- One turn each: a head that was reserved the key before and has not
   -- tried here since (enqueue clears the record) never came (crashed,
   -- gone, or granted elsewhere before its registration here was
-  -- removed): it leaves, the next one gets it.
-  if heir and heir == redis.call('get', last) then
+  -- removed): it leaves, the next one gets it. The record is read and
+  -- replaced in one call (SET … GET); for a head that leaves, it is
+  -- written again below with the next one.
+  if heir == redis.call('set', last, heir, 'PX', 10 * ms, 'GET') then
     leave(key, heir)
     heir = nextHeir(key)
-  end
-  if heir then
-    redis.call('set', heirKey(key), heir, 'PX', ms)
+    if not heir then return nil end
     redis.call('set', last, heir, 'PX', 10 * ms)
   end
+  redis.call('set', heirKey(key), heir, 'PX', ms)
   return heir
 end
 local function notifyHeir(key, heir)

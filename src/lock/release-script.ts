@@ -48,8 +48,9 @@ if not anyWaited then return {deleted, ''} end
 if ARGV[2] == 'keep' then
   for i = 1, #KEYS do
     local heir = '${heirKeyPrefix}' .. KEYS[i]
-    if ours[i] and waited[i] and not redis.call('get', heir) then
-      redis.call('set', heir, ARGV[4], 'PX', ARGV[3])
+    if ours[i] and waited[i] then
+      -- Unless reserved already (NX).
+      redis.call('set', heir, ARGV[4], 'PX', ARGV[3], 'NX')
     end
   end
   return {deleted, '', 1}
