@@ -244,6 +244,31 @@ describe("an instance's turn on a contended key", () => {
     }
   });
 
+  it("a release within a turn leaves a key reserved for another waiter reserved for that waiter", async () => {
+    const holder = new Redlock(cluster.urls, { ...patient, turnMs: 10_000 });
+    const lock = await holder.acquire(["o"], 10_000);
+    const waiter = await queuedWaiter("o");
+    waiter.waiting.catch(() => {}); // it never gets the key here: close() ends its wait
+    try {
+      // A reservation for a waiter of a third instance, planted while the
+      // key is held (as a multi-key waiter's pass can leave one,
+      // heir-queue.ts): the kept release must not take it over for the
+      // holder's instance, nor its pass hand it to the queued waiter.
+      await cluster.onAll((c) => c.set("redquorum:heir:o", "third:1", "PX", 10_000));
+      await lock.release();
+      await until("every node to run the release", async () =>
+        (await cluster.onAll((c) => c.exists("o"))).every((n) => n === 0),
+      );
+      await sleep(5); // the turn's pass, if any, runs on the next tick
+      assert.deepEqual(
+        await cluster.onAll((c) => c.get("redquorum:heir:o")),
+        ["third:1", "third:1", "third:1", "third:1", "third:1"],
+      );
+    } finally {
+      await Promise.all([holder.close(), waiter.redlock.close()]);
+    }
+  });
+
   it("an acquire of ours that fails after a kept release still passes the turn", async () => {
     const holder = new Redlock(cluster.urls, { ...patient, turnMs: 10_000 });
     let lock: Lock = await holder.acquire(["f"], 10_000);
