@@ -260,10 +260,13 @@ describe("an instance's turn on a contended key", () => {
         (await cluster.onAll((c) => c.exists("o"))).every((n) => n === 0),
       );
       await sleep(5); // the turn's pass, if any, runs on the next tick
-      assert.deepEqual(
-        await cluster.onAll((c) => c.get("redquorum:heir:o")),
-        ["third:1", "third:1", "third:1", "third:1", "third:1"],
-      );
+      assert.deepEqual(await cluster.onAll((c) => c.get("redquorum:heir:o")), [
+        "third:1",
+        "third:1",
+        "third:1",
+        "third:1",
+        "third:1",
+      ]);
     } finally {
       await Promise.all([holder.close(), waiter.redlock.close()]);
     }
