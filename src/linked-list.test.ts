@@ -34,6 +34,7 @@ describe("LinkedList", () => {
             model.map((e) => e.value),
           );
           assert.deepEqual(list.entries(), model);
+          assert.equal(list.first(), model[0]?.value);
           assert.deepEqual(
             list.entries((v) => v % 2 === 0),
             model.filter((e) => e.value % 2 === 0),

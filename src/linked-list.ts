@@ -1,7 +1,9 @@
 /**
- * An insertion-ordered list with O(1) removal by entry, for collections on
- * hot paths that gain and lose an element per request or per round (open
- * responses, promises under way).
+ * An insertion-ordered list with O(1) append, removal by entry and first
+ * value, for collections on hot paths that gain and lose an element per
+ * request, call or waiter (open responses, promises under way, one key's
+ * waiters). With 100,000 waiters leaving in turn, an array's indexOf and
+ * splice were quadratic.
  *
  * Why not a Map or a Set: V8 rebuilds a Map's table as entries come and
  * go, and each old table keeps a link to the next one. Once a table of a
@@ -23,20 +25,25 @@ export interface ListEntry<T> {
 }
 
 export class LinkedList<T> {
-  private first: ListEntry<T> | undefined;
-  private last: ListEntry<T> | undefined;
+  private oldest: ListEntry<T> | undefined;
+  private newest: ListEntry<T> | undefined;
   private count = 0;
 
   get size(): number {
     return this.count;
   }
 
+  /** The oldest value, or undefined when empty. */
+  first(): T | undefined {
+    return this.oldest?.value;
+  }
+
   /** Adds `value` at the end; the entry returned removes it (`remove`). */
   push(value: T): ListEntry<T> {
-    const entry: ListEntry<T> = { value, previous: this.last, next: undefined, linked: true };
-    if (this.last) this.last.next = entry;
-    else this.first = entry;
-    this.last = entry;
+    const entry: ListEntry<T> = { value, previous: this.newest, next: undefined, linked: true };
+    if (this.newest) this.newest.next = entry;
+    else this.oldest = entry;
+    this.newest = entry;
     this.count++;
     return entry;
   }
@@ -45,9 +52,9 @@ export class LinkedList<T> {
   remove(entry: ListEntry<T>): boolean {
     if (!entry.linked) return false;
     if (entry.previous) entry.previous.next = entry.next;
-    else this.first = entry.next;
+    else this.oldest = entry.next;
     if (entry.next) entry.next.previous = entry.previous;
-    else this.last = entry.previous;
+    else this.newest = entry.previous;
     entry.previous = undefined;
     entry.next = undefined;
     entry.linked = false;
@@ -58,20 +65,20 @@ export class LinkedList<T> {
   /** The values, oldest first, as they are now (removing or adding meanwhile changes nothing here). */
   values(): T[] {
     const found: T[] = [];
-    for (let e = this.first; e; e = e.next) found.push(e.value);
+    for (let e = this.oldest; e; e = e.next) found.push(e.value);
     return found;
   }
 
   /** The entries whose value `matches` (all without it), oldest first, as they are now. */
   entries(matches?: (value: T) => boolean): ListEntry<T>[] {
     const found: ListEntry<T>[] = [];
-    for (let e = this.first; e; e = e.next) if (!matches || matches(e.value)) found.push(e);
+    for (let e = this.oldest; e; e = e.next) if (!matches || matches(e.value)) found.push(e);
     return found;
   }
 
   /** The newest entry whose value `matches`, or undefined. */
   findLast(matches: (value: T) => boolean): ListEntry<T> | undefined {
-    for (let e = this.last; e; e = e.previous) if (matches(e.value)) return e;
+    for (let e = this.newest; e; e = e.previous) if (matches(e.value)) return e;
     return undefined;
   }
 }

@@ -16,7 +16,7 @@
  */
 
 import { onAbort, type Timer } from "../clock.js";
-import { ArrivalQueue } from "./arrival-queue.js";
+import { LinkedList, type ListEntry } from "../linked-list.js";
 import type { Handoff } from "./handoff.js";
 
 /** Why a parked waiter resumed. */
@@ -50,6 +50,8 @@ export class Waiter {
   private finish: ((wake: Wake | undefined, error?: unknown) => void) | undefined;
   /** A release came while the waiter was busy with an attempt: resume at once next time. */
   private wakePending = false;
+  /** Its place in each of its keys' queues (WaitQueues), in the order of `keys`. */
+  places: ListEntry<Waiter>[] = [];
 
   constructor(keys: readonly string[], id?: string) {
     this.keys = keys;
@@ -111,7 +113,7 @@ export interface WaitQueueEvents {
 
 export class WaitQueues {
   /** Per key, its waiters in arrival order. */
-  private readonly queues = new Map<string, ArrivalQueue<Waiter>>();
+  private readonly queues = new Map<string, LinkedList<Waiter>>();
   /** The waiters that have an id in the nodes' queues, by id. */
   private readonly byId = new Map<string, Waiter>();
   /**
@@ -141,7 +143,7 @@ export class WaitQueues {
   /** Ends every park with `reason` (the instance is closing). */
   abortAll(reason: unknown): void {
     // A copy first: an abort that removed its waiter at once would move the slots.
-    const waiters = [...this.queues.values()].flatMap((queue) => [...queue]);
+    const waiters = [...this.queues.values()].flatMap((queue) => queue.values());
     for (const waiter of waiters) waiter.abort(reason);
   }
 
@@ -156,16 +158,15 @@ export class WaitQueues {
       this.byId.set(waiter.id, waiter);
       if (this.early.delete(waiter.id)) waiter.wake();
     }
-    for (const key of waiter.keys) {
-      const queue = this.queues.get(key);
-      if (queue) queue.add(waiter);
-      else {
-        const created = new ArrivalQueue<Waiter>();
-        created.add(waiter);
-        this.queues.set(key, created);
+    waiter.places = waiter.keys.map((key) => {
+      let queue = this.queues.get(key);
+      if (!queue) {
+        queue = new LinkedList<Waiter>();
+        this.queues.set(key, queue);
         this.events.onWatch(key);
       }
-    }
+      return queue.push(waiter);
+    });
   }
 
   /**
@@ -176,18 +177,19 @@ export class WaitQueues {
   remove(waiter: Waiter, wakeNext: boolean): void {
     const promoted: Waiter[] = [];
     let found = false;
-    for (const key of waiter.keys) {
+    waiter.keys.forEach((key, i) => {
       const queue = this.queues.get(key);
-      if (!queue) continue;
+      const place = waiter.places[i];
+      if (!queue || !place) return;
       const wasHead = queue.first() === waiter;
-      if (!queue.delete(waiter)) continue;
+      if (!queue.remove(place)) return;
       found = true;
       // The key's run of handoffs outlives an empty queue: two callers
       // handing the lock back and forth empty it at every handoff, and
       // their run must still end (see `reallyReleased`).
       if (queue.size === 0) this.queues.delete(key);
       else if (wasHead) promoted.push(queue.first()!);
-    }
+    });
     if (found) this.count--;
     if (waiter.id !== undefined) this.byId.delete(waiter.id);
     if (!wakeNext) return;
