@@ -34,8 +34,9 @@ const headers = { "Content-Type": "application/json" };
 /** The requests whose body came in during this turn: [res, count]. */
 let waiting = [];
 
-function answer(batch, highest) {
-  let next = highest - BigInt(batch.reduce((sum, [, count]) => sum + count, 0));
+/** Answers `batch` (`total` IDs) with the IDs up to `highest`, in arrival order. */
+function answer(batch, total, highest) {
+  let next = highest - BigInt(total);
   for (const [res, count] of batch) {
     const ids = [];
     for (let i = 0; i < count; i++) ids.push(`"${++next}"`);
@@ -67,7 +68,7 @@ function flush() {
         if (reached > highest) highest = reached;
         if (++replies >= majority) {
           settled = true;
-          answer(batch, highest);
+          answer(batch, total, highest);
         }
       },
       () => {

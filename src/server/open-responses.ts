@@ -52,9 +52,10 @@ export class OpenResponses {
 
   /** Every open response with its work, oldest first, as they are now (closing one meanwhile is safe). */
   entries(): IterableIterator<[ServerResponse, OpenWork]> {
-    const found: [ServerResponse, OpenWork][] = [];
-    for (const { value } of this.list.entries()) found.push([value.res, value.work]);
-    return found[Symbol.iterator]();
+    return this.list
+      .values()
+      .map(({ res, work }): [ServerResponse, OpenWork] => [res, work])
+      [Symbol.iterator]();
   }
 
   /** Every open response, oldest first, as they are now. */
