@@ -4,6 +4,8 @@
  * and structured events a metrics library can count. Both are optional;
  * neither may break an operation (a throwing callback is ignored).
  */
+import type { Clock } from "./clock.js";
+import { RedquorumError } from "./errors.js";
 import { requireFunction, requireOptionsObject } from "./validate.js";
 
 type LogMethod = (message: string, fields?: Record<string, unknown>) => void;
@@ -96,6 +98,27 @@ export class Observer {
       detail,
     });
     this.emit({ type: "node", endpoint, state, detail });
+  }
+
+  /**
+   * Reports a lock operation's outcome and duration to `onEvent` when it
+   * settles, if anyone listens; returns `operation` itself.
+   */
+  timed<T>(
+    type: "acquire" | "extend" | "release",
+    resources: readonly string[],
+    operation: Promise<T>,
+    clock: Clock,
+  ): Promise<T> {
+    if (!this.onEvent) return operation;
+    const startMs = clock.now();
+    const report = (outcome: string) =>
+      this.emit({ type, resources, outcome, durationMs: clock.now() - startMs });
+    operation.then(
+      () => report("ok"),
+      (error: unknown) => report(error instanceof RedquorumError ? error.code : "error"),
+    );
+    return operation;
   }
 
   emit(event: RedquorumEvent): void {

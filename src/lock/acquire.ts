@@ -1,21 +1,19 @@
 /**
- * One caller's acquire: its arguments checked and turned into keys, then
+ * One caller's acquire: its arguments checked (acquire-request.ts), then
  * attempts until one is granted or the retries, `waitMs` or the signal end
  * it — and between attempts its turn in this instance's wait queue (woken
  * by a release, handed a release, or its fallback timer).
  */
 
 import { raceAbort } from "../clock.js";
-import { InvalidArgumentError, QueueFullError } from "../errors.js";
-import { fenceKeyOf } from "../fencing/scripts.js";
+import { QueueFullError } from "../errors.js";
 import { limits } from "../limits.js";
-import { internalKeyPrefix } from "../node/node-state.js";
-import { type AttemptContext, type AttemptRequest, runAttempt, type Verdict } from "./attempt.js";
-import { requireResources, requireTtl, resolveAcquireOptions } from "./call-arguments.js";
+import { type AcquireRequest, resolveAcquireRequest } from "./acquire-request.js";
+import { type AttemptContext, runAttempt, type Verdict } from "./attempt.js";
 import type { LockContext } from "./context.js";
 import { type Handoff, handoffOutcome } from "./handoff.js";
 import type { Lock } from "./lock.js";
-import type { AcquireOptions, ResolvedRetry } from "./options.js";
+import type { AcquireOptions } from "./options.js";
 import { agreedTicket, highestFence, waitersAhead } from "./queue-place.js";
 import type { QueueArgs } from "./queue-registration.js";
 import { leaveQueueScript } from "./release-script.js";
@@ -27,29 +25,6 @@ export type AcquireContext = AttemptContext &
     "waits" | "watch" | "turns" | "timer" | "assertOpen" | "nextWaiterId" | "track"
   >;
 
-interface AcquireRequest extends AttemptRequest {
-  readonly retry: ResolvedRetry;
-  /** On the instance's clock; infinite without `waitMs`. */
-  readonly deadlineMs: number;
-}
-
-/**
- * The Redis key of a resource. redquorum keeps its own state (node marker,
- * quarantine, fencing counters, IDs) under "redquorum:": a lock key there
- * could quarantine nodes or corrupt a counter, so such names are refused.
- */
-function lockKeyOf(keyPrefix: string, resource: string, index: number): string {
-  const key = keyPrefix + resource;
-  if (key.startsWith(internalKeyPrefix)) {
-    throw new InvalidArgumentError(
-      `resources[${index}]`,
-      `the key ${JSON.stringify(key)} is in redquorum's own namespace ("${internalKeyPrefix}…": node ` +
-        "markers, quarantine, fencing counters, IDs); choose another resource name or keyPrefix",
-    );
-  }
-  return key;
-}
-
 /** Takes all `resources` for `ttlMs` (see `Redlock.acquire`). */
 export async function acquireLock(
   context: AcquireContext,
@@ -57,31 +32,14 @@ export async function acquireLock(
   ttlMs: number,
   options: AcquireOptions,
 ): Promise<Lock> {
-  const request = resolveRequest(context, resources, ttlMs, options);
+  context.assertOpen();
+  const request = resolveAcquireRequest(context.options, resources, ttlMs, options);
   const { clock } = context.options;
   // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
   await raceAbort(context.group.ready(), request.signal, request.deadlineMs - clock.now(), () =>
     context.group.firstContactError("acquire (first contact)"),
   );
   return new Acquisition(context, request).run();
-}
-
-function resolveRequest(
-  context: AcquireContext,
-  resources: readonly string[],
-  ttlMs: number,
-  options: AcquireOptions,
-): AcquireRequest {
-  context.assertOpen();
-  const { keyPrefix, fencing, clock } = context.options;
-  const names = requireResources(resources);
-  const ttl = requireTtl(ttlMs, context.options);
-  const { signal, waitMs, retry } = resolveAcquireOptions(options, context.options.retry);
-  signal?.throwIfAborted();
-  const keys = names.map((name, i) => lockKeyOf(keyPrefix, name, i));
-  const counterKeys = fencing ? keys.map(fenceKeyOf) : [];
-  const deadlineMs = waitMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + waitMs;
-  return { names, keys, counterKeys, ttl, signal, retry, deadlineMs };
 }
 
 /** The attempts of one acquire, and its place in the wait queue between them. */
@@ -92,7 +50,6 @@ class Acquisition {
   private waiter: Waiter | undefined;
   /** A release handed to this caller while parked, for its next attempt. */
   private handoff: Handoff | undefined;
-  /** Why the last attempt failed. */
   /** Why the last attempt failed, built when thrown (see Verdict). */
   private failure: (() => Error) | undefined;
   /** Attempts made, including turns that passed while others went first. */

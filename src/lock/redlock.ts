@@ -7,7 +7,7 @@
  * attempt.ts, release.ts, extend.ts, keep-alive.ts (using) and init.ts.
  */
 
-import { ClosedError, InvalidArgumentError, RedquorumError } from "../errors.js";
+import { ClosedError, InvalidArgumentError } from "../errors.js";
 import {
   type FencingFloorOptions,
   type FencingFloorReport,
@@ -97,7 +97,7 @@ export class Redlock implements LockOwner {
     options: AcquireOptions = {},
   ): Promise<Lock> {
     const acquiring = acquireLock(this.context, resources, ttlMs, options);
-    return this.track(this.counted("acquire", resources, acquiring));
+    return this.track(this.observer.timed("acquire", resources, acquiring, this.clock));
   }
 
   /**
@@ -273,7 +273,7 @@ export class Redlock implements LockOwner {
   /** @internal */
   extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<Extension> {
     const extending = extendLock(this.context, lock, ttlMs, signal);
-    return this.counted("extend", lock.resources, extending);
+    return this.observer.timed("extend", lock.resources, extending, this.clock);
   }
 
   /** @internal */
@@ -281,29 +281,7 @@ export class Redlock implements LockOwner {
     // Tracked as a whole: close() waits for it, including a release round
     // that only starts after a handoff failed because of the close.
     const releasing = releaseLock(this.context, lock, !valid);
-    return this.track(this.counted("release", lock.resources, releasing));
-  }
-
-  /** Reports an operation's outcome and duration to `onEvent`, if anyone listens. */
-  private counted<T>(
-    type: "acquire" | "extend" | "release",
-    resources: readonly string[],
-    operation: Promise<T>,
-  ): Promise<T> {
-    if (!this.observer.counting) return operation;
-    const startMs = this.options.clock.now();
-    const report = (outcome: string) =>
-      this.observer.emit({
-        type,
-        resources,
-        outcome,
-        durationMs: this.options.clock.now() - startMs,
-      });
-    operation.then(
-      () => report("ok"),
-      (error: unknown) => report(error instanceof RedquorumError ? error.code : "error"),
-    );
-    return operation;
+    return this.track(this.observer.timed("release", lock.resources, releasing, this.clock));
   }
 
   private track<T>(operation: Promise<T>): Promise<T> {
