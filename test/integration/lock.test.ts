@@ -13,11 +13,10 @@ import {
 } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
-// Not about node timeouts: a node answer slowed by a loaded machine must
-// not fail these tests on the 50 ms default.
-const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 }, nodeTimeoutMs: 500 };
+const fast = { retry: { retries: 2, delayMs: 10, jitterMs: 5 }, ...notAboutTimeouts };
 
 describe("Redlock on 5 real redis-server nodes", () => {
   let cluster: TestCluster;
