@@ -13,6 +13,7 @@ import NodeRedlock from "redlock";
 import { Redlock } from "../dist/index.js";
 import { bareRounds } from "./floor.mjs";
 import { workerProtocol } from "./processes.mjs";
+import { queueFloor } from "./queue-floor.mjs";
 
 const config = JSON.parse(process.argv[2]);
 const { library, urls, instances, resource, ttlMs, pacing, holdMs, firstContender, contenders } =
@@ -78,6 +79,28 @@ const factories = {
   },
   floor: () => floor(),
   "fair floor": (i) => fairFloor(firstContender + i),
+  "queue floor": (i) => {
+    const clients = ioredisClients();
+    const subscriber = new Redis(urls[0]);
+    subscriber.on("error", () => {});
+    const floor = queueFloor({
+      clients,
+      subscriber,
+      waiterId: String(firstContender + i),
+      ttlMs,
+      // As long as redquorum's reservation (limits.heirReservationMs).
+      reserveMs: 200,
+      paced,
+      contenders,
+    });
+    return {
+      ...floor,
+      close: async () => {
+        subscriber.disconnect();
+        for (const c of clients) c.disconnect();
+      },
+    };
+  },
 };
 
 function ours(options) {

@@ -6,7 +6,7 @@
 // the same 5 local redis-server nodes (no persistence), interleaved
 // (A B C …, … C B A) and repeated, each cell on a fresh resource.
 //
-// Per cell: grants/s, acquire p50/p99 (beside issue 13's bound on it: 10 ×
+// Per cell: grants/s, acquire p50/p99 (beside a bound on it: 10 ×
 // the same library's p99 alone, from the 1-contender cell, × the
 // contenders ahead), grants per contender (min–max) and Jain's index,
 // Redis commands per grant (INFO commandstats on every node, before and
@@ -47,6 +47,7 @@ const known = [
   "node-redlock, caller retries",
   "floor",
   "fair floor",
+  "queue floor",
 ];
 // --libraries takes names separated by ";" (a name may hold a comma).
 // Also "redquorum, turnMs N" when named: redquorum with another turn.

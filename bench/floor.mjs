@@ -9,6 +9,30 @@ const compareAndDelete =
   "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /**
+ * Whether a majority of `calls` (one per node) answered yes by `isYes`
+ * (a failed call is a no); resolves as soon as that is decided.
+ */
+export function majorityOf(calls, isYes) {
+  const quorum = Math.floor(calls.length / 2) + 1;
+  return new Promise((resolve) => {
+    let yes = 0;
+    let no = 0;
+    for (const call of calls) {
+      call
+        .then(
+          (reply) => (isYes(reply) ? ++yes : ++no),
+          () => ++no,
+        )
+        .then(() => {
+          // At least: answers already in may count several at once.
+          if (yes >= quorum) resolve(true);
+          else if (no >= calls.length - quorum + 1) resolve(false);
+        });
+    }
+  });
+}
+
+/**
  * `acquireRound(resource)`: one SET NX PX round; the lock `{ resource, value }`
  * when a majority set it, else undefined (undone on every node first).
  * `release(lock)`: one compare-and-delete round; true when a majority answered.
@@ -17,23 +41,7 @@ export function bareRounds(clients, ttlMs) {
   for (const client of clients) {
     client.defineCommand("compareAndDelete", { numberOfKeys: 1, lua: compareAndDelete });
   }
-  const quorum = Math.floor(clients.length / 2) + 1;
-  const majority = (calls, isYes) =>
-    new Promise((resolve) => {
-      let yes = 0;
-      let no = 0;
-      for (const call of calls) {
-        call
-          .then(
-            (reply) => (isYes(reply) ? ++yes : ++no),
-            () => ++no,
-          )
-          .then(() => {
-            if (yes === quorum) resolve(true);
-            else if (no === clients.length - quorum + 1) resolve(false);
-          });
-      }
-    });
+  const majority = (calls, isYes) => majorityOf(calls, isYes);
   const release = ({ resource, value }) =>
     majority(
       clients.map((c) => c.compareAndDelete(resource, value)),
