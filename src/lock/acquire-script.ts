@@ -105,8 +105,9 @@ if ${acquireFastPathCondition} then
   local checkedAt = alive and tonumber(string.match(alive, '^(%d+)|'))
   local fresh = false
   if checkedAt then
-    local t = redis.call('time')
-    local age = t[1] * 1000 + math.floor(t[2] / 1000) - checkedAt
+    -- The script's clock (node/lua-script.ts): the general path below and
+    -- the queue's times read the same TIME.
+    local age = clockMs() - checkedAt
     fresh = age >= 0 and age < ${limits.memoryCheckIntervalMs}
   end
   if fresh and early[1] == '1' and not early[2] and (mine or not reserved) then

@@ -141,19 +141,16 @@ end`;
  * resource's fencing counter (`<waiter> <counter>`), so that its proposal
  * is fresh and its grant needs no fencing round. Whether anyone waits is
  * the existence of `queueKeyPrefix .. key` (the release reads it).
- * Needs `less` (decimal.ts) defined before it.
+ * Needs `less` (decimal.ts) defined before it; its times are the script's
+ * `clockMs()` (node/lua-script.ts).
  */
 export const heirQueueLua = `
 local function queueKeys(key)
   return '${queueKeyPrefix}' .. key, '${queueExpiryKeyPrefix}' .. key
 end
-local function nodeMs()
-  local now = redis.call('time')
-  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-end
 local function nextHeir(key)
   local queue, expiry = queueKeys(key)
-  local dead = redis.call('zrangebyscore', expiry, '-inf', nodeMs())
+  local dead = redis.call('zrangebyscore', expiry, '-inf', clockMs())
   for _, waiter in ipairs(dead) do
     redis.call('zrem', queue, waiter)
     redis.call('zrem', expiry, waiter)
@@ -176,7 +173,7 @@ local function enqueue(key, waiter, ticket, waitMs)
     score = tostring((tonumber(last[2]) or 0) + 1)
   end
   redis.call('zadd', queue, score, waiter)
-  redis.call('zadd', expiry, nodeMs() + waitMs, waiter)
+  redis.call('zadd', expiry, clockMs() + waitMs, waiter)
   keepFor(queue, waitMs)
   keepFor(expiry, waitMs)
   local rank = redis.call('zrank', queue, waiter)

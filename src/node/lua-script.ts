@@ -18,6 +18,25 @@ export interface LuaScriptOptions {
   readonly readsStamp?: boolean;
 }
 
+/**
+ * Lua, at the top of every script: `clockMs()`, the node's clock (TIME) in
+ * whole ms, read once per call of the script and the same for every use
+ * in it (a batch's entries included). Redis itself judges key expiry in a
+ * script by the time it started; a script that reads the clock for the
+ * memory cache's age, a registration's expiry and a reservation pays for
+ * one TIME instead of one each. A script that never asks pays for one
+ * closure.
+ */
+export const nodeClockLua = `local nodeClockMs
+local function clockMs()
+  if not nodeClockMs then
+    local t = redis.call('time')
+    nodeClockMs = t[1] * 1000 + math.floor(t[2] / 1000)
+  end
+  return nodeClockMs
+end
+`;
+
 /** A Lua script with its SHA1 computed once, sent with EVALSHA and loaded with EVAL on NOSCRIPT. */
 export class LuaScript {
   readonly name: string;
@@ -36,7 +55,7 @@ export class LuaScript {
     const { batches = false, checksMembership = false, readsStamp = false } = options;
     this.name = name;
     const membership = readsStamp ? membershipStampLua : membershipCheckLua;
-    this.source = checksMembership ? `${membership}${source}` : source;
+    this.source = `${nodeClockLua}${checksMembership ? membership : ""}${source}`;
     this.sha1 = createHash("sha1").update(this.source).digest("hex");
     this.batches = batches;
     this.checksMembership = checksMembership;

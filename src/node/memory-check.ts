@@ -42,13 +42,10 @@ const fenceFloorKey = "redquorum:fence-floor";
  * Lua: `identityOf(alive)`, given the cache's value as read (or false),
  * answers the identity it holds while fresh, else nil; `cacheIdentity(identity)`
  * writes it now, outside replication and the AOF. Small enough for the
- * acquire's fast path to define and call.
+ * acquire's fast path to define and call. The time is the script's
+ * `clockMs()` (node/lua-script.ts, nodeClockLua): its start.
  */
 export const identityCacheLua = `
-local function clockMs()
-  local t = redis.call('time')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
-end
 local function identityOf(alive)
   if not alive then return nil end
   local at, identity = string.match(alive, '^(%d+)|(.*)$')

@@ -70,12 +70,8 @@ export function unjudgedLua(kind: "start" | "flushed" | "restart", untilMs = "'0
 export function isUnjudgedRestartLua(value: string): string {
   return `(${value} and (${value}:sub(1, ${unjudgedPrefix.length + 8}) == '${unjudgedPrefix}restart:' or ${value}:sub(1, ${unjudgedPrefix.length + 9}) == '${unjudgedPrefix}replaced:'))`;
 }
-/** Lua: the server's time now in whole ms, as the local `nowMs`. */
-export const nowMsLua = `local nowMs
-do
-  local t = redis.call('time')
-  nowMs = t[1] * 1000 + math.floor(t[2] / 1000)
-end`;
+/** Lua: the server's time now in whole ms (the script's clock, node/lua-script.ts), as the local `nowMs`. */
+export const nowMsLua = "local nowMs = clockMs()";
 
 /**
  * Lua expression: the longest maxTtlMs among the records of the sorted set
