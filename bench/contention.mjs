@@ -2,8 +2,9 @@
 // connections, waiting for ONE lock — the case a distributed lock exists
 // for. Every contender lives in a child process (`--procs` of them, the
 // contenders spread evenly; `--procs 64` puts each in a process of its
-// own); redquorum, node-redlock and the bare floor run in the same run on
-// the same 5 local redis-server nodes (no persistence), interleaved
+// own); redquorum, node-redlock and the floors (bare, fair: a fixed ring;
+// queue: a queue on every node, bench/queue-floor.mjs) run in the same run
+// on the same 5 local redis-server nodes (no persistence), interleaved
 // (A B C …, … C B A) and repeated, each cell on a fresh resource.
 //
 // Per cell: grants/s, acquire p50/p99 (beside a bound on it: 10 ×
