@@ -1,5 +1,6 @@
 // What one uncontended acquire → release cycle costs, redquorum (fencing on
-// and off) beside the bare floor, one worker in this process, interleaved
+// and off) beside the bare floor and the checked floor (the floor with
+// redquorum's commands in its scripts), one worker in this process, interleaved
 // and repeated on the same 5 local redis-server nodes: cycles/s, the
 // client's CPU per cycle (process.cpuUsage: user and system µs), and Redis
 // commands and Redis time per cycle (INFO commandstats on every node,
@@ -10,13 +11,56 @@
 // numbers behind docs/benchmarks.md's "One worker".
 //
 //   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3
+import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { LocalCluster, Redlock } from "../dist/index.js";
-import { bareRounds } from "./floor.mjs";
+import { bareRounds, majorityOf } from "./floor.mjs";
 import { benchArgs, fmt, median } from "./report.mjs";
 
 const { cellMs, reps } = benchArgs();
+
+/**
+ * The "checked floor": the floor's rounds with redquorum's commands in its
+ * scripts and none of its logic. The acquire reads what a fenced fast path
+ * reads (one MGET of 8 keys: node marker, quarantine, fencing floor and
+ * highest, the counter, the reservation, the memory cache, the membership
+ * stamp), asks the node's TIME, sets the key (SET NX PX) and writes the
+ * counter and the highest value (MSET); the release compares and deletes,
+ * then asks whether a queue exists (EXISTS). Its own key names, so it
+ * touches nothing of redquorum's. What one worker's cycle costs with
+ * redquorum's checks, but none of the code that decides on them.
+ */
+const checkedAcquire = `local s = redis.call('mget', 'checked:marker', 'checked:quarantine', 'checked:floor',
+  'checked:highest', 'checked:counter:' .. KEYS[1], 'checked:heir:' .. KEYS[1], 'checked:alive', 'checked:stamp')
+local t = redis.call('time')
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+redis.call('mset', 'checked:counter:' .. KEYS[1], ARGV[3], 'checked:highest', ARGV[3])
+return {1, ARGV[3], t[1]}`;
+const checkedRelease = `local deleted = 0
+if redis.call('get', KEYS[1]) == ARGV[1] then deleted = redis.call('del', KEYS[1]) end
+return {deleted, redis.call('exists', 'checked:queue:' .. KEYS[1])}`;
+
+function checkedRounds(clients, ttlMs) {
+  for (const client of clients) {
+    client.defineCommand("checkedAcquire", { numberOfKeys: 1, lua: checkedAcquire });
+    client.defineCommand("checkedRelease", { numberOfKeys: 1, lua: checkedRelease });
+  }
+  let token = 0;
+  return async (resource) => {
+    const value = randomBytes(20).toString("hex");
+    const proposal = String(++token);
+    const won = await majorityOf(
+      clients.map((c) => c.checkedAcquire(resource, value, ttlMs, proposal)),
+      (reply) => Array.isArray(reply) && reply[0] === 1,
+    );
+    await majorityOf(
+      clients.map((c) => c.checkedRelease(resource, value)),
+      () => true,
+    );
+    if (!won) throw new Error("checked floor: not acquired (the key is not contended here)");
+  };
+}
 /**
  * The commands each cycle sends itself: their time is Redis's time for the
  * cycle (a script's includes the commands it runs, which are counted but
@@ -24,6 +68,7 @@ const { cellMs, reps } = benchArgs();
  */
 const sent = {
   floor: ["set", "evalsha"],
+  "checked floor": ["evalsha"],
   redquorum: ["evalsha"],
   "redquorum, fencing off": ["evalsha"],
   "node-redlock 5.0.0-beta.2": ["evalsha"],
@@ -38,12 +83,14 @@ const nodeRedlock = new NodeRedlock(redlockClients, { retryCount: 0 });
 try {
   await fenced.init();
   const floor = bareRounds(clients, 10_000);
+  const checked = checkedRounds(clients, 10_000);
   const cycles = {
     floor: async () => {
       const lock = await floor.acquireRound("cost:floor");
       if (!lock) throw new Error("floor: not acquired (the key is not contended here)");
       await floor.release(lock);
     },
+    "checked floor": () => checked("cost:checked"),
     redquorum: async () => (await fenced.acquire(["cost:fenced"], 10_000)).release(),
     "redquorum, fencing off": async () =>
       (await unfenced.acquire(["cost:unfenced"], 10_000)).release(),
