@@ -11,7 +11,7 @@
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { Redlock } from "../dist/index.js";
-import { bareRounds } from "./floor.mjs";
+import { bareRounds, noticeOrPoll } from "./floor.mjs";
 import { workerProtocol } from "./processes.mjs";
 import { queueFloor } from "./queue-floor.mjs";
 
@@ -145,30 +145,19 @@ function fairFloor(place) {
   const channel = (n) => `${resource}:turn:${n}`;
   const subscriber = new Redis(urls[0]);
   subscriber.on("error", () => {});
-  let told = false;
+  const { subscribed, forget, turn } = noticeOrPoll(
+    subscriber,
+    channel(place),
+    () => paced() * contenders,
+  );
   // After a release the turn is the next contender's: no barging back in.
   let released = false;
-  let wake = () => {};
-  subscriber.on("message", () => {
-    told = true;
-    wake();
-  });
-  const subscribed = subscriber.subscribe(channel(place));
-  const turn = () =>
-    new Promise((resolve) => {
-      if (told) return resolve();
-      const timer = setTimeout(resolve, paced() * contenders);
-      wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   return {
     acquire: async (res) => {
       await subscribed;
       if (released) await turn();
       for (;;) {
-        told = false;
+        forget();
         const lock = await acquireRound(res);
         if (lock) return lock;
         await turn();

@@ -33,6 +33,37 @@ export function majorityOf(calls, isYes) {
 }
 
 /**
+ * A contender's turn by notice, for the fair and queue floors: it listens on
+ * `channel` (on `subscriber`, its own ioredis client); `turn()` resolves
+ * when a notice came since the last `forget()`, or after `pollMs()` (so
+ * nothing waits for ever on a lost notice). `subscribed` resolves once it
+ * listens.
+ */
+export function noticeOrPoll(subscriber, channel, pollMs) {
+  let told = false;
+  let wake = () => {};
+  subscriber.on("message", () => {
+    told = true;
+    wake();
+  });
+  return {
+    subscribed: subscriber.subscribe(channel),
+    forget: () => {
+      told = false;
+    },
+    turn: () =>
+      new Promise((resolve) => {
+        if (told) return resolve();
+        const timer = setTimeout(resolve, pollMs());
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      }),
+  };
+}
+
+/**
  * `acquireRound(resource)`: one SET NX PX round; the lock `{ resource, value }`
  * when a majority set it, else undefined (undone on every node first).
  * `release(lock)`: one compare-and-delete round; true when a majority answered.

@@ -21,7 +21,7 @@
 // - a waiter tries again when told, or after its paced delay times the
 //   number of contenders (so nothing waits for ever on a lost notice).
 import { randomBytes } from "node:crypto";
-import { majorityOf } from "./floor.mjs";
+import { majorityOf, noticeOrPoll } from "./floor.mjs";
 
 const acquireLua = `local heir = redis.call('get', KEYS[3])
 if (not heir or heir == ARGV[3]) and redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -52,22 +52,11 @@ export function queueFloor({ clients, subscriber, waiterId, ttlMs, reserveMs, pa
     client.defineCommand("queueFloorRelease", { numberOfKeys: 3, lua: releaseLua });
   }
   const keysOf = (resource) => [resource, `${resource}:queue`, `${resource}:heir`];
-  let told = false;
-  let wake = () => {};
-  subscriber.on("message", () => {
-    told = true;
-    wake();
-  });
-  const subscribed = subscriber.subscribe(`queue-floor:${waiterId}`);
-  const turn = () =>
-    new Promise((resolve) => {
-      if (told) return resolve();
-      const timer = setTimeout(resolve, paced() * contenders);
-      wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+  const { subscribed, forget, turn } = noticeOrPoll(
+    subscriber,
+    `queue-floor:${waiterId}`,
+    () => paced() * contenders,
+  );
   // An attempt's undo on the nodes `where` says, which also queues the waiter there.
   const undo = (resource, value, ticket, where) =>
     Promise.all(
@@ -83,11 +72,11 @@ export function queueFloor({ clients, subscriber, waiterId, ttlMs, reserveMs, pa
   // tells its next contender): a node that has not heard of the waiters
   // yet names none, so it is not one fixed node.
   const release = ({ resource, value }) => {
-    let told = false;
+    let notified = false;
     const replies = clients.map((client) =>
       client.queueFloorRelease(...keysOf(resource), value, reserveMs).then((head) => {
-        if (head && !told) {
-          told = true;
+        if (head && !notified) {
+          notified = true;
           clients[0].publish(`queue-floor:${head}`, "1").catch(() => {});
         }
         return head;
@@ -101,7 +90,7 @@ export function queueFloor({ clients, subscriber, waiterId, ttlMs, reserveMs, pa
       const ticket = String(Date.now());
       const queued = clients.map(() => false);
       for (;;) {
-        told = false;
+        forget();
         const value = randomBytes(20).toString("hex");
         const replies = clients.map((client, i) =>
           client.queueFloorAcquire(
