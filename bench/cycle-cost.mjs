@@ -5,20 +5,22 @@
 // client's CPU per cycle (process.cpuUsage: user and system µs), and Redis
 // commands and Redis time per cycle (INFO commandstats on every node,
 // summed: commands a script runs are counted, and their time is inside the
-// script's). node-redlock v5 runs beside them (bench/'s own dependency:
+// script's), and the Redis processes' CPU per cycle (INFO cpu, user and
+// system: the network's share, which the commands' time leaves out,
+// included). node-redlock v5 runs beside them (bench/'s own dependency:
 // `npm run bench` installs it). Then, per cycle, each command's count and
 // Redis µs (what a script runs inside it included in its own line). The
 // numbers behind docs/benchmarks.md's "One worker".
 //
-//   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3
+//   npm run build && node bench/cycle-cost.mjs --seconds 2 --reps 3 [--json FILE]
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { LocalCluster, Redlock } from "../dist/index.js";
 import { bareRounds, majorityOf } from "./floor.mjs";
-import { benchArgs, fmt, median } from "./report.mjs";
+import { benchArgs, fmt, median, writeResults } from "./report.mjs";
 
-const { cellMs, reps } = benchArgs();
+const { cellMs, reps, json } = benchArgs();
 
 /**
  * The "checked floor": the floor's rounds with redquorum's commands in its
@@ -97,12 +99,18 @@ try {
     "node-redlock 5.0.0-beta.2": async () =>
       (await nodeRedlock.acquire(["cost:node-redlock"], 10_000)).release(),
   };
-  // Commands, and the µs Redis spent in those a cycle sends, over all nodes.
+  // Commands, the µs Redis spent in those a cycle sends, and the Redis
+  // processes' CPU time (INFO cpu: user and system, network included), over all nodes.
   const commands = async (cycle) => {
     let count = 0;
     let us = 0;
+    let cpuUs = 0;
     const byName = {};
     for (const client of inspect) {
+      const cpu = await client.info("cpu");
+      for (const [, seconds] of cpu.matchAll(/used_cpu_(?:sys|user):([\d.]+)/g)) {
+        cpuUs += Number(seconds) * 1e6;
+      }
       const stats = await client.info("commandstats");
       for (const [, name, calls, usec] of stats.matchAll(
         /cmdstat_([\w|]+):calls=(\d+),usec=(\d+)/g,
@@ -115,7 +123,7 @@ try {
         byName[name].us += Number(usec);
       }
     }
-    return { count, us, byName };
+    return { count, us, cpuUs, byName };
   };
   const runs = Object.fromEntries(Object.keys(cycles).map((name) => [name, []]));
   for (const cycle of Object.values(cycles)) for (let i = 0; i < 200; i++) await cycle(); // warm up
@@ -139,6 +147,7 @@ try {
         systemUs: used.system / n,
         commands: (after.count - before.count) / n,
         redisUs: (after.us - before.us) / n,
+        redisCpuUs: (after.cpuUs - before.cpuUs) / n,
         byName: Object.fromEntries(
           Object.entries(after.byName).map(([name, { calls, us }]) => [
             name,
@@ -153,19 +162,34 @@ try {
   }
   const floorRate = median(runs.floor.map((r) => r.perSecond));
   console.log(
-    "\n| cycle | cycles/s (median) | vs floor | client user / system µs per cycle | Redis commands per cycle | Redis µs per cycle (5 nodes) |",
+    "\n| cycle | cycles/s (median) | vs floor | client user / system µs per cycle | Redis commands per cycle | Redis µs per cycle in commands (5 nodes) | Redis CPU µs per cycle (5 processes) |",
   );
-  console.log("|---|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|---|");
   for (const [name, cells] of Object.entries(runs)) {
     const m = (field) => median(cells.map((c) => c[field]));
     console.log(
       `| ${name} | ${fmt(m("perSecond"))} | ${fmt(m("perSecond") / floorRate, 2)}× | ` +
-        `${fmt(m("userUs"))} / ${fmt(m("systemUs"))} | ${fmt(m("commands"), 1)} | ${fmt(m("redisUs"))} |`,
+        `${fmt(m("userUs"))} / ${fmt(m("systemUs"))} | ${fmt(m("commands"), 1)} | ${fmt(m("redisUs"))} | ${fmt(m("redisCpuUs"))} |`,
     );
   }
   console.log(
     `\n${reps} interleaved runs of ${cellMs / 1000} s per cycle, one worker, 5 local nodes`,
   );
+  if (json) {
+    const summary = Object.entries(runs).map(([name, cells]) => {
+      const m = (field) => median(cells.map((c) => c[field]));
+      const fields = ["perSecond", "userUs", "systemUs", "commands", "redisUs", "redisCpuUs"];
+      return { cycle: name, ...Object.fromEntries(fields.map((f) => [f, m(f)])) };
+    });
+    writeResults({
+      setup: "one worker, 5 local redis-server nodes (no persistence)",
+      file: json,
+      cellMs,
+      reps,
+      summary,
+      results: runs,
+    });
+  }
   // Per cycle, over the 5 nodes: each command's calls and Redis µs (medians).
   console.log("\n| cycle | commands per cycle: calls (Redis µs) |\n|---|---|");
   for (const [name, cells] of Object.entries(runs)) {

@@ -150,8 +150,9 @@ try {
       const acquireSha = shas.get(variant.acquire)!;
       const releaseSha = shas.get(variant.release)!;
       // The acquire script's last argument: the membership stamp ("" on nodes without a record).
+      // (The clock's snippet comes first in every script: lua-script.ts.)
       const checks = [membershipCheckLua, membershipStampLua].some((m) =>
-        variant.acquire.startsWith(m),
+        variant.acquire.includes(m),
       );
       const stamp = checks ? [""] : [];
       const key = `script-cost:${name}`;
