@@ -140,6 +140,73 @@ target(
   clock.perSecond >= 2 * seed.perSecond,
 );
 
+// The README's table: each case beside node-redlock and its floor.
+const floor = cycle("floor");
+const redlockAt = (workload) => cell(workload, "node-redlock, caller retries");
+const withJain = (row) => `${fmt(row.perSecond)} (${fmt(row.jain, 2)})`;
+const contended = (workload, label) => {
+  const mine = cell(workload, "redquorum");
+  const fair = cell(workload, "fair floor");
+  const queue = cell(workload, "queue floor");
+  return [
+    label,
+    withJain(mine),
+    withJain(redlockAt(workload)),
+    `fair ${fmt(fair.perSecond)}, queue ${fmt(queue.perSecond)}`,
+    x(mine.perSecond / redlockAt(workload).perSecond),
+    `${x(mine.perSecond / fair.perSecond)}, ${x(mine.perSecond / queue.perSecond)}`,
+  ];
+};
+const table = [
+  [
+    "workload (5 nodes)",
+    "redquorum",
+    "node-redlock v5",
+    "floor",
+    "redquorum ÷ node-redlock",
+    "redquorum ÷ floor",
+  ],
+  [
+    "1 worker, uncontended (cycles/s)",
+    fmt(ours.perSecond),
+    fmt(redlock.perSecond),
+    `bare ${fmt(floor.perSecond)}, checked ${fmt(checked.perSecond)}`,
+    x(ours.perSecond / redlock.perSecond),
+    `${x(ours.perSecond / floor.perSecond)}, ${x(ours.perSecond / checked.perSecond)}`,
+  ],
+  [
+    "the same, fencing off",
+    fmt(unfenced.perSecond),
+    "",
+    "",
+    x(unfenced.perSecond / redlock.perSecond),
+    `${x(unfenced.perSecond / floor.perSecond)}, ${x(unfenced.perSecond / checked.perSecond)}`,
+  ],
+  [
+    "1 worker, Redis CPU per cycle (µs, 5 servers)",
+    fmt(ours.redisCpuUs),
+    fmt(redlock.redisCpuUs),
+    `bare ${fmt(floor.redisCpuUs)}, checked ${fmt(checked.redisCpuUs)}`,
+    x(ours.redisCpuUs / redlock.redisCpuUs),
+    `${x(ours.redisCpuUs / floor.redisCpuUs)}, ${x(ours.redisCpuUs / checked.redisCpuUs)}`,
+  ],
+  contended("8x10", "8 contenders, 1 resource (grants/s, Jain)"),
+  contended("64x10", "64 contenders, 1 resource (grants/s, Jain)"),
+  [
+    "16 ID processes (IDs/s)",
+    `${fmt(clock.perSecond)} (clock proposals)`,
+    "",
+    `seed algorithm ${fmt(seed.perSecond)}`,
+    "",
+    x(clock.perSecond / seed.perSecond),
+  ],
+];
+console.log("\n## The README's table\n");
+for (const [i, columns] of table.entries()) {
+  console.log(`| ${columns.join(" | ")} |`);
+  if (i === 0) console.log(`|${columns.map(() => "---").join("|")}|`);
+}
+
 console.log("\n## Targets, one run\n");
 console.log("| target | measured | met |\n|---|---|---|");
 for (const row of rows)
@@ -149,6 +216,6 @@ writeResults({
   file: json ?? `bench/results/targets-${stamp}.json`,
   cellMs,
   reps,
-  summary: rows,
+  summary: { targets: rows, table },
   results: { oneWorker, contention, ids },
 });
