@@ -1,7 +1,7 @@
 // `npm run bench`: installs the benchmark's own dependencies (the other
 // Redlock libraries and autocannon, kept out of the library's package.json)
-// when missing, then runs the targets' summary (one table: the lock and ID
-// cases beside node-redlock and the floors), the lock, ID and ID server
+// when missing, then runs the summary (bench/summary.mjs: the lock and ID cases beside
+// node-redlock and the floors, in one table), the lock, ID and ID server
 // benchmarks, and the contention benchmark.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -13,10 +13,10 @@ const run = (command, args) => {
 if (!existsSync("bench/node_modules/redlock") || !existsSync("bench/node_modules/autocannon")) {
   run("npm", ["ci", "--prefix", "bench", "--no-audit", "--no-fund"]);
 }
-// `npm run bench -- targets`, `-- locks`, `-- ids`, `-- server` or `-- contention` runs one; the rest of the
+// `npm run bench -- summary`, `-- locks`, `-- ids`, `-- server` or `-- contention` runs one; the rest of the
 // arguments go to it. Without a name, every benchmark gets all the arguments.
 const benchmarks = {
-  targets: "bench/targets.mjs",
+  summary: "bench/summary.mjs",
   locks: "bench/locks.mjs",
   ids: "bench/ids.mjs",
   server: "bench/id-server.mjs",

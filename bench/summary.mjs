@@ -1,4 +1,4 @@
-// The lock and ID targets in one run: one worker (bench/cycle-cost.mjs),
+// The summary of the lock and ID benchmarks, in one run: one worker (bench/cycle-cost.mjs),
 // independent contenders on one resource (bench/contention.mjs) and 16 ID
 // processes (bench/ids.mjs), each benchmark in a fresh process on its own
 // fresh 5 local nodes, one after the other. redquorum beside node-redlock
@@ -10,9 +10,11 @@
 //     handed to the next (bench/floor.mjs);
 //   - the queue floor: a fair queue on every node and nothing else
 //     (bench/queue-floor.mjs).
-// Prints one table, target by target, and writes bench/results/targets-<time>.json.
+// Prints the README's table, then each of the project's performance goals
+// with what this run measured, and writes bench/results/summary-<time>.json.
 //
-//   npm run build && node bench/targets.mjs --seconds 2 --reps 3
+//   npm run bench -- summary --seconds 2 --reps 5
+//   (or, built: node bench/summary.mjs --seconds 2 --reps 5)
 //   (the contention cells run twice as long: a grant there takes several ms)
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
@@ -28,13 +30,13 @@ const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 function run(script, args) {
   const file = join(
     tmpdir(),
-    `redquorum-targets-${process.pid}-${script.replace(/\W/g, "-")}.json`,
+    `redquorum-summary-${process.pid}-${script.replace(/\W/g, "-")}.json`,
   );
   const result = spawnSync(process.execPath, [script, ...args, "--json", file], {
     stdio: "inherit",
   });
   if (result.status !== 0) {
-    console.error(`${script} failed (exit ${result.status}): no targets table`);
+    console.error(`${script} failed (exit ${result.status}): no summary`);
     process.exit(result.status ?? 1);
   }
   const { summary } = JSON.parse(readFileSync(file, "utf8"));
@@ -84,19 +86,19 @@ const redlock = cycle("node-redlock 5.0.0-beta.2");
 const checked = cycle("checked floor");
 const x = (n) => `${fmt(n, 2)}×`;
 const rows = [];
-const target = (name, measured, met) => rows.push({ target: name, measured, met });
+const goal = (name, measured, met) => rows.push({ goal: name, measured, met });
 
-target(
+goal(
   "1 worker: ≥ 0.9× node-redlock's cycles/s",
   `${x(ours.perSecond / redlock.perSecond)} (${fmt(ours.perSecond)} against ${fmt(redlock.perSecond)}); the checked floor ${x(checked.perSecond / redlock.perSecond)}`,
   ours.perSecond >= 0.9 * redlock.perSecond,
 );
-target(
+goal(
   "1 worker, fencing off: ≥ 1.0× node-redlock's cycles/s",
   `${x(unfenced.perSecond / redlock.perSecond)} (${fmt(unfenced.perSecond)})`,
   unfenced.perSecond >= redlock.perSecond,
 );
-target(
+goal(
   "1 worker: Redis CPU per cycle ≤ 1.2× node-redlock's",
   `${x(ours.redisCpuUs / redlock.redisCpuUs)} (${fmt(ours.redisCpuUs)} against ${fmt(redlock.redisCpuUs)} µs, 5 processes); ` +
     `inside commands ${x(ours.redisUs / redlock.redisUs)}; the checked floor ${x(checked.redisCpuUs / redlock.redisCpuUs)}`,
@@ -104,7 +106,7 @@ target(
 );
 const at64 = cell("64x10", "redquorum");
 const redlock64 = cell("64x10", "node-redlock, caller retries");
-target(
+goal(
   "64 independent contenders: ≥ 5× node-redlock, Jain ≥ 0.95, every contender granted",
   `${x(at64.perSecond / redlock64.perSecond)} (${fmt(at64.perSecond)} against ${fmt(redlock64.perSecond)} grants/s), Jain ${fmt(at64.jain, 2)}, fewest grants ${fmt(at64.grantsMin)}`,
   at64.perSecond >= 5 * redlock64.perSecond && at64.jain >= 0.95 && at64.grantsMin > 0,
@@ -116,7 +118,7 @@ for (const [workload, ratio] of [
   const mine = cell(workload, "redquorum");
   const fair = cell(workload, "fair floor");
   const queue = cell(workload, "queue floor");
-  target(
+  goal(
     `${workload.split("x")[0]} contenders: ≥ ${ratio}× the fair floor's grants/s`,
     `${x(mine.perSecond / fair.perSecond)} (${fmt(mine.perSecond)} against ${fmt(fair.perSecond)}); ` +
       `the queue floor ${x(queue.perSecond / fair.perSecond)}, redquorum ${x(mine.perSecond / queue.perSecond)} of it`,
@@ -126,7 +128,7 @@ for (const [workload, ratio] of [
 const at8 = cell("8x10", "redquorum");
 const fair8 = cell("8x10", "fair floor");
 const queue8 = cell("8x10", "queue floor");
-target(
+goal(
   "8 contenders: Redis commands per grant ≤ 2× the fair floor's",
   `${fmt(at8.commandsPerGrant)} against ${fmt(fair8.commandsPerGrant)} (${x(at8.commandsPerGrant / fair8.commandsPerGrant)}); the queue floor ${fmt(queue8.commandsPerGrant)}`,
   at8.commandsPerGrant <= 2 * fair8.commandsPerGrant,
@@ -134,7 +136,7 @@ target(
 const clock = idRow("range, clock proposals");
 const dense = idRow("range");
 const seed = idRow("seed");
-target(
+goal(
   "IDs, 16 processes: ≥ 2× the seed algorithm (IDs/s)",
   `clock proposals ${x(clock.perSecond / seed.perSecond)} (${fmt(clock.perSecond)} against ${fmt(seed.perSecond)}); dense proposals ${x(dense.perSecond / seed.perSecond)}`,
   clock.perSecond >= 2 * seed.perSecond,
@@ -207,15 +209,15 @@ for (const [i, columns] of table.entries()) {
   if (i === 0) console.log(`|${columns.map(() => "---").join("|")}|`);
 }
 
-console.log("\n## Targets, one run\n");
-console.log("| target | measured | met |\n|---|---|---|");
+console.log("\n## Goals, one run\n");
+console.log("| goal | measured | met |\n|---|---|---|");
 for (const row of rows)
-  console.log(`| ${row.target} | ${row.measured} | ${row.met ? "yes" : "no"} |`);
+  console.log(`| ${row.goal} | ${row.measured} | ${row.met ? "yes" : "no"} |`);
 writeResults({
   setup: "one worker, 8 and 64 contenders in child processes, 16 ID processes; 5 local nodes each",
-  file: json ?? `bench/results/targets-${stamp}.json`,
+  file: json ?? `bench/results/summary-${stamp}.json`,
   cellMs,
   reps,
-  summary: { targets: rows, table },
+  summary: { goals: rows, table },
   results: { oneWorker, contention, ids },
 });
