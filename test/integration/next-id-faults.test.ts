@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, it } from "node:test";
-import { NextId, QuorumError, type RepairEvent } from "../../src/index.js";
+import { NextId, QuorumError, type RedquorumEvent, type RepairEvent } from "../../src/index.js";
 import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { useCluster } from "../helpers/cluster.js";
 import { byScale } from "../helpers/scale.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
@@ -138,10 +139,26 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   it("a node restarted empty is detected, excluded and repaired; the checker finds nothing", async () => {
     const repairs: RepairEvent[] = [];
     const seed = testSeed();
+    const endpoint = cluster().urls[2]!.replace("redis://", "");
+    // What each instance saw of node 2, for a failure's message.
+    const seen: string[] = [];
+    const startedMs = performance.now();
+    // Not about node timeouts (helpers/timeouts.ts): every call must
+    // succeed, and each repair try needs three other nodes' reads and node
+    // 2's write within the bound. With 100 ms, one CI run on a loaded
+    // machine reported no repair within 10 s (not reproduced since); the
+    // failure message now says what each instance saw of node 2.
     const run = runCallers(4, 2, seed, {
-      nodeTimeoutMs: 100,
+      ...notAboutTimeouts,
       repairDelayMs: 1_100,
       onRepair: (event: RepairEvent) => repairs.push(event),
+      onEvent: (event: RedquorumEvent) => {
+        if (event.type === "node" && event.endpoint === endpoint) {
+          seen.push(
+            `${Math.round(performance.now() - startedMs)} ms ${event.state}: ${event.detail}`,
+          );
+        }
+      },
     });
     try {
       await sleep(200);
@@ -154,7 +171,10 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       await run.stop();
     }
     const context = describeSeed(seed);
-    assert.ok(repairs.length >= 1, `no repair reported; ${context}`);
+    assert.ok(
+      repairs.length >= 1,
+      `no repair reported; ${context}; ${run.calls.length} calls; node 2 as seen:\n${seen.join("\n")}`,
+    );
     assert.equal(repairs[0]!.endpoint, cluster().urls[2]!.replace("redis://", ""));
     assert.deepEqual(run.failures.map(String), [], context);
     assert.deepEqual(findIdViolations(run.calls), [], context);
