@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { describe, it } from "node:test";
 import { libraryUrl } from "../helpers/built.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 // A whole session in a child process that never calls process.exit(): it
 // must end by itself, with no socket or timer left, even after timeouts on
@@ -60,9 +61,12 @@ describe("resource hygiene", () => {
 });
 
 // Open handles right after close() resolves, beyond those open before the
-// client was made (the cluster's own, the inspection sockets).
+// client was made (the cluster's own, the inspection sockets). Not about node
+// timeouts: NextId's init needs every node within the bound, and on a loaded
+// machine an fsync-always write missed its 200 ms default.
 const closeSession = `
   import { LocalCluster, NextId, Redlock } from "${libraryUrl}";
+  const notAboutTimeouts = ${JSON.stringify(notAboutTimeouts)};
   const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always" });
   const count = () => {
     const counts = new Map();
@@ -77,8 +81,11 @@ const closeSession = `
   const open = {};
   {
     const before = count();
-    const holder = new Redlock(cluster.urls);
-    const waiter = new Redlock(cluster.urls, { retry: { retries: 1000, delayMs: 20, jitterMs: 5 } });
+    const holder = new Redlock(cluster.urls, notAboutTimeouts);
+    const waiter = new Redlock(cluster.urls, {
+      ...notAboutTimeouts,
+      retry: { retries: 1000, delayMs: 20, jitterMs: 5 },
+    });
     await holder.init();
     const lock = await holder.acquire(["c"], 5_000);
     const waiting = waiter.acquire(["c"], 5_000); // subscribes, queues on the nodes
@@ -90,7 +97,7 @@ const closeSession = `
   }
   {
     const before = count();
-    const ids = new NextId(cluster.urls, { key: "close-session" });
+    const ids = new NextId(cluster.urls, { ...notAboutTimeouts, key: "close-session" });
     await ids.init();
     await ids.next();
     await ids.close();
