@@ -148,17 +148,27 @@ const redlockAt = (workload) => cell(workload, "node-redlock, caller retries");
 const withJain = (row) => `${fmt(row.perSecond)} (${fmt(row.jain, 2)})`;
 const contended = (workload, label) => {
   const mine = cell(workload, "redquorum");
+  const theirs = redlockAt(workload);
   const fair = cell(workload, "fair floor");
   const queue = cell(workload, "queue floor");
   return [
     label,
     withJain(mine),
-    withJain(redlockAt(workload)),
+    withJain(theirs),
     `fair ${fmt(fair.perSecond)}, queue ${fmt(queue.perSecond)}`,
-    x(mine.perSecond / redlockAt(workload).perSecond),
+    x(mine.perSecond / theirs.perSecond),
     `${x(mine.perSecond / fair.perSecond)}, ${x(mine.perSecond / queue.perSecond)}`,
   ];
 };
+/** A one-worker row: `row`'s `field` beside node-redlock's (when `beside`) and the bare and checked floors'. */
+const workerRow = (label, row, field, beside) => [
+  label,
+  fmt(row[field]),
+  beside ? fmt(redlock[field]) : "",
+  beside ? `bare ${fmt(floor[field])}, checked ${fmt(checked[field])}` : "",
+  x(row[field] / redlock[field]),
+  `${x(row[field] / floor[field])}, ${x(row[field] / checked[field])}`,
+];
 const table = [
   [
     "workload (5 nodes)",
@@ -168,30 +178,9 @@ const table = [
     "redquorum ÷ node-redlock",
     "redquorum ÷ floor",
   ],
-  [
-    "1 worker, uncontended (cycles/s)",
-    fmt(ours.perSecond),
-    fmt(redlock.perSecond),
-    `bare ${fmt(floor.perSecond)}, checked ${fmt(checked.perSecond)}`,
-    x(ours.perSecond / redlock.perSecond),
-    `${x(ours.perSecond / floor.perSecond)}, ${x(ours.perSecond / checked.perSecond)}`,
-  ],
-  [
-    "the same, fencing off",
-    fmt(unfenced.perSecond),
-    "",
-    "",
-    x(unfenced.perSecond / redlock.perSecond),
-    `${x(unfenced.perSecond / floor.perSecond)}, ${x(unfenced.perSecond / checked.perSecond)}`,
-  ],
-  [
-    "1 worker, Redis CPU per cycle (µs, 5 servers)",
-    fmt(ours.redisCpuUs),
-    fmt(redlock.redisCpuUs),
-    `bare ${fmt(floor.redisCpuUs)}, checked ${fmt(checked.redisCpuUs)}`,
-    x(ours.redisCpuUs / redlock.redisCpuUs),
-    `${x(ours.redisCpuUs / floor.redisCpuUs)}, ${x(ours.redisCpuUs / checked.redisCpuUs)}`,
-  ],
+  workerRow("1 worker, uncontended (cycles/s)", ours, "perSecond", true),
+  workerRow("the same, fencing off", unfenced, "perSecond", false),
+  workerRow("1 worker, Redis CPU per cycle (µs, 5 servers)", ours, "redisCpuUs", true),
   contended("8x10", "8 contenders, 1 resource (grants/s, Jain)"),
   contended("64x10", "64 contenders, 1 resource (grants/s, Jain)"),
   [
