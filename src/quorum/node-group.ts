@@ -199,15 +199,20 @@ export class NodeGroup {
       this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
       // Checked again now: if the list fits the node's record, the vote is
       // asked again with its stamp (a cluster recorded while this client
-      // held a lock must not cost it the lock's next extension).
-      const sent = node.membershipStamp;
+      // held a lock must not cost it the lock's next extension). Asked again
+      // also when the node's stamp was ours before this check: the check
+      // of another node that refused the same round may have read the
+      // record first, and a record read on one node stamps every node's
+      // votes (membership/view.ts, adopt); this vote went out before.
+      const before = node.membershipStamp;
       await this.check(index);
-      if (node.membershipStamp !== sent) return call(node, index);
+      const current = node.membershipStamp;
+      if (current === stamp || current !== before) return call(node, index);
       throw new NodeError(
         node.endpoint,
         new Error(
           `refused the vote: the node's membership is ${stamp || "none"}, ` +
-            `this client's ${sent || "none"}`,
+            `this client's ${current || "none"}`,
         ),
       );
     });

@@ -6,10 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
+import { Redis } from "ioredis";
 import {
   changeMembers,
   MembershipError,
   membershipStatus,
+  type NodeTransport,
   Redlock,
   ResourceLockedError,
 } from "../../src/index.js";
@@ -181,6 +183,50 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.ok((await membershipStatus(urls(0, 1, 2))).record);
     const extended = await user.extend(lock, 3_000);
     assert.ok(extended.remainingMs() > 2_000);
+  });
+
+  it("an extension refused by every node for a record read meanwhile is asked again on each: one node's check stamps them all", async () => {
+    for (const i of [0, 1, 2]) await markNode(cluster.client(i));
+    // Node 0's refusal is handled first: its check reads the new record,
+    // which stamps every node's votes. Nodes 1 and 2 refused the same round
+    // with the old stamp; their refusals come after that check (held here
+    // until node 0's vote was asked again), and must be asked again too.
+    let lockValue: string | undefined;
+    let node0Votes = 0;
+    let openGate = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    const connections = [0, 1, 2].map((i) => new Redis(cluster.urls[i]!));
+    const transports: NodeTransport[] = connections.map((connection, i) => ({
+      endpoint: cluster.urls[i]!.replace("redis://", ""),
+      async send(args: readonly string[]) {
+        const [command, ...rest] = args as [string, ...string[]];
+        const reply = connection.call(command, ...rest);
+        if (lockValue === undefined || !args.includes(lockValue)) return reply;
+        if (i === 0 && ++node0Votes === 2) openGate();
+        if (i === 0) return reply;
+        const settled = await reply.then(
+          (value) => ({ value }),
+          (error: unknown) => ({ error }),
+        );
+        // Bounded: without node 0's second vote the round still ends.
+        await Promise.race([gate, new Promise((r) => setTimeout(r, 2_000))]);
+        if ("error" in settled) throw settled.error;
+        return settled.value;
+      },
+      close: async () => {
+        connection.disconnect();
+      },
+    }));
+    const user = new Redlock(transports, options);
+    open.push(user);
+    const lock = await user.acquire(["kept"], 3_000);
+    await client(urls(0, 1, 2)).init();
+    lockValue = lock.value;
+    const extended = await user.extend(lock, 3_000);
+    assert.ok(extended.remainingMs() > 2_000);
+    assert.equal(node0Votes, 2, "the premise: node 0 refused once, then voted again");
   });
 
   it("a member flushed at its recorded address rejoins as itself", async () => {
