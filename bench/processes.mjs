@@ -45,6 +45,18 @@ export function startWorker(script, config) {
   return { child, ready, result };
 }
 
+/** Resolves once every worker exited, or after `boundMs`. */
+function exited(workers, boundMs) {
+  const exits = workers.map((w) =>
+    w.child.exitCode === null ? new Promise((r) => w.child.once("exit", r)) : undefined,
+  );
+  let timer;
+  const bound = new Promise((r) => {
+    timer = setTimeout(r, boundMs);
+  });
+  return Promise.race([Promise.all(exits), bound]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Runs one cell over started workers: waits until all are ready, sends "go",
  * waits `cellMs`, sends "stop", and resolves with their results and the
@@ -64,6 +76,10 @@ export async function runWorkers(workers, cellMs, between = {}) {
     const results = await Promise.all(workers.map((w) => w.result));
     return { results, elapsedMs, before, after };
   } finally {
+    // Profiled workers (BENCH_WORKER_NODE_ARGS) write their profiles as they
+    // exit, after their results: given a few seconds to finish, or they
+    // were killed with nothing written.
+    if (process.env.BENCH_WORKER_NODE_ARGS) await exited(workers, 10_000);
     // Those that reported have exited; any other is not left running.
     for (const w of workers) {
       w.child.stdin.end();

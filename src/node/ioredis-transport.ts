@@ -176,14 +176,18 @@ export class IoredisTransport implements NodeTransport {
   }
 
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
-    const [command, ...rest] = args as [string, ...string[]];
     const status = this.client.status;
     if (status === "ready") {
       // The "ready" event that sends the parked commands comes a tick after
       // the status changes: until then they still go first.
       if (this.parked.length > 0) this.releaseParked();
-      return this.owned ? this.sendCorked(command, rest) : this.client.call(command, ...rest);
+      // The array spread as it is (the command's name first): no copy of it
+      // per call on the path every call takes.
+      const command = args as readonly [string, ...string[]];
+      if (this.owned) this.cork();
+      return this.client.call(...command);
     }
+    const [command, ...rest] = args as [string, ...string[]];
     // Still opening the connection: wait for it within the call's bounds (a
     // caller's client with its offline queue off, as the README advises,
     // would refuse the command: "Stream isn't writeable").
@@ -206,6 +210,12 @@ export class IoredisTransport implements NodeTransport {
    * nothing per batch). Order on the connection is kept.
    */
   private sendCorked(command: string, rest: readonly string[]): Promise<unknown> {
+    this.cork();
+    return this.client.call(command, ...rest);
+  }
+
+  /** Corks the socket until the end of this tick, unless it is already (see `sendCorked`). */
+  private cork(): void {
     const stream = this.client.stream;
     if (!this.corked && stream && typeof stream.cork === "function") {
       this.corked = true;
@@ -215,7 +225,6 @@ export class IoredisTransport implements NodeTransport {
         stream.uncork();
       });
     }
-    return this.client.call(command, ...rest);
   }
 
   /**

@@ -160,25 +160,30 @@ export class RedisNode {
     args: readonly string[],
     calls = 1,
   ): Promise<unknown> {
-    const tail = script.checksMembership
-      ? [String(keys.length), ...keys, ...args, this.membershipStamp]
-      : [String(keys.length), ...keys, ...args];
+    // One array, built in place (it is made for every call): EVALSHA, the
+    // SHA1, the key count, the keys, the arguments[, the stamp]. The EVAL
+    // below copies it with the source in the SHA1's place.
+    const command: string[] = ["EVALSHA", script.sha1, String(keys.length)];
+    for (const key of keys) command.push(key);
+    for (const arg of args) command.push(arg);
+    if (script.checksMembership) command.push(this.membershipStamp);
     const sequence = ++this.scriptsSent;
-    return this.send(["EVALSHA", script.sha1, ...tail], connectWaitMs, calls).catch(
-      (error: unknown) => {
-        if (!isNoScriptError(error)) throw error;
-        // NOSCRIPT: the script did not run, so running it now is safe only if
-        // nothing was sent to this node after it: one connection keeps order,
-        // and a late EVAL must not overtake a later command (say, the release
-        // of this very lock) and leave a key behind. Otherwise the call fails
-        // (a lost vote) and the script is loaded for the calls that follow.
-        if (this.scriptsSent !== sequence) {
-          this.loadScript(script).catch(() => {});
-          throw error;
-        }
-        return this.send(["EVAL", script.source, ...tail], connectWaitMs, calls);
-      },
-    );
+    return this.send(command, connectWaitMs, calls).catch((error: unknown) => {
+      if (!isNoScriptError(error)) throw error;
+      // NOSCRIPT: the script did not run, so running it now is safe only if
+      // nothing was sent to this node after it: one connection keeps order,
+      // and a late EVAL must not overtake a later command (say, the release
+      // of this very lock) and leave a key behind. Otherwise the call fails
+      // (a lost vote) and the script is loaded for the calls that follow.
+      if (this.scriptsSent !== sequence) {
+        this.loadScript(script).catch(() => {});
+        throw error;
+      }
+      const evalCommand = command.slice();
+      evalCommand[0] = "EVAL";
+      evalCommand[1] = script.source;
+      return this.send(evalCommand, connectWaitMs, calls);
+    });
   }
 
   /** SCRIPT LOAD: done on first contact so the first EVALSHA finds the script. */
