@@ -12,6 +12,7 @@ import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { Redlock } from "../dist/index.js";
 import { bareRounds, noticeOrPoll } from "./floor.mjs";
+import { handoverFloor } from "./handover-floor.mjs";
 import { workerProtocol } from "./processes.mjs";
 import { queueFloor } from "./queue-floor.mjs";
 
@@ -79,29 +80,45 @@ const factories = {
   },
   floor: () => floor(),
   "fair floor": (i) => fairFloor(firstContender + i),
-  "queue floor": (i) => {
-    const clients = ioredisClients();
-    const subscriber = new Redis(urls[0]);
-    subscriber.on("error", () => {});
-    const floor = queueFloor({
-      clients,
-      subscriber,
-      waiterId: String(firstContender + i),
-      ttlMs,
-      // As long as redquorum's reservation (limits.heirReservationMs).
-      reserveMs: 200,
-      paced,
-      contenders,
-    });
-    return {
-      ...floor,
-      close: async () => {
-        subscriber.disconnect();
-        for (const c of clients) c.disconnect();
-      },
-    };
-  },
+  "queue floor": (i) =>
+    withQueueClients((clients, subscriber) =>
+      queueFloor({
+        clients,
+        subscriber,
+        waiterId: String(firstContender + i),
+        ttlMs,
+        // As long as redquorum's reservation (limits.heirReservationMs).
+        reserveMs: 200,
+        paced,
+        contenders,
+      }),
+    ),
+  "handover floor": (i) =>
+    withQueueClients((clients, subscriber) =>
+      handoverFloor({
+        clients,
+        subscriber,
+        waiterId: String(firstContender + i),
+        ttlMs,
+        paced,
+        contenders,
+      }),
+    ),
 };
+
+/** A queue floor's contender (`make(clients, subscriber)`) on its own clients, closed with it. */
+function withQueueClients(make) {
+  const clients = ioredisClients();
+  const subscriber = new Redis(urls[0]);
+  subscriber.on("error", () => {});
+  return {
+    ...make(clients, subscriber),
+    close: async () => {
+      subscriber.disconnect();
+      for (const c of clients) c.disconnect();
+    },
+  };
+}
 
 function ours(options) {
   const redlock = new Redlock(urls, {

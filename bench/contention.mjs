@@ -3,7 +3,8 @@
 // for. Every contender lives in a child process (`--procs` of them, the
 // contenders spread evenly; `--procs 64` puts each in a process of its
 // own); redquorum, node-redlock and the floors (bare, fair: a fixed ring;
-// queue: a queue on every node, bench/queue-floor.mjs) run in the same run
+// queue: a queue on every node, bench/queue-floor.mjs; handover: that queue
+// with the release handing the key over, bench/handover-floor.mjs) run in the same run
 // on the same 5 local redis-server nodes (no persistence), interleaved
 // (A B C …, … C B A) and repeated, each cell on a fresh resource.
 //
@@ -49,6 +50,7 @@ const known = [
   "floor",
   "fair floor",
   "queue floor",
+  "handover floor",
 ];
 // --libraries takes names separated by ";" (a name may hold a comma).
 // Also "redquorum, turnMs N" when named: redquorum with another turn.

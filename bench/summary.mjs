@@ -9,7 +9,11 @@
 //   - the fair floor: a ring of contenders fixed in advance, each grant
 //     handed to the next (bench/floor.mjs);
 //   - the queue floor: a fair queue on every node and nothing else
-//     (bench/queue-floor.mjs).
+//     (bench/queue-floor.mjs);
+//   - the handover floor: the queue floor whose release hands the key to
+//     the head itself, with no round of the heir's own
+//     (bench/handover-floor.mjs): what the fair-floor goals would allow a
+//     queue of processes that come and go at best.
 // Prints the README's table, then each of the project's performance goals
 // with what this run measured, and writes bench/results/summary-<time>.json.
 //
@@ -53,7 +57,7 @@ const contention = run("bench/contention.mjs", [
   "--only",
   "8x10,64x10",
   "--libraries",
-  "redquorum;node-redlock, caller retries;fair floor;queue floor",
+  "redquorum;node-redlock, caller retries;fair floor;queue floor;handover floor",
 ]);
 const ids = run("bench/ids.mjs", [
   "--seconds",
@@ -118,10 +122,12 @@ for (const [workload, ratio] of [
   const mine = cell(workload, "redquorum");
   const fair = cell(workload, "fair floor");
   const queue = cell(workload, "queue floor");
+  const handover = cell(workload, "handover floor");
   goal(
     `${workload.split("x")[0]} contenders: ≥ ${ratio}× the fair floor's grants/s`,
     `${x(mine.perSecond / fair.perSecond)} (${fmt(mine.perSecond)} against ${fmt(fair.perSecond)}); ` +
-      `the queue floor ${x(queue.perSecond / fair.perSecond)}, redquorum ${x(mine.perSecond / queue.perSecond)} of it`,
+      `the queue floor ${x(queue.perSecond / fair.perSecond)}, redquorum ${x(mine.perSecond / queue.perSecond)} of it; ` +
+      `the handover floor ${x(handover.perSecond / fair.perSecond)}`,
     mine.perSecond >= ratio * fair.perSecond,
   );
 }
@@ -130,7 +136,7 @@ const fair8 = cell("8x10", "fair floor");
 const queue8 = cell("8x10", "queue floor");
 goal(
   "8 contenders: Redis commands per grant ≤ 2× the fair floor's",
-  `${fmt(at8.commandsPerGrant)} against ${fmt(fair8.commandsPerGrant)} (${x(at8.commandsPerGrant / fair8.commandsPerGrant)}); the queue floor ${fmt(queue8.commandsPerGrant)}`,
+  `${fmt(at8.commandsPerGrant)} against ${fmt(fair8.commandsPerGrant)} (${x(at8.commandsPerGrant / fair8.commandsPerGrant)}); the queue floor ${fmt(queue8.commandsPerGrant)}, the handover floor ${fmt(cell("8x10", "handover floor").commandsPerGrant)}`,
   at8.commandsPerGrant <= 2 * fair8.commandsPerGrant,
 );
 const clock = idRow("range, clock proposals");
