@@ -64,17 +64,19 @@ export function handoffOutcome(
 export interface ReleaseVotes {
   readonly yes: number;
   readonly no: number;
+  /** The nodes that said no, by index: a failed release names them. */
+  readonly noAt: readonly number[];
 }
 
 /** The votes of a release the heir took over: where it found our value, ours is gone. */
 export function handedOffVotes(handedOff: HandoffOutcome): ReleaseVotes {
   let yes = 0;
-  let no = 0;
+  const noAt: number[] = [];
   for (let i = 0; i < handedOff.replaced.length; i++) {
     if (handedOff.replaced[i]) yes++;
-    else if (handedOff.notHeld[i]) no++;
+    else if (handedOff.notHeld[i]) noAt.push(i);
   }
-  return { yes, no };
+  return { yes, no: noAt.length, noAt };
 }
 
 /**
@@ -86,7 +88,7 @@ export function releaseVotes(
   handedOff: HandoffOutcome | undefined,
 ): ReleaseVotes {
   let yes = 0;
-  let no = 0;
+  const noAt: number[] = [];
   round.outcomes.forEach((outcome, i) => {
     // Where the heir's answer was lost (a timeout: say the event loop
     // stalled), its script may still have replaced our value, and its
@@ -96,8 +98,8 @@ export function releaseVotes(
     if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
     else if (outcome?.kind === "no") {
       if (heirUnknown) yes++;
-      else no++;
+      else noAt.push(i);
     }
   });
-  return { yes, no };
+  return { yes, no: noAt.length, noAt };
 }

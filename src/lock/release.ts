@@ -6,7 +6,7 @@
  * attempt runs to undo what it set.
  */
 
-import { LockExpiredError } from "../errors.js";
+import { LockExpiredError, NodeError } from "../errors.js";
 import { limits } from "../limits.js";
 import type { RoundResult, RoundStop } from "../quorum/round.js";
 import type { LockContext } from "./context.js";
@@ -65,7 +65,17 @@ export async function releaseLock(
   if (expired) throw new LockExpiredError("release", lock.resources);
   assertHeldUntilRelease(context, lock, votes);
   if (votes.yes < context.group.quorum) {
-    throw context.group.quorumError("release", { ...round, yesCount: votes.yes });
+    // The nodes that answered without our value are named beside those
+    // that failed: "reached 2 of 5" alone left an operator to guess why.
+    const { nodes } = context.group;
+    const gone = votes.noAt.map(
+      (index) =>
+        new NodeError(
+          nodes[index]!.endpoint,
+          new Error("no longer held this lock's value (expired there, or deleted)"),
+        ),
+    );
+    throw context.group.quorumError("release", { ...round, yesCount: votes.yes }, undefined, gone);
   }
 }
 

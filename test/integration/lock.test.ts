@@ -186,6 +186,32 @@ describe("Redlock on 5 real redis-server nodes", () => {
     assert.equal(lock.released, true);
   });
 
+  it("a failed release names the nodes that no longer held the lock's value, beside those that failed", async () => {
+    const lock = await redlock.acquire(["gone-here"], 10_000);
+    await waitFor(async () =>
+      (await cluster.onAll((c) => c.get("gone-here"))).every((v) => v === lock.value),
+    );
+    // Nodes 0 and 1 lost the key (as if it expired there); node 2 fails the
+    // release (the key is of another type there now).
+    for (const index of [0, 1, 2]) await cluster.client(index).del("gone-here");
+    await cluster.client(2).hset("gone-here", "f", "v");
+    const endpoint = (index: number) => cluster.urls[index]!.replace("redis://", "");
+    await assert.rejects(lock.release(), (error: unknown) => {
+      assert.ok(error instanceof QuorumError, String(error));
+      // Lost once nodes 0-2 answered: 3 and 4 may not have been heard yet.
+      assert.ok(error.successCount <= 2, error.message);
+      const named = error.nodeErrors.map((e) => e.endpoint).sort();
+      assert.deepEqual(named, [0, 1, 2].map(endpoint).sort(), error.message);
+      const gone = error.nodeErrors
+        .filter((e) => /no longer held this lock's value/.test(e.message))
+        .map((e) => e.endpoint)
+        .sort();
+      assert.deepEqual(gone, [0, 1].map(endpoint).sort(), error.message);
+      assert.match(error.message, /WRONGTYPE/);
+      return true;
+    });
+  });
+
   it("a release waits for answers slower than nodeTimeoutMs (a busy machine), where an acquire gives up", async () => {
     // Every node answers 150 ms late once `slow` is set: three times the
     // 50 ms default bound on a node's answer.
