@@ -129,6 +129,15 @@ export class Lock implements AsyncDisposable {
     return true;
   }
 
+  /**
+   * @internal Whether node `index` refused this lock in the round that gave
+   * its validity (the grant, or the last extension): none of our keys is
+   * there, so a release that finds none says nothing about the lock.
+   */
+  neverHeldBy(index: number): boolean {
+    return this.holders[index]?.kind === "no";
+  }
+
   /** @internal Told whenever the validity changes (the keep-alive of `using` re-arms its timers). */
   onValidityChange: (() => void) | undefined;
 

@@ -111,6 +111,7 @@ async function announcedRelease(
   const { waits, watch } = context;
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     timeoutMs: limits.releaseWaitMs,
+    neverHeld: (index) => lock.neverHeldBy(index),
     reserveMs: limits.heirReservationMs,
     notify: watch.available,
     instanceId: watch.instanceId,
@@ -147,6 +148,7 @@ async function keptRelease(
 ): Promise<RoundResult<unknown>> {
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     timeoutMs: limits.releaseWaitMs,
+    neverHeld: (index) => lock.neverHeldBy(index),
     keep: true,
     instanceId: context.watch.instanceId,
   });
@@ -193,6 +195,13 @@ export interface ReleaseRoundOptions {
   readonly requeue?: QueueArgs;
   /** Which nodes get the call (the others are known to hold none of our keys, and need no requeue). */
   readonly mayHold?: (index: number) => boolean;
+  /**
+   * The nodes that refused the lock (`Lock.neverHeldBy`): one that finds
+   * none of our keys has nothing of ours, and counts as released. Without
+   * it, a lock granted by 3 of 5 nodes, one of which then went down, could
+   * not be released: the 2 nodes that had refused it said "not our value".
+   */
+  readonly neverHeld?: (index: number) => boolean;
 }
 
 /**
@@ -211,9 +220,14 @@ export function releaseKeys(
   stop: RoundStop,
   options: ReleaseRoundOptions = {},
 ): Promise<RoundResult<unknown>> {
-  // A node votes yes when it deleted every key: then the lock was still ours there.
-  const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
+  // A node votes yes when it deleted every key (then the lock was still
+  // ours there), or when it never held the lock and has none of its keys.
   const { reserveMs = 0, keep = false, notify = false, requeue, mayHold = () => true } = options;
+  const { neverHeld = () => false } = options;
+  const isYes = (reply: unknown, index: number) => {
+    const deleted = releasedCount(reply);
+    return deleted === keys.length || (deleted === 0 && neverHeld(index));
+  };
   const args = keep
     ? [value, "keep", String(limits.turnReservationMs)]
     : [value, String(reserveMs), notify ? "1" : "0"];

@@ -212,6 +212,30 @@ describe("Redlock on 5 real redis-server nodes", () => {
     });
   });
 
+  it("a node that refused the lock and has none of its keys counts as released: a lock whose granting node went down is still released", async () => {
+    // Nodes 3 and 4 refuse (the key is held there by someone else): the
+    // lock is granted by nodes 0-2.
+    for (const index of [3, 4]) {
+      await cluster.client(index).set("granted-by-three", "someone-else", "PX", 10_000);
+    }
+    const lock = await redlock.acquire(["granted-by-three"], 10_000);
+    // The lock knows which nodes refused it once they answered.
+    await waitFor(async () => lock.neverHeldBy(3) && lock.neverHeldBy(4));
+    assert.ok(![0, 1, 2].some((index) => lock.neverHeldBy(index)));
+    // Node 2, a granting node, fails the release (its key is of another
+    // type now, as if it were down); the refusing nodes delete nothing.
+    await cluster.client(2).del("granted-by-three");
+    await cluster.client(2).hset("granted-by-three", "f", "v");
+    // Nodes 0 and 1 deleted our keys, nodes 3 and 4 never had them: a
+    // majority has none of our keys. Counting the refusing nodes' "not our
+    // value" against it, the release failed with QuorumError.
+    await lock.release();
+    assert.deepEqual(
+      await cluster.onAll((c) => c.get("granted-by-three").catch(() => "WRONGTYPE")),
+      [null, null, "WRONGTYPE", "someone-else", "someone-else"],
+    );
+  });
+
   it("a release waits for answers slower than nodeTimeoutMs (a busy machine), where an acquire gives up", async () => {
     // Every node answers 150 ms late once `slow` is set: three times the
     // 50 ms default bound on a node's answer.
