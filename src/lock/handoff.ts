@@ -60,12 +60,18 @@ export function handoffOutcome(
   return { won, replaced, notHeld, othersWait };
 }
 
-/** A release's votes: nodes where our value was gone by our hand (yes) or before (no). */
+/**
+ * A release's votes: nodes where our value was gone by our hand, or that
+ * never held the lock and have none of its keys (yes), or where it was gone
+ * before (no).
+ */
 export interface ReleaseVotes {
   readonly yes: number;
   readonly no: number;
   /** The nodes that said no, by index: a failed release names them. */
   readonly noAt: readonly number[];
+  /** Of the yes votes, the nodes that never held the lock: none held it until the release. */
+  readonly neverHeld: number;
 }
 
 /** The votes of a release the heir took over: where it found our value, ours is gone. */
@@ -76,7 +82,7 @@ export function handedOffVotes(handedOff: HandoffOutcome): ReleaseVotes {
     if (handedOff.replaced[i]) yes++;
     else if (handedOff.notHeld[i]) noAt.push(i);
   }
-  return { yes, no: noAt.length, noAt };
+  return { yes, no: noAt.length, noAt, neverHeld: 0 };
 }
 
 /**
@@ -84,10 +90,12 @@ export function handedOffVotes(handedOff: HandoffOutcome): ReleaseVotes {
  * any): a node where the heir replaced our value released it.
  */
 export function releaseVotes(
-  round: RoundResult<unknown>,
+  round: Pick<RoundResult<unknown>, "outcomes">,
   handedOff: HandoffOutcome | undefined,
+  neverHeld: (index: number) => boolean = () => false,
 ): ReleaseVotes {
   let yes = 0;
+  let neverHeldCount = 0;
   const noAt: number[] = [];
   round.outcomes.forEach((outcome, i) => {
     // Where the heir's answer was lost (a timeout: say the event loop
@@ -98,8 +106,13 @@ export function releaseVotes(
     if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
     else if (outcome?.kind === "no") {
       if (heirUnknown) yes++;
-      else noAt.push(i);
+      else if (neverHeld(i)) {
+        // It refused the lock and has none of our keys: released, and it
+        // held nothing of the lock until now.
+        yes++;
+        neverHeldCount++;
+      } else noAt.push(i);
     }
   });
-  return { yes, no: noAt.length, noAt };
+  return { yes, no: noAt.length, noAt, neverHeld: neverHeldCount };
 }

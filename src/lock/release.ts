@@ -61,7 +61,17 @@ export async function releaseLock(
     turn !== undefined
       ? await keptRelease(context, lock, turn)
       : await announcedRelease(context, lock, heir === "yield");
-  const votes = releaseVotes(round, handedOff);
+  const neverHeld = (index: number) => lock.neverHeldBy(index);
+  let votes = releaseVotes(round, handedOff, neverHeld);
+  if (round.yesCount < context.group.quorum) {
+    // Fewer than a majority deleted our keys by the time the round was
+    // decided. The nodes that refused the lock count as released (a lock
+    // granted by 3 of 5 nodes, one of which went down, could otherwise
+    // never be released), but only every answer says whether those that
+    // held it still did: each call is bounded by the round's timeout.
+    await round.done;
+    votes = releaseVotes({ outcomes: round.settled }, handedOff, neverHeld);
+  }
   if (expired) throw new LockExpiredError("release", lock.resources);
   assertHeldUntilRelease(context, lock, votes);
   if (votes.yes < context.group.quorum) {
@@ -86,12 +96,16 @@ function assertHeldUntilRelease(
   votes: ReleaseVotes,
 ): void {
   const { quorum, nodes } = context.group;
-  if (votes.yes < quorum && votes.no > nodes.length - quorum) {
+  // Nodes without our keys at the release: those that lost them, and those
+  // that never had them (they count as released, but held nothing of the
+  // lock until now). More than N - Q: fewer than a majority held it.
+  const without = votes.no + votes.neverHeld;
+  if (without > nodes.length - quorum) {
     throw new LockExpiredError(
       "release",
       lock.resources,
-      `released, but the lock was no longer held on a majority (${votes.no} of ` +
-        `${nodes.length} nodes no longer had our value): it was lost before release`,
+      `released, but the lock was no longer held on a majority (${without} of ` +
+        `${nodes.length} nodes did not have our value): it was lost before release`,
     );
   }
 }
@@ -111,7 +125,6 @@ async function announcedRelease(
   const { waits, watch } = context;
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     timeoutMs: limits.releaseWaitMs,
-    neverHeld: (index) => lock.neverHeldBy(index),
     reserveMs: limits.heirReservationMs,
     notify: watch.available,
     instanceId: watch.instanceId,
@@ -148,7 +161,6 @@ async function keptRelease(
 ): Promise<RoundResult<unknown>> {
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     timeoutMs: limits.releaseWaitMs,
-    neverHeld: (index) => lock.neverHeldBy(index),
     keep: true,
     instanceId: context.watch.instanceId,
   });
@@ -195,13 +207,6 @@ export interface ReleaseRoundOptions {
   readonly requeue?: QueueArgs;
   /** Which nodes get the call (the others are known to hold none of our keys, and need no requeue). */
   readonly mayHold?: (index: number) => boolean;
-  /**
-   * The nodes that refused the lock (`Lock.neverHeldBy`): one that finds
-   * none of our keys has nothing of ours, and counts as released. Without
-   * it, a lock granted by 3 of 5 nodes, one of which then went down, could
-   * not be released: the 2 nodes that had refused it said "not our value".
-   */
-  readonly neverHeld?: (index: number) => boolean;
 }
 
 /**
@@ -220,14 +225,9 @@ export function releaseKeys(
   stop: RoundStop,
   options: ReleaseRoundOptions = {},
 ): Promise<RoundResult<unknown>> {
-  // A node votes yes when it deleted every key (then the lock was still
-  // ours there), or when it never held the lock and has none of its keys.
+  // A node votes yes when it deleted every key: then the lock was still ours there.
+  const isYes = (reply: unknown) => releasedCount(reply) === keys.length;
   const { reserveMs = 0, keep = false, notify = false, requeue, mayHold = () => true } = options;
-  const { neverHeld = () => false } = options;
-  const isYes = (reply: unknown, index: number) => {
-    const deleted = releasedCount(reply);
-    return deleted === keys.length || (deleted === 0 && neverHeld(index));
-  };
   const args = keep
     ? [value, "keep", String(limits.turnReservationMs)]
     : [value, String(reserveMs), notify ? "1" : "0"];

@@ -61,8 +61,8 @@ export function repairReadsOf(nodeCount: number): number {
 export type RoundStop = "decided" | "won" | "all";
 
 export interface RoundOptions<T> {
-  /** Whether node `index`'s reply counts as a vote for the operation. */
-  isYes: (value: T, index: number) => boolean;
+  /** Whether a node's reply counts as a vote for the operation. */
+  isYes: (value: T) => boolean;
   /**
    * When the round ends: as soon as it is decided, won or lost
    * (`"decided"`); as soon as it is won, a lost round waiting for every
@@ -173,7 +173,7 @@ class RoundRun<T> {
               kind: "error",
               error: new NodeTimeoutError(node.endpoint, timeoutMs),
             })
-          : this.record(index, { kind: isYes(value, index) ? "yes" : "no", value }),
+          : this.record(index, { kind: isYes(value) ? "yes" : "no", value }),
       (error: unknown) =>
         this.record(index, {
           kind: "error",

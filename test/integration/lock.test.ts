@@ -236,6 +236,23 @@ describe("Redlock on 5 real redis-server nodes", () => {
     );
   });
 
+  it("a lock that lost its keys on granting nodes until fewer than a majority held it: release rejects with LockExpiredError, nodes that refused it counted as not holding it", async () => {
+    for (const index of [3, 4]) {
+      await cluster.client(index).set("lost-on-two", "someone-else", "PX", 10_000);
+    }
+    const lock = await redlock.acquire(["lost-on-two"], 10_000);
+    await waitFor(async () => lock.neverHeldBy(3) && lock.neverHeldBy(4));
+    // Nodes 0 and 1 lose the key (evicted, say): only node 2 holds it.
+    for (const index of [0, 1]) await cluster.client(index).del("lost-on-two");
+    await assert.rejects(lock.release(), (error: unknown) => {
+      assert.ok(error instanceof LockExpiredError, String(error));
+      assert.match(error.message, /4 of 5 nodes did not have our value/);
+      return true;
+    });
+    // Still deleted where it was ours.
+    assert.equal(await cluster.client(2).exists("lost-on-two"), 0);
+  });
+
   it("a release waits for answers slower than nodeTimeoutMs (a busy machine), where an acquire gives up", async () => {
     // Every node answers 150 ms late once `slow` is set: three times the
     // 50 ms default bound on a node's answer.
