@@ -62,7 +62,7 @@ export async function releaseLock(
       ? await keptRelease(context, lock, turn)
       : await announcedRelease(context, lock, heir === "yield");
   const neverHeld = (index: number) => lock.neverHeldBy(index);
-  let votes = releaseVotes(round, handedOff, neverHeld);
+  let judged = round;
   if (round.yesCount < context.group.quorum) {
     // Fewer than a majority deleted our keys by the time the round was
     // decided. The nodes that refused the lock count as released (a lock
@@ -70,8 +70,9 @@ export async function releaseLock(
     // never be released), but only every answer says whether those that
     // held it still did: each call is bounded by the round's timeout.
     await round.done;
-    votes = releaseVotes({ outcomes: round.settled }, handedOff, neverHeld);
+    judged = { ...round, outcomes: round.settled };
   }
+  const votes = releaseVotes(judged, handedOff, neverHeld);
   if (expired) throw new LockExpiredError("release", lock.resources);
   assertHeldUntilRelease(context, lock, votes);
   if (votes.yes < context.group.quorum) {
@@ -85,7 +86,7 @@ export async function releaseLock(
           new Error("no longer held this lock's value (expired there, or deleted)"),
         ),
     );
-    throw context.group.quorumError("release", { ...round, yesCount: votes.yes }, undefined, gone);
+    throw context.group.quorumError("release", { ...judged, yesCount: votes.yes }, undefined, gone);
   }
 }
 
