@@ -80,39 +80,19 @@ const factories = {
   },
   floor: () => floor(),
   "fair floor": (i) => fairFloor(firstContender + i),
-  "queue floor": (i) =>
-    withQueueClients((clients, subscriber) =>
-      queueFloor({
-        clients,
-        subscriber,
-        waiterId: String(firstContender + i),
-        ttlMs,
-        // As long as redquorum's reservation (limits.heirReservationMs).
-        reserveMs: 200,
-        paced,
-        contenders,
-      }),
-    ),
-  "handover floor": (i) =>
-    withQueueClients((clients, subscriber) =>
-      handoverFloor({
-        clients,
-        subscriber,
-        waiterId: String(firstContender + i),
-        ttlMs,
-        paced,
-        contenders,
-      }),
-    ),
+  // As long as redquorum's reservation (limits.heirReservationMs).
+  "queue floor": (i) => withQueueClients(queueFloor, i, { reserveMs: 200 }),
+  "handover floor": (i) => withQueueClients(handoverFloor, i),
 };
 
-/** A queue floor's contender (`make(clients, subscriber)`) on its own clients, closed with it. */
-function withQueueClients(make) {
+/** Contender `i` of a queue floor (`makeFloor({ clients, subscriber, … })`) on its own clients, closed with it. */
+function withQueueClients(makeFloor, i, options = {}) {
   const clients = ioredisClients();
   const subscriber = new Redis(urls[0]);
   subscriber.on("error", () => {});
+  const waiterId = String(firstContender + i);
   return {
-    ...make(clients, subscriber),
+    ...makeFloor({ clients, subscriber, waiterId, ttlMs, paced, contenders, ...options }),
     close: async () => {
       subscriber.disconnect();
       for (const c of clients) c.disconnect();

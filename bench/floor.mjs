@@ -33,6 +33,38 @@ export function majorityOf(calls, isYes) {
 }
 
 /**
+ * One acquire round of a queue floor (queue-floor.mjs, handover-floor.mjs):
+ * `call(client, i)` on every node, 1 meaning granted. A majority wins; each
+ * node that did not grant then gets `leave(i)` once every node answered
+ * (still queued there, the waiter would be handed a key it no longer waits
+ * for). Otherwise `undo(client, i)` runs, awaited, on every node that
+ * granted or may have (an undo also queues the waiter there). Resolves
+ * whether it won.
+ */
+export async function queuedRound(clients, call, leave, undo) {
+  const replies = clients.map(call);
+  const settled = Promise.allSettled(replies);
+  const granted = (outcome) => outcome.status === "fulfilled" && outcome.value === 1;
+  if (await majorityOf(replies, (reply) => reply === 1)) {
+    void settled.then((outcomes) => {
+      outcomes.forEach((outcome, i) => {
+        if (!granted(outcome)) leave(i);
+      });
+    });
+    return true;
+  }
+  const outcomes = await settled;
+  await Promise.all(
+    clients.map((client, i) =>
+      outcomes[i].status !== "fulfilled" || outcomes[i].value === 1
+        ? undo(client, i).catch(() => {})
+        : undefined,
+    ),
+  );
+  return false;
+}
+
+/**
  * A contender's turn by notice, for the fair and queue floors: it listens on
  * `channel` (on `subscriber`, its own ioredis client); `turn()` resolves
  * when a notice came since the last `forget()`, or after `pollMs()` (so

@@ -27,7 +27,7 @@
 // - a waiter tries again when told "try", or after its paced delay times
 //   the number of contenders (so nothing waits for ever on a lost notice).
 import { randomBytes } from "node:crypto";
-import { majorityOf } from "./floor.mjs";
+import { majorityOf, queuedRound } from "./floor.mjs";
 
 // KEYS: key, queue, values. ARGV: value, ttl ms, waiter, ticket, "1" if queued here before.
 const acquireLua = `local held = redis.call('get', KEYS[1])
@@ -98,16 +98,6 @@ export function handoverFloor({ clients, subscriber, waiterId, ttlMs, paced, con
         resolve();
       };
     });
-  const undo = (resource, value, ticket, where) =>
-    Promise.all(
-      clients.map((client, i) =>
-        where(i)
-          ? client
-              .handoverFloorRelease(...keysOf(resource), value, ttlMs, waiterId, ticket)
-              .catch(() => {})
-          : undefined,
-      ),
-    );
   const release = async ({ resource, value }) => {
     // "<head> <value>" each node handed the key to, counted.
     const named = new Map();
@@ -148,36 +138,30 @@ export function handoverFloor({ clients, subscriber, waiterId, ttlMs, paced, con
           return { resource, value };
         }
         notice = undefined;
-        const replies = clients.map((client, i) =>
-          client.handoverFloorAcquire(
-            ...keysOf(resource),
-            value,
-            ttlMs,
-            waiterId,
-            ticket,
-            queued[i] ? "1" : "0",
-          ),
+        const [, queue, values] = keysOf(resource);
+        const won = await queuedRound(
+          clients,
+          (client, i) =>
+            client.handoverFloorAcquire(
+              ...keysOf(resource),
+              value,
+              ttlMs,
+              waiterId,
+              ticket,
+              queued[i] ? "1" : "0",
+            ),
+          (i) => {
+            clients[i].zrem(queue, waiterId).catch(() => {});
+            clients[i].hdel(values, waiterId).catch(() => {});
+          },
+          // The undo joins the queue there too.
+          (client) =>
+            client.handoverFloorRelease(...keysOf(resource), value, ttlMs, waiterId, ticket),
         );
-        const settled = Promise.allSettled(replies);
-        if (await majorityOf(replies, (reply) => reply === 1)) {
-          // Still queued where it was refused: left there, it would be
-          // handed a key it no longer waits for.
-          void settled.then((outcomes) => {
-            outcomes.forEach((outcome, i) => {
-              if (!(outcome.status === "fulfilled" && outcome.value === 1)) {
-                const [, queue, values] = keysOf(resource);
-                clients[i].zrem(queue, waiterId).catch(() => {});
-                clients[i].hdel(values, waiterId).catch(() => {});
-              }
-            });
-          });
+        if (won) {
           notice = undefined;
           return { resource, value };
         }
-        // Undo where it was granted (or may have been), and join the queue there.
-        const outcomes = await settled;
-        const granted = (i) => outcomes[i].status !== "fulfilled" || outcomes[i].value === 1;
-        await undo(resource, value, ticket, granted);
         queued.fill(true);
         await turn();
       }

@@ -21,7 +21,7 @@
 // - a waiter tries again when told, or after its paced delay times the
 //   number of contenders (so nothing waits for ever on a lost notice).
 import { randomBytes } from "node:crypto";
-import { majorityOf, noticeOrPoll } from "./floor.mjs";
+import { majorityOf, noticeOrPoll, queuedRound } from "./floor.mjs";
 
 const acquireLua = `local heir = redis.call('get', KEYS[3])
 if (not heir or heir == ARGV[3]) and redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -57,17 +57,6 @@ export function queueFloor({ clients, subscriber, waiterId, ttlMs, reserveMs, pa
     `queue-floor:${waiterId}`,
     () => paced() * contenders,
   );
-  // An attempt's undo on the nodes `where` says, which also queues the waiter there.
-  const undo = (resource, value, ticket, where) =>
-    Promise.all(
-      clients.map((client, i) =>
-        where(i)
-          ? client
-              .queueFloorRelease(...keysOf(resource), value, reserveMs, waiterId, ticket)
-              .catch(() => {})
-          : undefined,
-      ),
-    );
   // A release tells the head the first node names, once (as the fair floor
   // tells its next contender): a node that has not heard of the waiters
   // yet names none, so it is not one fixed node.
@@ -92,33 +81,25 @@ export function queueFloor({ clients, subscriber, waiterId, ttlMs, reserveMs, pa
       for (;;) {
         forget();
         const value = randomBytes(20).toString("hex");
-        const replies = clients.map((client, i) =>
-          client.queueFloorAcquire(
-            ...keysOf(resource),
-            value,
-            ttlMs,
-            waiterId,
-            ticket,
-            queued[i] ? "1" : "0",
-          ),
+        const won = await queuedRound(
+          clients,
+          (client, i) =>
+            client.queueFloorAcquire(
+              ...keysOf(resource),
+              value,
+              ttlMs,
+              waiterId,
+              ticket,
+              queued[i] ? "1" : "0",
+            ),
+          (i) => {
+            if (queued[i]) clients[i].zrem(keysOf(resource)[1], waiterId).catch(() => {});
+          },
+          // The undo joins the queue there too.
+          (client) =>
+            client.queueFloorRelease(...keysOf(resource), value, reserveMs, waiterId, ticket),
         );
-        const settled = Promise.allSettled(replies);
-        if (await majorityOf(replies, (reply) => reply === 1)) {
-          // Still queued where it was refused: left there, it would head
-          // that queue and be reserved a key it no longer waits for.
-          void settled.then((outcomes) => {
-            outcomes.forEach((outcome, i) => {
-              if (queued[i] && !(outcome.status === "fulfilled" && outcome.value === 1)) {
-                clients[i].zrem(keysOf(resource)[1], waiterId).catch(() => {});
-              }
-            });
-          });
-          return { resource, value };
-        }
-        // Undo where it was granted (or may have been), and join the queue there.
-        const outcomes = await settled;
-        const granted = (i) => outcomes[i].status !== "fulfilled" || outcomes[i].value === 1;
-        await undo(resource, value, ticket, granted);
+        if (won) return { resource, value };
         queued.fill(true);
         await turn();
       }
