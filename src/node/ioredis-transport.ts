@@ -1,4 +1,5 @@
 import { Redis, type RedisOptions } from "ioredis";
+import { othersUnderWay, writesFlushed } from "./rounds-under-way.js";
 import type { NodeTransport, Subscription } from "./transport.js";
 
 /**
@@ -100,6 +101,15 @@ interface Parked {
   readonly timer: ReturnType<typeof setTimeout>;
 }
 
+/** The transports written in this tick: `endTick` ends it for all of them (see `beforeWrite`). */
+const writtenThisTick: IoredisTransport[] = [];
+
+function endTick(): void {
+  // Taken out first: a transport written while these end starts a new tick.
+  for (const transport of writtenThisTick.splice(0)) transport.tickEnded();
+  writesFlushed();
+}
+
 /** Statuses in which the connection is down and not being opened yet. */
 function isDown(status: string): boolean {
   return status === "reconnecting" || status === "end" || status === "close";
@@ -111,8 +121,10 @@ export class IoredisTransport implements NodeTransport {
   private readonly openSubscriber: (() => Redis) | undefined;
   private readonly owned: boolean;
   private lastError: unknown;
-  /** The socket is corked until the end of this tick. */
-  private corked = false;
+  /** Commands written on this connection in this tick (see `beforeWrite`). */
+  private tickWrites = 0;
+  /** The socket corked until the end of this tick, if one is. */
+  private corkedStream: { uncork(): void } | undefined;
   /** Commands issued while the owned connection was being opened, in issue order. */
   private readonly parked: Parked[] = [];
   private closes = 0;
@@ -184,7 +196,7 @@ export class IoredisTransport implements NodeTransport {
       // The array spread as it is (the command's name first): no copy of it
       // per call on the path every call takes.
       const command = args as readonly [string, ...string[]];
-      if (this.owned) this.cork();
+      if (this.owned) this.beforeWrite();
       return this.client.call(...command);
     }
     const [command, ...rest] = args as [string, ...string[]];
@@ -202,28 +214,45 @@ export class IoredisTransport implements NodeTransport {
     return Promise.reject(error);
   }
 
-  /**
-   * Commands sent in the same tick go out together: the socket is corked
-   * for the rest of the tick, so they leave in one write instead of one
-   * system call per command, which is what many concurrent locks or IDs on
-   * one connection cost most (and, unlike an ioredis pipeline, it allocates
-   * nothing per batch). Order on the connection is kept.
-   */
-  private sendCorked(command: string, rest: readonly string[]): Promise<unknown> {
-    this.cork();
+  /** Sends a parked command, once the connection is ready (see `beforeWrite`). */
+  private sendParked(command: string, rest: readonly string[]): Promise<unknown> {
+    this.beforeWrite();
     return this.client.call(command, ...rest);
   }
 
-  /** Corks the socket until the end of this tick, unless it is already (see `sendCorked`). */
-  private cork(): void {
+  /**
+   * Before a command is written on a connection of ours. Where other
+   * rounds were under way since the connections last wrote
+   * (rounds-under-way.ts), the socket is corked until the end of the
+   * tick: the tick's commands leave in one write instead of one system
+   * call each, which is what many concurrent locks or IDs on one
+   * connection cost most (unlike an ioredis pipeline it allocates nothing
+   * per batch). A lone caller's command goes out at once, and a second one
+   * in the same tick corks the socket for the rest of it. Order on the
+   * connection is kept either way: corked commands follow the ones written
+   * before them in the socket's buffer.
+   */
+  private beforeWrite(): void {
+    const writes = ++this.tickWrites;
+    if (writes === 1) {
+      // One callback at the end of the tick for every connection written.
+      if (writtenThisTick.push(this) === 1) process.nextTick(endTick);
+      if (!othersUnderWay()) return;
+    } else if (this.corkedStream) return;
     const stream = this.client.stream;
-    if (!this.corked && stream && typeof stream.cork === "function") {
-      this.corked = true;
+    if (stream && typeof stream.cork === "function") {
       stream.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        stream.uncork();
-      });
+      this.corkedStream = stream;
+    }
+  }
+
+  /** The end of a tick in which this connection was written (see `beforeWrite`). */
+  tickEnded(): void {
+    this.tickWrites = 0;
+    const stream = this.corkedStream;
+    if (stream) {
+      this.corkedStream = undefined;
+      stream.uncork();
     }
   }
 
@@ -271,7 +300,7 @@ export class IoredisTransport implements NodeTransport {
     if (status !== "ready") return;
     for (const entry of this.parked.splice(0)) {
       clearTimeout(entry.timer);
-      this.sendCorked(entry.command, entry.rest).then(entry.resolve, entry.reject);
+      this.sendParked(entry.command, entry.rest).then(entry.resolve, entry.reject);
     }
   }
 

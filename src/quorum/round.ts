@@ -1,6 +1,7 @@
 import { onAbort } from "../clock.js";
 import { NodeError, NodeTimeoutError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
+import { roundEnded, roundStarted } from "../node/rounds-under-way.js";
 
 /** What one node answered in a round. `undefined` in a result: not yet answered when the round ended early. */
 export type Outcome<T> =
@@ -118,6 +119,8 @@ class RoundRun<T> {
   private unsettled: number;
   private aborted = false;
   private finished = false;
+  /** Counted in `roundsUnderWay` (a round its signal ended before it began is not). */
+  private underWay = false;
   /** Created only when the round ends before every call settled. */
   private onAllSettled: (() => void) | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -152,6 +155,8 @@ class RoundRun<T> {
       return;
     }
     this.unwatch = onAbort(signal, this.abort);
+    this.underWay = true;
+    roundStarted();
     // Timers run before the poll phase of the event loop: after a stall,
     // replies that arrived in time are still unread when the timer fires.
     // setImmediate runs after the poll phase, once they have been read
@@ -218,6 +223,7 @@ class RoundRun<T> {
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
+    if (this.underWay) roundEnded();
     this.unwatch();
     const done =
       this.unsettled === 0
