@@ -160,8 +160,14 @@ end
 local function heirLastKey(key)
   return '${heirLastKeyPrefix}' .. key
 end
-local function keepFor(key, ms)
-  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+-- A queue and its expiries hold the same waiters (each is added to, and
+-- removed from, both at once), so they exist together, and every enqueue
+-- gives both the same life: one PTTL serves both.
+local function keepFor(queue, expiry, ms)
+  if redis.call('pttl', queue) < ms then
+    redis.call('pexpire', queue, ms)
+    redis.call('pexpire', expiry, ms)
+  end
 end
 local function enqueue(key, waiter, ticket, waitMs)
   local queue, expiry = queueKeys(key)
@@ -174,8 +180,7 @@ local function enqueue(key, waiter, ticket, waitMs)
   end
   redis.call('zadd', queue, score, waiter)
   redis.call('zadd', expiry, clockMs() + waitMs, waiter)
-  keepFor(queue, waitMs)
-  keepFor(expiry, waitMs)
+  keepFor(queue, expiry, waitMs)
   local rank = redis.call('zrank', queue, waiter)
   -- It came (a refusal, or an undo that keeps its place): a reservation it
   -- had and could not take is not held against it (see reserve, which

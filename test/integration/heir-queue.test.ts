@@ -361,4 +361,34 @@ describe("waiters of different instances take turns through the nodes' queue", (
       listener.disconnect();
     }
   });
+  it("a waiter's registration gives its key's queue and the queue's expiries the same life", async () => {
+    // Both sorted sets hold the same waiters and lapse together when no one
+    // renews them: an expiry set left without a TTL would outlive its queue.
+    const holder = new Redlock(cluster.urls, strict);
+    const waiter = new Redlock(cluster.urls, {
+      ...strict,
+      clock: noTimers,
+      retry: { retries: 1_000, delayMs: 1_000, jitterMs: 0 },
+    });
+    const controller = new AbortController();
+    try {
+      const lock = await holder.acquire(["life"], 10_000);
+      const waiting = waiter.acquire(["life"], 10_000, { signal: controller.signal });
+      await until("the waiter to queue", () => waiter.waitingCount === 1);
+      // Registered for 4 polls of 1 s (acquire.ts, queueArgs).
+      for (const [i] of cluster.urls.entries()) {
+        const client = cluster.client(i);
+        const queue = await client.pttl("redquorum:queue:life");
+        const expiry = await client.pttl("redquorum:queue-expiry:life");
+        assert.ok(queue > 0 && queue <= 4_000, `node ${i}: queue PTTL ${queue}`);
+        assert.ok(expiry > 0 && expiry <= 4_000, `node ${i}: expiries PTTL ${expiry}`);
+        assert.ok(Math.abs(queue - expiry) < 1_000, `node ${i}: ${queue} against ${expiry} ms`);
+      }
+      controller.abort();
+      await assert.rejects(waiting);
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
 });
