@@ -104,10 +104,10 @@ export class RedisNode {
     if (this.batch && this.batch.script !== script) this.flushBatch();
     if (!script.batches) return this.sendScript(script, keys, args);
     if (!this.batch) {
-      // With few calls in flight a call goes out at once, in the tick's
-      // one write (one worker's rounds; a late reply of its last round):
-      // a batch goes out in a write of its own after it, which costs that
-      // case more than a batch saves. With more, the tick's calls gather.
+      // With few calls in flight a call goes out at once, as itself (one
+      // worker's rounds; a late reply of its last round): a batch goes out
+      // in a write of its own at the end of the tick, which costs that case
+      // more than a batch saves. With more, the tick's calls gather.
       if (this.outstandingCount < limits.scriptBatchFromOutstanding) {
         return this.sendScript(script, keys, args);
       }
