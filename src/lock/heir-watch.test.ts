@@ -36,23 +36,37 @@ function watch(quorum: number) {
 }
 
 describe("HeirWatch: an heir is woken by a majority's notices", () => {
-  it("wakes at the quorum's notice, once, with the highest fence the notices carried", () => {
+  it("wakes at the quorum's notice, with the highest fence the notices carried; the window's end adds no wake", () => {
     const { heirWatch, woken, fire, due } = watch(3);
-    heirWatch.heard("i:1 7");
-    heirWatch.heard("i:1 9");
+    heirWatch.heard("i:1 7", 0);
+    heirWatch.heard("i:1 9", 1);
     assert.deepEqual(woken, [], "two of five nodes are not a majority");
     assert.deepEqual(
       due.map((d) => d.ms),
       [3],
       "one window, opened by the first notice",
     );
-    heirWatch.heard("i:1 8");
+    heirWatch.heard("i:1 8", 2);
     assert.deepEqual(woken, [["i:1", 9n]]);
-    // The same release's other nodes, and the window's end: no second wake.
-    heirWatch.heard("i:1 8");
-    heirWatch.heard("i:1");
     fire();
     assert.deepEqual(woken, [["i:1", 9n]]);
+  });
+
+  it("after the wake, each further node that names the heir wakes it again; a node heard before does not", () => {
+    // The wake's round may have been refused by nodes that had not released
+    // yet (a late notice of an earlier release can make up the majority):
+    // their notices, absorbed, left the heir waiting for its poll. A waiter
+    // whose round was granted is gone, and the extra wake-ups are dropped.
+    const { heirWatch, woken } = watch(3);
+    heirWatch.heard("i:1", 0);
+    heirWatch.heard("i:1", 1);
+    heirWatch.heard("i:1", 2);
+    assert.equal(woken.length, 1);
+    heirWatch.heard("i:1", 1);
+    assert.equal(woken.length, 1, "node 1 was counted already");
+    heirWatch.heard("i:1", 3);
+    heirWatch.heard("i:1", 4);
+    assert.equal(woken.length, 3, "nodes 3 and 4 named it after the wake");
   });
 
   it("counts each node once: a multi-key release's notices (one per key) from two nodes are not a majority", () => {

@@ -158,16 +158,25 @@ export class HeirWatch {
       this.counted.set(waiterId, opened);
       counted = opened;
     }
-    if (node === undefined) counted.count++;
-    else if (!counted.nodes.has(node)) {
+    let counts = node === undefined;
+    if (node !== undefined && !counted.nodes.has(node)) {
       counted.nodes.add(node);
-      counted.count++;
+      counts = true;
     }
+    if (counts) counted.count++;
     if (fence !== undefined && (counted.fence === undefined || fence > counted.fence)) {
       counted.fence = fence;
     }
     if (!counted.woken && counted.count >= quorum) {
       counted.woken = true;
+      onHeir(waiterId, counted.fence);
+    } else if (counted.woken && counts) {
+      // Another node named it after the wake. The round the wake started
+      // may have been refused by the nodes that had not released yet (a
+      // late notice of an earlier event can make up the majority): the
+      // heir tries again once that round ends (a wake while it is not
+      // parked waits for its next park). Absorbed instead, this notice
+      // left it waiting for a poll.
       onHeir(waiterId, counted.fence);
     }
   }
