@@ -122,12 +122,12 @@ export class HeirWatch {
   /**
    * One node's notice: counted in its waiter's window (opened by the first
    * one); the waiter is woken at the quorum's notice or at the window's
-   * end, once. Notices after the wake, within the window, are the same
-   * release's other nodes and are absorbed. \`node\`: which node sent it; a
-   * release of a multi-key lock sends one notice per key from each node,
-   * and only distinct nodes count towards the quorum (counting a node twice
-   * woke the waiter before a majority had released: its round was refused,
-   * and the rest of the release's notices were absorbed).
+   * end. Within the window, each node that names it after the wake wakes
+   * it again (taken only if the wake's round failed: see below).
+   * \`node\`: which node sent it; a release of a multi-key lock sends one
+   * notice per key from each node, and only distinct nodes count (counting
+   * a node twice woke the waiter before a majority had released: its round
+   * was refused, and the rest of the release's notices were absorbed).
    */
   heard(message: string, node?: number): void {
     if (this.closed) return;
