@@ -158,11 +158,9 @@ export class HeirWatch {
       this.counted.set(waiterId, opened);
       counted = opened;
     }
-    let counts = node === undefined;
-    if (node !== undefined && !counted.nodes.has(node)) {
-      counted.nodes.add(node);
-      counts = true;
-    }
+    // A node counts once; a notice without its node (tests) always counts.
+    const counts = node === undefined || !counted.nodes.has(node);
+    if (node !== undefined) counted.nodes.add(node);
     if (counts) counted.count++;
     if (fence !== undefined && (counted.fence === undefined || fence > counted.fence)) {
       counted.fence = fence;
