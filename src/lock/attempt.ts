@@ -18,7 +18,7 @@ import { validUntilMs } from "../quorum/validity.js";
 import { isGrantedBy } from "./acquire-reply.js";
 import { acquireArgs, acquireScript } from "./acquire-script.js";
 import type { LockContext } from "./context.js";
-import { type Handoff, handoffOutcome } from "./handoff.js";
+import { type Handoff, settleHandoff } from "./handoff.js";
 import { Lock } from "./lock.js";
 import { agreedTicket, type QueuePlace, queuePlaceOf } from "./queue-place.js";
 import type { QueueArgs } from "./queue-registration.js";
@@ -176,7 +176,7 @@ export async function runAttempt(
       places,
     };
   } finally {
-    from?.settle(handoffOutcome(round, granted, group.nodes.length));
+    if (from) settleHandoff(from, round, granted, group.nodes.length);
   }
 }
 

@@ -29,6 +29,12 @@ export interface HandoffOutcome {
   readonly replaced: readonly boolean[];
   /** Per node: it answered the heir, but did not hold the releasing lock's value. */
   readonly notHeld: readonly boolean[];
+  /**
+   * Per node: the heir's call was sent there, so it may have run even
+   * unanswered. A call never sent (the heir's signal aborted, or the
+   * instance closed, before its round) touched nothing of ours.
+   */
+  readonly sent: readonly boolean[];
   /** Some node that granted the heir said a waiter of another instance heads its queue. */
   readonly othersWait: boolean;
 }
@@ -40,7 +46,9 @@ export function handOff(heir: Waiter, fromValue: string): Promise<HandoffOutcome
 
 /**
  * What an heir's acquire round tells the releasing lock, node by node;
- * `round` undefined when the heir never got to its round.
+ * `round` undefined when the heir never got to its round. A handoff the
+ * heir did not win is judged once every call of its round settled
+ * (`round.done`): a node with no outcome then was never sent the call.
  */
 export function handoffOutcome(
   round: RoundResult<unknown> | undefined,
@@ -49,15 +57,35 @@ export function handoffOutcome(
 ): HandoffOutcome {
   const replaced: boolean[] = new Array(nodeCount).fill(false);
   const notHeld: boolean[] = new Array(nodeCount).fill(false);
+  const sent: boolean[] = new Array(nodeCount).fill(round !== undefined && won);
   let othersWait = false;
-  round?.outcomes.forEach((outcome, i) => {
-    if (outcome === undefined || outcome.kind === "error") return;
+  // `settled` holds every outcome `outcomes` does, and those that came after the round ended.
+  round?.settled.forEach((outcome, i) => {
+    if (outcome === undefined) return;
+    sent[i] = true;
+    if (outcome.kind === "error") return;
     if (outcome.kind === "yes" && replacedHandedOff(outcome.value)) {
       replaced[i] = true;
       othersWait ||= othersWaitAfterHandoff(outcome.value);
     } else notHeld[i] = true;
   });
-  return { won, replaced, notHeld, othersWait };
+  return { won, replaced, notHeld, sent, othersWait };
+}
+
+/**
+ * Settles `handoff` with what the heir's round told, once it can be told:
+ * at once for a grant or a round never begun, else when every call of the
+ * round settled (within the round's node timeout), so that a node not yet
+ * heard from is known to have been sent the call or not.
+ */
+export function settleHandoff(
+  handoff: Handoff,
+  round: RoundResult<unknown> | undefined,
+  won: boolean,
+  nodeCount: number,
+): void {
+  if (won || round === undefined) handoff.settle(handoffOutcome(round, won, nodeCount));
+  else void round.done.then(() => handoff.settle(handoffOutcome(round, false, nodeCount)));
 }
 
 /**
@@ -102,7 +130,9 @@ export function releaseVotes(
     // stalled), its script may still have replaced our value, and its
     // clean-up deleted it: our value being gone there is no sign that
     // the lock was lost (it was within its validity when handed over).
-    const heirUnknown = handedOff && !handedOff.replaced[i] && !handedOff.notHeld[i];
+    // Where its call was never sent, it touched nothing: judged as ever.
+    const heirUnknown =
+      handedOff?.sent[i] === true && !handedOff.replaced[i] && !handedOff.notHeld[i];
     if (handedOff?.replaced[i] || outcome?.kind === "yes") yes++;
     else if (outcome?.kind === "no") {
       if (heirUnknown) yes++;

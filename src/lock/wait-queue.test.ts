@@ -197,9 +197,9 @@ describe("WaitQueues", () => {
     assert.equal(wake.kind, "handoff");
     if (wake.kind === "handoff") {
       assert.equal(wake.handoff.fromValue, "v");
-      wake.handoff.settle({ won: true, replaced: [true], notHeld: [false], othersWait: false });
+      wake.handoff.settle({ won: true, replaced: [true], notHeld: [false], sent: [true], othersWait: false });
     }
-    assert.deepEqual(outcome, { won: true, replaced: [true], notHeld: [false], othersWait: false });
+    assert.deepEqual(outcome, { won: true, replaced: [true], notHeld: [false], sent: [true], othersWait: false });
     assert.equal(ab.handOff({ fromValue: "v", settle: () => {} }), false, "not parked any more");
   });
 

@@ -168,6 +168,36 @@ describe("waiters are woken by releases (no blind polling)", () => {
     }
   });
 
+  // The heir never sends its round: its caller gives up, or the instance
+  // closes, in the tick of the handoff. Nothing of ours was touched by
+  // it, so the nodes that lost our value count as lost (they once counted
+  // as answers of the heir's lost, as after a timeout).
+  for (const ending of ["its signal aborts", "the instance closes"] as const) {
+    it(`a handoff whose heir never sends its round (${ending}) still reports a loss on a majority`, async () => {
+      const redlock = new Redlock(cluster.urls, {
+        clock: noTimers,
+        nodeTimeoutMs: roundMs,
+        retry: { retries: 10 },
+      });
+      const key = `lost-unsent-${ending === "its signal aborts" ? "abort" : "close"}`;
+      try {
+        const first = await redlock.acquire([key], 10_000);
+        const controller = new AbortController();
+        const waiting = redlock.acquire([key], 10_000, { signal: controller.signal });
+        await until("the waiter to park", () => redlock.waitingCount === 1);
+        // Gone from 3 of 5 nodes (expired there early, say): the lock was lost.
+        await Promise.all([0, 1, 2].map((i) => cluster.client(i).del(key)));
+        const releasing = first.release();
+        if (ending === "its signal aborts") controller.abort(new Error("the caller gave up"));
+        else void redlock.close();
+        await assert.rejects(releasing, LockExpiredError);
+        await assert.rejects(waiting);
+      } finally {
+        await redlock.close();
+      }
+    });
+  }
+
   it("a waiter in another instance is woken through pub/sub when the holder releases", async () => {
     const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
     const waiter = new Redlock(cluster.urls, {
