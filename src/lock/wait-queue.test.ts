@@ -197,9 +197,21 @@ describe("WaitQueues", () => {
     assert.equal(wake.kind, "handoff");
     if (wake.kind === "handoff") {
       assert.equal(wake.handoff.fromValue, "v");
-      wake.handoff.settle({ won: true, replaced: [true], notHeld: [false], sent: [true], othersWait: false });
+      wake.handoff.settle({
+        won: true,
+        replaced: [true],
+        notHeld: [false],
+        sent: [true],
+        othersWait: false,
+      });
     }
-    assert.deepEqual(outcome, { won: true, replaced: [true], notHeld: [false], sent: [true], othersWait: false });
+    assert.deepEqual(outcome, {
+      won: true,
+      replaced: [true],
+      notHeld: [false],
+      sent: [true],
+      othersWait: false,
+    });
     assert.equal(ab.handOff({ fromValue: "v", settle: () => {} }), false, "not parked any more");
   });
 
