@@ -63,6 +63,7 @@ const longFirst = [
   "test/integration/npm-start.test.ts",
   "test/integration/next-id-faults.test.ts",
   "test/integration/repair-witness.test.ts",
+  "test/integration/power-loss.test.ts",
   "test/integration/next-id.test.ts",
 ];
 
