@@ -102,11 +102,17 @@ interface Parked {
 }
 
 /** The transports written in this tick: `endTick` ends it for all of them (see `beforeWrite`). */
-const writtenThisTick: IoredisTransport[] = [];
+let writtenThisTick: IoredisTransport[] = [];
+/** The other of the two lists `endTick` alternates between (no new array per tick). */
+let endedLastTick: IoredisTransport[] = [];
 
 function endTick(): void {
-  // Taken out first: a transport written while these end starts a new tick.
-  for (const transport of writtenThisTick.splice(0)) transport.tickEnded();
+  // Swapped out first: a transport written while these end starts a new tick.
+  const ending = writtenThisTick;
+  writtenThisTick = endedLastTick;
+  for (const transport of ending) transport.tickEnded();
+  ending.length = 0;
+  endedLastTick = ending;
   writesFlushed();
 }
 
