@@ -23,6 +23,19 @@ import { notAboutTimeouts } from "../helpers/timeouts.js";
  */
 const strict = { turnMs: 0, ...notAboutTimeouts };
 const patient = notAboutTimeouts;
+/**
+ * A waiter no fallback poll ever wakes (its clock's timers never fire):
+ * only a notice or a handoff does. Its polls would renew its place in
+ * the nodes' queues, so its retry delay sets how long that place lasts
+ * unrenewed (4 polls: 20 s here). With the default (1.2 s), a setup slower
+ * than that on a loaded machine let the first waiter's place lapse, and the
+ * next one was handed the lock first.
+ */
+const toldOnly = {
+  ...strict,
+  clock: noTimers,
+  retry: { retries: 10, delayMs: 5_000, jitterMs: 0 },
+};
 
 describe("waiters of different instances take turns through the nodes' queue", () => {
   let cluster: TestCluster;
@@ -37,10 +50,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
     const count = 6;
     const holder = new Redlock(cluster.urls, strict);
     // No fallback poll ever fires: a waiter can only get the lock by being named heir.
-    const waiters = Array.from(
-      { length: count },
-      () => new Redlock(cluster.urls, { ...strict, clock: noTimers }),
-    );
+    const waiters = Array.from({ length: count }, () => new Redlock(cluster.urls, toldOnly));
     try {
       let lock: Lock = await holder.acquire(["q"], 10_000);
       const waiting: Array<Promise<Lock>> = [];
@@ -137,7 +147,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
 
   it("a registration that never takes its reservation gets one turn, then the next waiter is heir", async () => {
     const holder = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
-    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers });
+    const waiter = new Redlock(cluster.urls, toldOnly);
     try {
       let lock = await holder.acquire(["s"], 10_000);
       const waiting = waiter.acquire(["s"], 10_000, { signal: AbortSignal.timeout(20_000) });
@@ -176,7 +186,7 @@ describe("waiters of different instances take turns through the nodes' queue", (
     // dropped as one that never came, it heard of no later release and
     // waited for its own poll (a minute here; with no timers, for ever).
     const holder = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
-    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers });
+    const waiter = new Redlock(cluster.urls, toldOnly);
     try {
       const lock = await holder.acquire(["late"], 10_000);
       const waiting = waiter.acquire(["late"], 10_000, { signal: AbortSignal.timeout(20_000) });

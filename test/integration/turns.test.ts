@@ -54,10 +54,14 @@ describe("an instance's turn on a contended key", () => {
 
   /** A waiter of another instance, queued on every node and listening for its notice. */
   async function queuedWaiter(resource: string) {
+    // Its place in the nodes' queues, never renewed by a poll, lasts 4
+    // retry delays: 20 s, not the default's 1.2 s, which a slow setup on a
+    // loaded machine could outlast.
     const redlock = new Redlock(cluster.urls, {
       clock: noTimers,
       nodeTimeoutMs: 1_000,
       turnMs: 0,
+      retry: { retries: 10, delayMs: 5_000, jitterMs: 0 },
     });
     const waiting = redlock.acquire([resource], 10_000, { signal: AbortSignal.timeout(20_000) });
     await until("the waiter to queue", () => redlock.waitingCount === 1);
@@ -348,11 +352,21 @@ describe("an instance's turn on a contended key", () => {
     const loops = [loop(first), loop(undefined)];
     try {
       for (let round = 0; round < 5; round++) {
+        let waiting = waiter.waiting;
+        if (round > 0) {
+          // Counted from its park (it queued on the nodes just before), not
+          // from its call: on a loaded machine its first round took long
+          // enough for 20 and more handoffs before it was even queued.
+          waiting = waiter.redlock.acquire(["pp"], 10_000, { signal: AbortSignal.timeout(20_000) });
+          let settled = false;
+          void waiting.then(
+            () => (settled = true),
+            () => (settled = true),
+          );
+          await until("the waiter to park", () => settled || waiter.redlock.waitingCount === 1);
+        }
         const before = grants;
-        const got =
-          round === 0
-            ? await waiter.waiting
-            : await waiter.redlock.acquire(["pp"], 10_000, { signal: AbortSignal.timeout(20_000) });
+        const got = await waiting;
         // 16 handoffs, the grant under way when it queued, and slack for a
         // run that doubled (to 32) while no other instance waited between rounds.
         const meanwhile = grants - before;
