@@ -13,6 +13,7 @@ import {
   formatRecord,
   type Member,
   type MembershipRecord,
+  memberAt,
   memberById,
   newId,
   parseRecord,
@@ -194,6 +195,30 @@ export function requireList(
   }
 }
 
+/**
+ * A removal alone needs an even number of members (N). After it, a member
+ * that loses its memory is repaired from N' - Q' + 1 of the others (N' = N
+ * - 1), which must meet every majority of the old members minus the one
+ * removed. A value handed out on an old majority that held both the
+ * removed member and the lost one is left on Q - 2 of the others, and the
+ * repair can miss it unless N' - Q' + 1 > (N - 2) - (Q - 2), that is unless
+ * Q' < Q: true for an even N (4 → 3: Q 3, Q' 2), false for an odd one (3 →
+ * 2, 5 → 4). With {A, B, C} minus B, C restarted empty was repaired from A
+ * alone, and IDs handed out on {B, C} were handed out again. A replacement
+ * keeps N (the new member is repaired to every old value first), and so
+ * does adding a member before removing one.
+ */
+function requireEvenRemoval(nodes: readonly RedisNode[], view: MembershipRecord): void {
+  if (view.members.length % 2 === 0) return;
+  throw new MembershipError(
+    nodes.map((node) => node.endpoint),
+    `cannot remove a member from ${view.members.length} members: afterwards a member that ` +
+      "lost its memory would be repaired from too few of the others to find every ID and " +
+      "fencing token handed out before. Replace it instead (`redquorum members replace`), " +
+      "or add a member first and then remove it",
+  );
+}
+
 /** One change of members: add a node, remove one, or both at once (a replacement). */
 export interface MemberChange {
   /** The node to add: it must answer and hold no record. */
@@ -259,6 +284,7 @@ export async function applyMemberChange(
     );
   }
   let newMember: Member | undefined;
+  let resumedJoin = false;
   let addReport: NodeMembershipReport | undefined;
   if (add) {
     addReport = await readNode(add, timeoutMs);
@@ -268,23 +294,45 @@ export async function applyMemberChange(
         `the node to add did not answer: ${addReport.error}`,
       );
     }
+    // Only a run of this very change that got as far as joining it: the
+    // node holds the current record as one of its members.
     const already =
-      addReport.record && addReport.id && addReport.record.clusterId === view.clusterId;
+      addReport.record?.clusterId === view.clusterId &&
+      addReport.record.epoch === view.epoch &&
+      addReport.id !== undefined &&
+      memberById(view, addReport.id) !== undefined;
     if (addReport.record && !already) {
+      if (addReport.record.clusterId !== view.clusterId) {
+        throw new MembershipError(
+          [add.endpoint],
+          `${add.endpoint} holds a record of another cluster (${stampOf(addReport.record)}): ` +
+            "only a node without one can join (a node of another cluster must leave it first)",
+        );
+      }
+      // A former member (removed, or replaced while it was away): its
+      // counters and its marker are from an epoch it no longer belongs to,
+      // and let back in as it is, it was trusted with them (IDs handed out
+      // again, fencing tokens going back).
       throw new MembershipError(
         [add.endpoint],
-        `${add.endpoint} holds a record of another cluster (${stampOf(addReport.record)}): ` +
-          "only a node without one can join (a node of another cluster must leave it first)",
+        `${add.endpoint} holds a record of this cluster from epoch ${addReport.record.epoch}` +
+          `${addReport.id ? ` (member id ${addReport.id})` : ""} but is not a member now: ` +
+          "a node that was a member before joins again only empty (FLUSHALL it, then add it)",
       );
     }
-    newMember = { id: addReport.id ?? newId(), address: add.endpoint };
+    // A run of this change whose step 3 failed (the node did not answer
+    // in time): the record names the node already, under an id no node of
+    // the list answers as. Run again, the change resumes at step 3 with
+    // that id; given a new one, it would move the cluster once more.
+    const named = addReport.record ? undefined : memberAt(view, add.endpoint);
+    const unjoined = named && !reports.some((report) => report.id === named.id) ? named : undefined;
+    newMember = unjoined ?? { id: addReport.id ?? newId(), address: add.endpoint };
+    resumedJoin = unjoined !== undefined;
   }
   // The record this change writes: unless a run of it landed already.
   let next: MembershipRecord;
-  const resumed =
-    addReport?.record?.clusterId === view.clusterId && addReport.record.epoch === view.epoch;
-  if (resumed && addReport?.record) {
-    next = addReport.record;
+  if (addReport?.record !== undefined || resumedJoin) {
+    next = addReport?.record ?? view;
   } else {
     const removedId = removed?.id;
     const members = view.members.filter((member) => member.id !== removedId);
@@ -307,6 +355,7 @@ export async function applyMemberChange(
   }
   const fromView = next.epoch === view.epoch ? undefined : view;
   if (fromView) requireList(reports, view);
+  if (fromView && removeIndex !== undefined && !add) requireEvenRemoval(nodes, view);
   // Step 2: the old members (those that answer) move to the new epoch.
   const results: Array<{ endpoint: string; result: string }> = [];
   let moved = 0;

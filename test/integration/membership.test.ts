@@ -240,4 +240,94 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.equal(after.nodes[1]!.id, before.nodes[1]!.id);
     assert.equal(after.record?.epoch, before.record?.epoch);
   });
+
+  describe("changes that must not let a node in unchecked", () => {
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+    /** Node 3's join (step 3 of replacing node 2 by it) times out: its writes are paused. */
+    async function replaceWithFailedJoin() {
+      // A longer hold than the suite's: the asking below ends well within it.
+      const first = new Redlock(urls(0, 1, 2), { ...options, maxTtlMs: 5_000 });
+      open.push(first);
+      await first.init();
+      await cluster.client(3).flushall(); // a server redquorum never used: no marker
+      const held = await holdOnAandC(first, 4_500);
+      await cluster.client(3).call("CLIENT", "PAUSE", "1000", "WRITE");
+      await assert.rejects(
+        changeMembers(
+          urls(0, 1, 2),
+          { remove: cluster.urls[2]!, add: cluster.urls[3]! },
+          { timeoutMs: 300 },
+        ),
+        /could not join/,
+      );
+      await sleep(1_100); // the pause is over
+      return held;
+    }
+
+    it("a replacement whose join failed: a client of the new list joins the new node itself, as lost and in quarantine, and cannot take the old member's lock", async () => {
+      const held = await replaceWithFailedJoin();
+      // Asked again and again while the old lock lasts: node 3's server has
+      // been up longer than maxTtlMs (the suite's tests before this one),
+      // so a quarantine judged from its start (a restart's) is over at once.
+      const asking = new Redlock(urls(0, 1, 3), {
+        ...options,
+        retry: { retries: 10, delayMs: 100, jitterMs: 0 },
+      });
+      open.push(asking);
+      await assert.rejects(asking.acquire(["r"], 2_000), ResourceLockedError);
+      assert.ok(held.remainingMs() > 0, "the premise: the old lock was still valid");
+      assert.match(String(await cluster.client(3).get("redquorum:marker")), /^lost:/);
+      assert.match(String(await cluster.client(3).get("redquorum:quarantine")), /./);
+    });
+
+    it("a replacement whose join failed, run again, joins the node under the id the record gave it", async () => {
+      await replaceWithFailedJoin();
+      const report = await changeMembers(urls(0, 1, 2), {
+        remove: cluster.urls[2]!,
+        add: cluster.urls[3]!,
+      });
+      const named = report.to.members.find(
+        (member) => member.address === report.nodes.at(-1)!.endpoint,
+      );
+      assert.equal(await cluster.client(3).get("redquorum:node"), named?.id);
+      assert.match(String(await cluster.client(3).get("redquorum:marker")), /^lost:/);
+      const status = await membershipStatus(urls(0, 1, 3));
+      assert.equal(status.problem, undefined, status.problem);
+    });
+
+    it("a member removed is added again only empty: with its old record and counters it is refused", async () => {
+      await client(urls(0, 1, 2)).init();
+      await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[3]! });
+      await assert.rejects(
+        changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
+        (error: unknown) => {
+          assert.ok(error instanceof MembershipError, String(error));
+          assert.match(error.message, /not a member now.*only empty/);
+          return true;
+        },
+      );
+      await cluster.client(3).flushall();
+      const report = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      assert.equal(report.to.members.length, 4);
+    });
+
+    it("a member is not removed from an odd number of members (a later repair would have too few witnesses); from an even number it is", async () => {
+      await client(urls(0, 1, 2)).init();
+      const before = await membershipStatus(urls(0, 1, 2));
+      await assert.rejects(
+        changeMembers(urls(0, 1, 2), { remove: cluster.urls[2]! }),
+        (error: unknown) => {
+          assert.ok(error instanceof MembershipError, String(error));
+          assert.match(error.message, /cannot remove a member from 3 members/);
+          return true;
+        },
+      );
+      assert.equal((await membershipStatus(urls(0, 1, 2))).record?.epoch, before.record?.epoch);
+      await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      const report = await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[2]! });
+      assert.equal(report.to.members.length, 3);
+    });
+  });
 });
