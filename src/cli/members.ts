@@ -119,7 +119,7 @@ export function membersCommand(): Command {
     changeCommand(
       "remove",
       "<url>",
-      "remove a member (give it as it appears in --nodes)",
+      "remove a member (give it as it appears in --nodes); only from an even number of members: from 3 or 5, replace it or add one first",
       (url) => ({
         remove: url!,
       }),
