@@ -32,7 +32,9 @@ export interface HandoffOutcome {
   /**
    * Per node: the heir's call was sent there, so it may have run even
    * unanswered. A call never sent (the heir's signal aborted, or the
-   * instance closed, before its round) touched nothing of ours.
+   * instance closed, before its round) touched nothing of ours. Complete
+   * only for a handoff the heir did not win (see `settleHandoff`), the one
+   * case that reads it.
    */
   readonly sent: readonly boolean[];
   /** Some node that granted the heir said a waiter of another instance heads its queue. */
@@ -57,7 +59,7 @@ export function handoffOutcome(
 ): HandoffOutcome {
   const replaced: boolean[] = new Array(nodeCount).fill(false);
   const notHeld: boolean[] = new Array(nodeCount).fill(false);
-  const sent: boolean[] = new Array(nodeCount).fill(round !== undefined && won);
+  const sent: boolean[] = new Array(nodeCount).fill(false);
   let othersWait = false;
   // `settled` holds every outcome `outcomes` does, and those that came after the round ended.
   round?.settled.forEach((outcome, i) => {

@@ -89,13 +89,17 @@ export function viewOf(reports: readonly NodeMembershipReport[]): MembershipReco
   return view;
 }
 
-/** The record written on `node`, compare-and-set (scripts.ts, writeRecordScript): its writeReply. */
+/**
+ * The record written on `node`, compare-and-set (scripts.ts,
+ * writeRecordScript): its writeReply. `join`: the node joins as one that
+ * lost its memory; "rejoin": so unless its marker says it is in service.
+ */
 export async function writeRecord(
   node: RedisNode,
   expected: string,
   record: MembershipRecord,
   id: string,
-  join: boolean,
+  join: boolean | "rejoin",
   timeoutMs: number,
 ): Promise<number> {
   const reply = await node.command(
@@ -107,7 +111,7 @@ export async function writeRecord(
       stampOf(record),
       formatRecord(record),
       id,
-      join ? "join" : "",
+      join === "rejoin" ? "rejoin" : join ? "join" : "",
     ],
     { timeoutMs },
   );

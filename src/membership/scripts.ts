@@ -35,8 +35,10 @@ export const writeReply = {
  * that lost its memory does, from now — its marker "lost:", so its fencing
  * counters are unknown until repaired, and the restart quarantine
  * (unjudged, counted from now: lock/scripts.ts, judgeQuarantineScript) —
- * whatever its server's uptime. Replies {writeReply, the stamp it holds
- * now or "", its member id or ""}.
+ * whatever its server's uptime; "rejoin" for a node taken back by its
+ * address (membership/view.ts): it joins so unless its marker, read in the
+ * same call, says it is in service ("1"). Replies {writeReply, the stamp it
+ * holds now or "", its member id or ""}.
  */
 export const writeRecordScript = new LuaScript(
   "membership-write",
@@ -52,7 +54,7 @@ if ARGV[4] ~= '' then
 end
 redis.call('set', '${stampKey}', ARGV[2])
 redis.call('set', '${recordKey}', ARGV[3])
-if ARGV[5] == 'join' then
+if ARGV[5] == 'join' or (ARGV[5] == 'rejoin' and redis.call('get', '${markerKey}') ~= '1') then
   local t = redis.call('time')
   local nowMs = t[1] * 1000 + math.floor(t[2] / 1000)
   redis.call('set', '${markerKey}', 'lost:' .. t[1] .. '.' .. t[2])

@@ -8,12 +8,7 @@
  * moved on refuse (membership/check.ts).
  */
 import { MembershipError } from "../errors.js";
-import { markerKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
-
-/** The lock marker of a node in service (node/node-state.ts). */
-const inServiceMarker = "1";
-
 import { readRecord, writeRecord } from "./change.js";
 import { describeMembers, type MembershipRecord, memberAt, memberById, stampOf } from "./record.js";
 import { writeReply } from "./scripts.js";
@@ -160,26 +155,24 @@ export class MembershipView {
     ) {
       return answer;
     }
-    // A node without an id of its own that does not hold the lock marker
-    // of a node in service rejoins as a node joining does (its marker
-    // "lost:", its counters unknown until repaired, the restart quarantine
-    // counted from now): it may be the member's server restarted empty or
-    // flushed, or a new server that a change named and has not joined yet.
-    // Left to a quarantine judged from its server's start, a new server up
-    // longer than maxTtlMs voted at once on locks the member it replaced
-    // held. One whose data says it is in service (restored from a copy) is
-    // left to the restart checks, as before. A member with its own id was
-    // one all along (a node added again gets a new id: change.ts), and only
-    // missed the record.
-    const joins =
-      answer.id === undefined &&
-      (await node.command(["GET", markerKey], { timeoutMs })) !== inServiceMarker;
+    // A node without an id of its own rejoins as a node joining does (its
+    // marker "lost:", its counters unknown until repaired, the restart
+    // quarantine counted from now) unless its marker says it is in service
+    // (the script reads it in the same call): it may be the member's server
+    // restarted empty or flushed, or a new server that a change named and
+    // has not joined yet. Left to a quarantine judged from its server's
+    // start, a new server up longer than maxTtlMs voted at once on locks the
+    // member it replaced held. One restored from a copy (marker "1") is left
+    // to the restart checks, as before. A member with its own id was one all
+    // along (a node added again gets a new id: change.ts), and only missed
+    // the record.
+    const rejoins = answer.id === undefined;
     const status = await writeRecord(
       node,
       stampOf(answer.record),
       view,
-      answer.id === undefined ? id : "",
-      joins,
+      rejoins ? id : "",
+      rejoins ? "rejoin" : false,
       timeoutMs,
     );
     if (status === writeReply.conflict) return readRecord(node, timeoutMs);
