@@ -93,7 +93,10 @@ export function membersCommand(): Command {
                 node.endpoint,
                 node.id ?? "-",
                 node.record ? String(node.record.epoch) : "-",
-                node.error ?? (node.record ? node.record.clusterId : "none"),
+                node.error ??
+                  (node.record
+                    ? `${node.record.clusterId}${node.changing ? " (changing: refuses votes)" : ""}`
+                    : "none"),
               ]),
             ),
           );

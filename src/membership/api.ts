@@ -60,6 +60,16 @@ export async function membershipStatus(
     try {
       const record = viewOf(reports);
       if (record) requireList(reports, record);
+      const changing = reports.filter((report) => report.changing).map((r) => r.endpoint);
+      if (changing.length > 0) {
+        return {
+          record,
+          nodes: reports,
+          problem:
+            `a change of members is under way on ${changing.join(", ")}: they refuse every vote ` +
+            "until it is written (if no change is running, run the last one again to complete it)",
+        };
+      }
       return { record, nodes: reports };
     } catch (error) {
       let record: MembershipRecord | undefined;

@@ -8,7 +8,9 @@
 import { InvalidArgumentError, MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
+import { chooseRecord } from "./choose.js";
 import {
+  changingPrefix,
   describeMembers,
   formatRecord,
   type Member,
@@ -26,6 +28,11 @@ export interface NodeMembershipReport {
   readonly endpoint: string;
   readonly id?: string;
   readonly record?: MembershipRecord;
+  /**
+   * The node accepted a change of members not written on it yet: it
+   * refuses every vote until that change, run again, is written.
+   */
+  readonly changing?: boolean;
   readonly error?: string;
 }
 
@@ -36,13 +43,14 @@ export interface NodeMembershipReport {
 export async function readRecord(
   node: RedisNode,
   timeoutMs: number,
-): Promise<{ id: string | undefined; record: MembershipRecord | undefined }> {
+): Promise<{ id: string | undefined; record: MembershipRecord | undefined; changing: boolean }> {
   const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
-  const [id, text] = Array.isArray(reply) ? reply : [];
+  const [id, text, stamp] = Array.isArray(reply) ? reply : [];
   try {
     return {
       id: typeof id === "string" && id !== "" ? id : undefined,
       record: parseRecord(typeof text === "string" ? text : undefined),
+      changing: typeof stamp === "string" && stamp.startsWith(changingPrefix),
     };
   } catch (error) {
     throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
@@ -51,8 +59,13 @@ export async function readRecord(
 
 async function readNode(node: RedisNode, timeoutMs: number): Promise<NodeMembershipReport> {
   try {
-    const { id, record } = await readRecord(node, timeoutMs);
-    return { endpoint: node.endpoint, ...(id ? { id } : {}), ...(record ? { record } : {}) };
+    const { id, record, changing } = await readRecord(node, timeoutMs);
+    return {
+      endpoint: node.endpoint,
+      ...(id ? { id } : {}),
+      ...(record ? { record } : {}),
+      ...(changing ? { changing } : {}),
+    };
   } catch (error) {
     return {
       endpoint: node.endpoint,
@@ -288,6 +301,8 @@ export async function applyMemberChange(
     );
   }
   let newMember: Member | undefined;
+  /** A record another change had chosen, written instead of this change's. */
+  let another: MembershipRecord | undefined;
   let resumedJoin = false;
   let addReport: NodeMembershipReport | undefined;
   if (add) {
@@ -360,7 +375,49 @@ export async function applyMemberChange(
   const fromView = next.epoch === view.epoch ? undefined : view;
   if (fromView) requireList(reports, view);
   if (fromView && removeIndex !== undefined && !add) requireEvenRemoval(nodes, view);
-  // Step 2: the old members (those that answer) move to the new epoch.
+  // Step 2: the members choose the record that follows the view
+  // (choose.ts): this change's, or one that another run may have had
+  // chosen before it. Members behind the view are brought up to it first,
+  // to take part.
+  let chosen = next;
+  // What each node's record is now, as far as this change knows.
+  const heldStamps = reports.map((report) => stampOf(report.record));
+  if (fromView) {
+    const current = stampOf(view);
+    const participants: RedisNode[] = [];
+    await Promise.all(
+      nodes.map(async (node, i) => {
+        const report = reports[i]!;
+        if (report.error || !report.id || !memberById(view, report.id)) return;
+        const held = stampOf(report.record);
+        if (held !== current) {
+          const status = await writeRecord(node, held, view, "", false, timeoutMs).catch(
+            () => writeReply.conflict,
+          );
+          if (status === writeReply.conflict) return;
+          heldStamps[i] = current;
+        }
+        participants.push(node);
+      }),
+    );
+    chosen = await chooseRecord(participants, view, next, timeoutMs);
+    if (stampOf(chosen) !== stampOf(next)) {
+      // This change run before, its added node given another id then.
+      const same =
+        add && newMember && chosen.members.length === next.members.length
+          ? memberAt(chosen, add.endpoint)
+          : undefined;
+      const others = (record: MembershipRecord) =>
+        record.members
+          .filter((member) => member.address !== add?.endpoint)
+          .map((member) => member.id)
+          .sort()
+          .join(",");
+      if (same && others(chosen) === others(next)) newMember = same;
+      else another = chosen;
+    }
+  }
+  // Then the chosen record is written on every node of the list that answers.
   const results: Array<{ endpoint: string; result: string }> = [];
   let moved = 0;
   await Promise.all(
@@ -370,25 +427,28 @@ export async function applyMemberChange(
         results[i] = { endpoint: node.endpoint, result: `not reached: ${report.error}` };
         return;
       }
-      const status = await writeRecord(
-        node,
-        stampOf(report.record),
-        next,
-        "",
-        false,
-        timeoutMs,
-      ).catch(() => writeReply.conflict);
+      const status = await writeRecord(node, heldStamps[i]!, chosen, "", false, timeoutMs).catch(
+        () => writeReply.conflict,
+      );
       if (status !== writeReply.conflict) moved++;
       results[i] = {
         endpoint: node.endpoint,
         result:
           status === writeReply.conflict
             ? "conflict: holds another record"
-            : `at epoch ${next.epoch}`,
+            : `at epoch ${chosen.epoch}`,
       };
     }),
   );
   const previous = fromView ?? view;
+  if (another) {
+    throw new MembershipError(
+      nodes.map((node) => node.endpoint),
+      `another change of members, run before or at the same time, was completed instead: ` +
+        `the members are now ${describeMembers(another)} (epoch ${another.epoch}). ` +
+        "Check them (`redquorum members show`) and run this change again with that list if it is still wanted",
+    );
+  }
   const needed = quorumOf(previous.members.length);
   if (moved < needed) {
     throw new MembershipError(
@@ -399,14 +459,16 @@ export async function applyMemberChange(
   }
   // Step 3: the new node joins, after the old epoch can no longer win.
   if (add && newMember) {
-    const status = await writeRecord(add, "", next, newMember.id, joinQuarantine, timeoutMs).catch(
-      (error: unknown) => {
-        throw new MembershipError(
-          [add.endpoint],
-          `could not join ${add.endpoint}: ${String(error)}`,
-        );
-      },
-    );
+    const status = await writeRecord(
+      add,
+      "",
+      chosen,
+      newMember.id,
+      joinQuarantine,
+      timeoutMs,
+    ).catch((error: unknown) => {
+      throw new MembershipError([add.endpoint], `could not join ${add.endpoint}: ${String(error)}`);
+    });
     results.push({
       endpoint: add.endpoint,
       result:
@@ -421,5 +483,5 @@ export async function applyMemberChange(
       );
     }
   }
-  return { from: previous, to: next, nodes: results };
+  return { from: previous, to: chosen, nodes: results };
 }

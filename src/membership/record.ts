@@ -13,6 +13,17 @@ export const nodeIdKey = "redquorum:node";
 export const stampKey = "redquorum:cluster";
 /** The whole record as JSON (`MembershipRecord`). */
 export const recordKey = "redquorum:members";
+/**
+ * A change under way (membership/choose.ts): "<epoch>\n<ballot promised>\n<ballot
+ * accepted>\n<record accepted>", the last two empty until one is accepted.
+ */
+export const proposalKey = "redquorum:members-next";
+/**
+ * What `stampKey` holds on a node that accepted a change not yet written
+ * as its record: this prefix, then its record's stamp. No client's stamp
+ * starts so, so the node refuses every vote until the change is written.
+ */
+export const changingPrefix = "changing:";
 
 export interface Member {
   /** The member id the node holds (`nodeIdKey`). */

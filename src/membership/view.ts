@@ -60,7 +60,7 @@ export class MembershipView {
    */
   async check(index: number, timeoutMs: number): Promise<void> {
     const node = this.nodes[index]!;
-    let answer = await readRecord(node, timeoutMs);
+    let answer: NodeMembership = await readRecord(node, timeoutMs);
     if (this.mode === "off") {
       this.answers[index] = answer;
       node.membershipStamp = stampOf(answer.record);

@@ -9,6 +9,7 @@ import { MembershipError, NodeConfigurationError, NodeError, QuorumError } from 
 import { InFlight } from "../in-flight.js";
 import { type RecordedMembership, recordMembership } from "../membership/change.js";
 import { membershipRefusalOf } from "../membership/check.js";
+import { changingPrefix } from "../membership/record.js";
 import type { MembershipView } from "../membership/view.js";
 import { Admission, type AdmissionOptions } from "../node/admission.js";
 import type { NodeInfo } from "../node/inspect.js";
@@ -211,8 +212,12 @@ export class NodeGroup {
       throw new NodeError(
         node.endpoint,
         new Error(
-          `refused the vote: the node's membership is ${stamp || "none"}, ` +
-            `this client's ${current || "none"}`,
+          stamp.startsWith(changingPrefix)
+            ? "refused the vote: a change of members is under way on this node (it votes again " +
+                "once the change is written; if none is running, run the last change again to " +
+                "complete it: `redquorum members show` lists the nodes)"
+            : `refused the vote: the node's membership is ${stamp || "none"}, ` +
+                `this client's ${current || "none"}`,
         ),
       );
     });

@@ -72,6 +72,7 @@ export function outlivesLocks(key: string): boolean {
     key === "redquorum:node" ||
     key === "redquorum:cluster" ||
     key === "redquorum:members" ||
+    key === "redquorum:members-next" ||
     key === "redquorum:id" ||
     key.startsWith("redquorum:id:")
   );

@@ -16,9 +16,11 @@ import {
   ResourceLockedError,
 } from "../../src/index.js";
 import { applyMemberChange } from "../../src/membership/change.js";
+import { writeRecordScript } from "../../src/membership/scripts.js";
 import { membershipTesting } from "../../src/membership/testing.js";
 import { createNodes } from "../../src/node/resolve.js";
 import { markNode, startCluster, type TestCluster } from "../helpers/cluster.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 // Not about node timeouts: a loaded machine must not fail these on 50 ms.
 const options = {
@@ -36,6 +38,7 @@ describe("cluster membership on real redis-server nodes", () => {
     return redlock;
   };
   const urls = (...indexes: number[]) => indexes.map((i) => cluster.urls[i]!);
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   before(async () => {
     cluster = await startCluster({ nodeCount: 4 });
@@ -241,9 +244,178 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.equal(after.record?.epoch, before.record?.epoch);
   });
 
-  describe("changes that must not let a node in unchecked", () => {
-    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  describe("two changes of members at once", () => {
+    /**
+     * Nodes 0–3 are the members (epoch 2). Two changes read them at that
+     * epoch, then write: one removing node 3 reaches nodes 0 and 1 only,
+     * the other removing node 1 reaches nodes 2 and 3 only (each one's
+     * writes to the other two fail). Neither reaches a majority of the 4.
+     */
+    async function splitRemovals() {
+      await client(urls(0, 1, 2)).init();
+      await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      // Node 3 as once its quarantine is over (what these tests are about is membership).
+      await markNode(cluster.client(3));
+      await cluster.client(3).del("redquorum:quarantine");
+      let reads = 0;
+      let bothRead = () => {};
+      const gate = new Promise<void>((resolve) => {
+        bothRead = resolve;
+      });
+      const racing = (reachable: number[]) =>
+        wrappedTransports(urls(0, 1, 2, 3), (real, i) => ({
+          async send(args, timeoutMs) {
+            if (args[0] === "MGET") {
+              const reply = await real.send(args, timeoutMs);
+              if (++reads === 8) bothRead();
+              return reply;
+            }
+            // Written only once both changes have read the members.
+            await gate;
+            if (!reachable.includes(i)) throw new Error("connection reset (the test's)");
+            return real.send(args, timeoutMs);
+          },
+        }));
+      const results = await Promise.allSettled([
+        changeMembers(racing([0, 1]), { remove: 3 }, { timeoutMs: 1_000 }),
+        changeMembers(racing([2, 3]), { remove: 1 }, { timeoutMs: 1_000 }),
+      ]);
+      for (const result of results) {
+        assert.equal(result.status, "rejected", "the premise: neither change reached a majority");
+      }
+    }
 
+    it("two changes that each reached half of the members: the lists of both cannot both take a lock", async () => {
+      await splitRemovals();
+      const unfenced = { ...options, fencing: false };
+      // Each change's list, checked with the node holding the other
+      // change's record last (its check answers 200 ms late): each client's
+      // view is then its own change's record.
+      const slowCheck = (indexes: number[], slow: number) =>
+        wrappedTransports(urls(...indexes), (real, i) => ({
+          async send(args, timeoutMs) {
+            if (indexes[i] === slow && args[0] === "MGET") await sleep(200);
+            return real.send(args, timeoutMs);
+          },
+        }));
+      const first = new Redlock(slowCheck([0, 1, 2], 2), unfenced);
+      const second = new Redlock(slowCheck([2, 3, 0], 0), unfenced);
+      open.push(first, second);
+      const outcomes = await Promise.allSettled([
+        first.acquire(["r"], 2_000),
+        second.acquire(["r"], 2_000),
+      ]);
+      const granted = outcomes.filter((outcome) => outcome.status === "fulfilled");
+      assert.ok(granted.length <= 1, `both lists took r: ${granted.length} holders`);
+    });
+
+    it("run again, a change completes one of the two: its list works, the other's is refused", async () => {
+      await splitRemovals();
+      const report = await changeMembers(urls(0, 1, 2, 3), { remove: 3 }).catch(
+        (error: unknown) => error,
+      );
+      const status = await membershipStatus(urls(0, 1, 2, 3));
+      assert.equal(status.record?.epoch, 3, String(report));
+      // One of the two removals, whichever the run completed.
+      const removed = status.nodes.findIndex(
+        (node) => !status.record!.members.some((member) => member.id === node.id),
+      );
+      assert.ok(removed === 1 || removed === 3, `removed node ${removed}`);
+      const unfenced = { ...options, fencing: false };
+      const memberList = new Redlock(removed === 3 ? urls(0, 1, 2) : urls(0, 2, 3), unfenced);
+      const otherList = new Redlock(removed === 3 ? urls(0, 2, 3) : urls(0, 1, 2), unfenced);
+      open.push(memberList, otherList);
+      const lock = await memberList.acquire(["r"], 2_000);
+      assert.ok(lock.remainingMs() > 0);
+      await assert.rejects(otherList.acquire(["s"], 2_000));
+    });
+  });
+
+  it("a change stopped once the members accepted it: they refuse every vote, saying why, until the change run again writes it", async () => {
+    await client(urls(0, 1, 2)).init();
+    // Every record write fails: the change stops after its accept phase.
+    const stopped = wrappedTransports(urls(0, 1, 2, 3), (real) => ({
+      send(args, timeoutMs) {
+        if (args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+          return Promise.reject(new Error("connection reset (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    await assert.rejects(changeMembers(stopped.slice(0, 3), { add: stopped[3]! }), MembershipError);
+    for (const i of [0, 1, 2]) {
+      assert.match(String(await cluster.client(i).get("redquorum:cluster")), /^changing:/);
+    }
+    assert.match(
+      String((await membershipStatus(urls(0, 1, 2))).problem),
+      /a change of members is under way on .*run the last one again/,
+    );
+    const waiting = client(urls(0, 1, 2));
+    await assert.rejects(waiting.acquire(["r"], 1_000), /a change of members is under way/);
+    // Run again, with a new id drawn for node 3: the record accepted before
+    // (and its id for node 3) is the one written.
+    const report = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+    assert.equal(report.to.epoch, 2);
+    const joined = report.to.members.find(
+      (member) => member.address === report.nodes.at(-1)!.endpoint,
+    );
+    assert.equal(await cluster.client(3).get("redquorum:node"), joined?.id);
+    for (const i of [0, 1, 2, 3]) {
+      assert.doesNotMatch(String(await cluster.client(i).get("redquorum:cluster")), /^changing:/);
+    }
+    await markNode(cluster.client(3));
+    await cluster.client(3).del("redquorum:quarantine");
+    const lock = await client(urls(0, 1, 2, 3)).acquire(["r"], 1_000);
+    assert.ok(lock.remainingMs() > 0);
+  });
+
+  it("a member that lost its memory after accepting a change takes part in the next only once every other member answered", async () => {
+    await client(urls(0, 1, 2)).init();
+    // A change (node 3 added) accepted by nodes 0 and 1, and written nowhere.
+    const stopped = wrappedTransports(urls(0, 1, 2, 3), (real, i) => ({
+      send(args, timeoutMs) {
+        const write = args[0] === "EVAL" && args[1] === writeRecordScript.source;
+        if (write || (i === 2 && args[0] === "EVAL")) {
+          return Promise.reject(new Error("connection reset (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    await assert.rejects(changeMembers(stopped.slice(0, 3), { add: stopped[3]! }), MembershipError);
+    assert.match(String(await cluster.client(0).get("redquorum:cluster")), /^changing:/);
+    assert.match(String(await cluster.client(1).get("redquorum:cluster")), /^changing:/);
+    // Node 0 loses its memory, and a client takes it back as the member.
+    await cluster.client(0).flushall();
+    await client(urls(0, 1, 2))
+      .acquire(["r"], 1_000)
+      .catch(() => {});
+    assert.match(String(await cluster.client(0).get("redquorum:node")), /./, "node 0 rejoined");
+    assert.equal(await cluster.client(0).get("redquorum:members-next"), "2\namnesiac\n\n");
+    // Another change, with node 1 out of reach: nodes 0 and 2 would be a
+    // majority, and neither remembers the change node 1 accepted.
+    const withoutNode1 = wrappedTransports(urls(0, 1, 2), (real, i) => ({
+      send(args, timeoutMs) {
+        if (i === 1) return Promise.reject(new Error("connection reset (the test's)"));
+        return real.send(args, timeoutMs);
+      },
+    }));
+    await assert.rejects(
+      changeMembers(withoutNode1, { remove: 2, add: cluster.urls[3]! }),
+      /lost its memory, and takes part only once every other member answers/,
+    );
+    // With node 1 answering, node 0 is told what node 1 accepted: that change is the one written.
+    await assert.rejects(
+      changeMembers(urls(0, 1, 2), { remove: 2, add: cluster.urls[3]! }),
+      /another change of members.*was completed instead/,
+    );
+    // The change that was chosen, run again, joins its node.
+    await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+    const status = await membershipStatus(urls(0, 1, 2, 3));
+    assert.equal(status.problem, undefined, status.problem);
+    assert.equal(status.record?.members.length, 4);
+  });
+
+  describe("changes that must not let a node in unchecked", () => {
     /** Node 3's join (step 3 of replacing node 2 by it) times out: its writes are paused. */
     async function replaceWithFailedJoin() {
       // A longer hold than the suite's: the asking below ends well within it.

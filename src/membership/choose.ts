@@ -1,0 +1,192 @@
+/**
+ * Which record follows epoch e: one value chosen by the members of e, with
+ * single-decree Paxos (docs/membership.md, "Two changes at once"). Each
+ * member promises ballots and accepts records in its proposal key
+ * (scripts.ts); a record accepted by a majority is chosen, and only a
+ * chosen record is ever written as a node's record, so every record of
+ * epoch e+1 any node holds is the same one.
+ *
+ * Without this, two changes run at once from e each wrote their own e+1
+ * record on some members: with 4 members, one removal reached two of them
+ * and another removal the other two, each failed, and a client of each new
+ * list won a lock on its two nodes. A node that accepted a record refuses
+ * every vote until a record is written on it (the changing stamp), so a
+ * record nobody chose is never voted under; running a change again
+ * completes the one that may have been chosen before it (Paxos's phase 1
+ * finds it), so no member is left refusing for good.
+ */
+import { randomBytes } from "node:crypto";
+import { MembershipError } from "../errors.js";
+import type { RedisNode } from "../node/redis-node.js";
+import { quorumOf } from "../quorum/round.js";
+import { formatRecord, type MembershipRecord, parseRecord, stampOf } from "./record.js";
+import { acceptScript, prepareScript, proposalReply } from "./scripts.js";
+
+/** Rounds of ballots before a change gives up to another one running (each raises the ballot). */
+const maxBallots = 6;
+
+/** "<number, 12 digits>:<16 random hex>": ordered as strings, unique per proposer. */
+function ballotOf(number: number): string {
+  return `${String(number).padStart(12, "0")}:${randomBytes(8).toString("hex")}`;
+}
+
+function numberOf(ballot: string): number {
+  const number = Number.parseInt(ballot.slice(0, 12), 10);
+  return Number.isSafeInteger(number) ? number : 0;
+}
+
+type Reply =
+  | { kind: "ok"; ballot: string; record: string }
+  | { kind: "outbid"; ballot: string }
+  | { kind: "moved"; stamp: string }
+  | { kind: "amnesiac" }
+  | { kind: "failed"; error: string };
+
+async function ask(
+  node: RedisNode,
+  script: typeof prepareScript,
+  args: string[],
+  timeoutMs: number,
+): Promise<Reply> {
+  try {
+    const reply = await node.command(["EVAL", script.source, "0", ...args], { timeoutMs });
+    const [status, first, second] = Array.isArray(reply) ? reply : [];
+    if (status === proposalReply.ok) {
+      return { kind: "ok", ballot: String(first ?? ""), record: String(second ?? "") };
+    }
+    if (status === proposalReply.outbid) return { kind: "outbid", ballot: String(first) };
+    if (status === proposalReply.moved) return { kind: "moved", stamp: String(first) };
+    if (status === proposalReply.amnesiac) return { kind: "amnesiac" };
+    return { kind: "failed", error: `an unexpected reply: ${JSON.stringify(reply)}` };
+  } catch (error) {
+    return { kind: "failed", error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/**
+ * The record chosen to follow `from` (a record held by a majority of
+ * `from`'s members): `proposal` unless another one may have been chosen
+ * before, which is then chosen instead. `nodes`: the members of `from`, each
+ * holding that record. Throws `MembershipError` when a majority of them do
+ * not take part (no answer, or a record other than `from`).
+ */
+export async function chooseRecord(
+  nodes: readonly RedisNode[],
+  from: MembershipRecord,
+  proposal: MembershipRecord,
+  timeoutMs: number,
+): Promise<MembershipRecord> {
+  const needed = quorumOf(from.members.length);
+  const common = [stampOf(from), String(proposal.epoch)];
+  let number = 1;
+  let last = "";
+  for (let attempt = 0; attempt < maxBallots; attempt++) {
+    if (attempt > 0) {
+      // Two proposers outbidding each other in turn: one of them waits more.
+      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 80 * attempt));
+    }
+    const ballot = ballotOf(number);
+    const promises = await Promise.all(
+      nodes.map((node) => ask(node, prepareScript, [...common, ballot], timeoutMs)),
+    );
+    await askAmnesiacs(nodes, from, promises, [...common, ballot], timeoutMs);
+    const outcome = tally(promises, needed, nodes);
+    number = Math.max(number, outcome.highestNumber) + 1;
+    if (!outcome.majority) {
+      last = outcome.summary;
+      continue;
+    }
+    // The record accepted under the highest ballot, if any: it may have
+    // been chosen already, and only it may be chosen now.
+    let value = formatRecord(proposal);
+    let acceptedUnder = "";
+    for (const reply of promises) {
+      if (reply.kind === "ok" && reply.ballot !== "" && reply.ballot > acceptedUnder) {
+        acceptedUnder = reply.ballot;
+        value = reply.record;
+      }
+    }
+    const accepts = await Promise.all(
+      nodes.map((node) => ask(node, acceptScript, [...common, ballot, value], timeoutMs)),
+    );
+    const accepted = tally(accepts, needed, nodes);
+    number = Math.max(number, accepted.highestNumber + 1);
+    if (accepted.majority) {
+      const record = parseRecord(value);
+      if (!record || record.clusterId !== from.clusterId || record.epoch !== proposal.epoch) {
+        throw new MembershipError(
+          nodes.map((node) => node.endpoint),
+          `the change accepted on the members is not a record of epoch ${proposal.epoch}: ${value.slice(0, 80)}`,
+        );
+      }
+      return record;
+    }
+    last = accepted.summary;
+  }
+  throw new MembershipError(
+    nodes.map((node) => node.endpoint),
+    `the change did not reach ${needed} of ${from.members.length} members (${last}); ` +
+      "run it again once they answer (another change running at the same time outbids it until one of them ends)",
+  );
+}
+
+/**
+ * Members that rejoined after losing their memory (scripts.ts,
+ * amnesiacPromise) may have promised or accepted a record they forgot: one
+ * counted in a majority that met the majority which chose a record only
+ * there would let a second record be chosen. They take part only when
+ * every other member promised in this round, so that no accepted record
+ * can be missing from the answers: each is then told the highest one, and
+ * holds it as accepted (what it may have forgotten is at most that), and
+ * its answer replaces its reply in `promises`.
+ */
+async function askAmnesiacs(
+  nodes: readonly RedisNode[],
+  from: MembershipRecord,
+  promises: Reply[],
+  args: readonly string[],
+  timeoutMs: number,
+): Promise<void> {
+  const amnesiacs = promises.flatMap((reply, i) => (reply.kind === "amnesiac" ? [i] : []));
+  if (amnesiacs.length === 0 || nodes.length !== from.members.length) return;
+  if (promises.some((reply) => reply.kind !== "ok" && reply.kind !== "amnesiac")) return;
+  let highest = { ballot: "", record: "" };
+  for (const reply of promises) {
+    if (reply.kind === "ok" && reply.ballot > highest.ballot) {
+      highest = { ballot: reply.ballot, record: reply.record };
+    }
+  }
+  const told = await Promise.all(
+    amnesiacs.map((i) =>
+      ask(nodes[i]!, prepareScript, [...args, highest.ballot, highest.record], timeoutMs),
+    ),
+  );
+  amnesiacs.forEach((i, k) => {
+    promises[i] = told[k]!;
+  });
+}
+
+function tally(
+  replies: readonly Reply[],
+  needed: number,
+  nodes: readonly RedisNode[],
+): { majority: boolean; highestNumber: number; summary: string } {
+  let ok = 0;
+  let highestNumber = 0;
+  const parts: string[] = [];
+  replies.forEach((reply, i) => {
+    const endpoint = nodes[i]!.endpoint;
+    if (reply.kind === "ok") ok++;
+    else if (reply.kind === "outbid") {
+      highestNumber = Math.max(highestNumber, numberOf(reply.ballot));
+      parts.push(`${endpoint}: promised to another change`);
+    } else if (reply.kind === "moved") {
+      parts.push(`${endpoint}: holds ${reply.stamp || "no record"}`);
+    } else if (reply.kind === "amnesiac") {
+      parts.push(
+        `${endpoint}: lost its memory, and takes part only once every other member answers`,
+      );
+    } else parts.push(`${endpoint}: ${reply.error}`);
+  });
+  return { majority: ok >= needed, highestNumber, summary: parts.join("; ") || "no answers" };
+}
