@@ -194,6 +194,21 @@ export function requireList(
   reports: readonly NodeMembershipReport[],
   view: MembershipRecord,
 ): void {
+  // One server named twice (two spellings, or its data copied) would count
+  // twice in a majority: in a change's, a record chosen by fewer than half.
+  const named = new Map<string, string>();
+  for (const report of reports) {
+    if (!report.id) continue;
+    const other = named.get(report.id);
+    if (other !== undefined) {
+      throw new MembershipError(
+        [other, report.endpoint],
+        `${other} and ${report.endpoint} both answer as member ${report.id}: one server named ` +
+          "twice, or its data copied to another. Give each member once",
+      );
+    }
+    named.set(report.id, report.endpoint);
+  }
   const strangers = reports.filter((r) => !r.error && (!r.id || !memberById(view, r.id)));
   const ids = new Set(reports.flatMap((r) => (r.id ? [r.id] : [])));
   const absent = view.members.filter((member) => !ids.has(member.id));
@@ -320,6 +335,15 @@ export async function applyMemberChange(
       addReport.record.epoch === view.epoch &&
       addReport.id !== undefined &&
       memberById(view, addReport.id) !== undefined;
+    if (already && removed?.id && memberById(view, removed.id)) {
+      // The node to add is a member, and the one to remove still is: not a
+      // run of this replacement, which would have removed it.
+      throw new MembershipError(
+        [add.endpoint, removed.endpoint],
+        `${add.endpoint} is a member already and ${removed.endpoint} still is: nothing was ` +
+          "replaced. Remove the member on its own if that is what is wanted",
+      );
+    }
     if (addReport.record && !already) {
       if (addReport.record.clusterId !== view.clusterId) {
         throw new MembershipError(

@@ -90,7 +90,7 @@ export async function chooseRecord(
       nodes.map((node) => ask(node, prepareScript, [...common, ballot], timeoutMs)),
     );
     await askAmnesiacs(nodes, from, promises, [...common, ballot], timeoutMs);
-    const outcome = tally(promises, needed, nodes);
+    const outcome = tally(promises, needed, nodes, from.members.length);
     number = Math.max(number, outcome.highestNumber) + 1;
     if (!outcome.majority) {
       last = outcome.summary;
@@ -109,7 +109,7 @@ export async function chooseRecord(
     const accepts = await Promise.all(
       nodes.map((node) => ask(node, acceptScript, [...common, ballot, value], timeoutMs)),
     );
-    const accepted = tally(accepts, needed, nodes);
+    const accepted = tally(accepts, needed, nodes, from.members.length);
     number = Math.max(number, accepted.highestNumber + 1);
     if (accepted.majority) {
       const record = parseRecord(value);
@@ -135,10 +135,11 @@ export async function chooseRecord(
  * amnesiacPromise) may have promised or accepted a record they forgot: one
  * counted in a majority that met the majority which chose a record only
  * there would let a second record be chosen. They take part only when
- * every other member promised in this round, so that no accepted record
- * can be missing from the answers: each is then told the highest one, and
- * holds it as accepted (what it may have forgotten is at most that), and
- * its answer replaces its reply in `promises`.
+ * N - Q + 1 other members promised in this round: those meet every
+ * majority, so a record chosen before is among their answers, under the
+ * highest ballot (Paxos's own argument). Each is then told that record,
+ * and holds it as accepted (what it may have forgotten is at most that),
+ * and its answer replaces its reply in `promises`.
  */
 async function askAmnesiacs(
   nodes: readonly RedisNode[],
@@ -148,8 +149,9 @@ async function askAmnesiacs(
   timeoutMs: number,
 ): Promise<void> {
   const amnesiacs = promises.flatMap((reply, i) => (reply.kind === "amnesiac" ? [i] : []));
-  if (amnesiacs.length === 0 || nodes.length !== from.members.length) return;
-  if (promises.some((reply) => reply.kind !== "ok" && reply.kind !== "amnesiac")) return;
+  const remembering = promises.filter((reply) => reply.kind === "ok").length;
+  const members = from.members.length;
+  if (amnesiacs.length === 0 || remembering < members - quorumOf(members) + 1) return;
   let highest = { ballot: "", record: "" };
   for (const reply of promises) {
     if (reply.kind === "ok" && reply.ballot > highest.ballot) {
@@ -170,6 +172,7 @@ function tally(
   replies: readonly Reply[],
   needed: number,
   nodes: readonly RedisNode[],
+  members: number,
 ): { majority: boolean; highestNumber: number; summary: string } {
   let ok = 0;
   let highestNumber = 0;
@@ -184,7 +187,9 @@ function tally(
       parts.push(`${endpoint}: holds ${reply.stamp || "no record"}`);
     } else if (reply.kind === "amnesiac") {
       parts.push(
-        `${endpoint}: lost its memory, and takes part only once every other member answers`,
+        `${endpoint}: lost its memory, and takes part only once ${
+          members - needed + 1
+        } other members promise`,
       );
     } else parts.push(`${endpoint}: ${reply.error}`);
   });

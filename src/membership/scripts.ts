@@ -65,6 +65,10 @@ if held == ARGV[2] and (ARGV[4] == '' or id == ARGV[4]) then return {${writeRepl
 if committed ~= ARGV[1] or (ARGV[4] ~= '' and id ~= '' and id ~= ARGV[4]) then
   return {${writeReply.conflict}, committed, id}
 end
+-- A change under way ends with the record written; a node that lost its
+-- memory stays marked so (for the epoch after this record) until a change
+-- tells it what the other members accepted (choose.ts).
+local amnesiac = string.find(redis.call('get', '${proposalKey}') or '', '\\n${amnesiacPromise}\\n', 1, true)
 redis.call('del', '${proposalKey}')
 if ARGV[4] ~= '' then
   redis.call('set', '${nodeIdKey}', ARGV[4])
@@ -81,7 +85,7 @@ if ARGV[5] == 'join' or (ARGV[5] == 'rejoin' and redis.call('get', '${markerKey}
 end
 -- A node taken back after losing its memory may have promised or accepted
 -- a change of the next epoch, and forgotten it (choose.ts).
-if ARGV[5] == 'rejoin' then
+if ARGV[5] == 'rejoin' or amnesiac then
   local epoch = tonumber(string.match(ARGV[2], '^[^:]*:(%d+):'))
   if epoch then
     redis.call('set', '${proposalKey}', (epoch + 1) .. '\\n${amnesiacPromise}\\n\\n')
@@ -116,7 +120,8 @@ local promised, acceptedBallot, acceptedRecord = '', '', ''
 local proposal = redis.call('get', '${proposalKey}')
 if proposal then
   local epoch, p, b, r = string.match(proposal, '^([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(.*)$')
-  if epoch == ARGV[2] then promised, acceptedBallot, acceptedRecord = p, b, r end
+  if epoch == ARGV[2] then promised, acceptedBallot, acceptedRecord = p, b, r
+  elseif p == '${amnesiacPromise}' then promised = p end
 end
 `;
 
@@ -127,8 +132,9 @@ end
  * accepted before ("" for none)}, {outbid, the ballot promised}, or {moved,
  * the stamp of the record held}. A node that rejoined after losing its
  * memory replies {amnesiac}, unless given ARGV[4] and ARGV[5]: the ballot
- * and record accepted under it that the change found highest among every
- * other member (all of them answered), which it then holds as accepted.
+ * and record accepted under it that the change found highest among the
+ * other members' promises (enough of them to meet every majority), which
+ * it then holds as accepted.
  */
 export const prepareScript = new LuaScript(
   "membership-prepare",
