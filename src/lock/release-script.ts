@@ -28,18 +28,32 @@ export const releaseScript = LuaScript.batchable(
   `local deleted = 0
 -- Which keys have waiters to reserve for (with a reservation time): a
 -- requeued waiter is one; else the queue's existence, read once here.
-local waited = {}
-local ours = {}
+local waited, ours
 local anyWaited = ARGV[5] ~= nil
-for i = 1, #KEYS do
-  if redis.call('get', KEYS[i]) == ARGV[1] then
-    redis.call('del', KEYS[i])
-    deleted = deleted + 1
-    ours[i] = true
+if #KEYS == 1 and not anyWaited then
+  -- One key, nobody to queue (most releases): the loop below, in the same
+  -- calls and order, without its tables unless someone waits (a script
+  -- pays for every table and closure it makes: docs/benchmarks.md).
+  if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('del', KEYS[1])
+    deleted = 1
   end
-  if ARGV[2] ~= '0' then
-    waited[i] = ARGV[5] ~= nil or redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1
-    anyWaited = anyWaited or waited[i]
+  if ARGV[2] == '0' or redis.call('exists', '${queueKeyPrefix}' .. KEYS[1]) == 0 then
+    return {deleted, ''}
+  end
+  waited, ours, anyWaited = {true}, {deleted == 1}, true
+else
+  waited, ours = {}, {}
+  for i = 1, #KEYS do
+    if redis.call('get', KEYS[i]) == ARGV[1] then
+      redis.call('del', KEYS[i])
+      deleted = deleted + 1
+      ours[i] = true
+    end
+    if ARGV[2] ~= '0' then
+      waited[i] = ARGV[5] ~= nil or redis.call('exists', '${queueKeyPrefix}' .. KEYS[i]) == 1
+      anyWaited = anyWaited or waited[i]
+    end
   end
 end
 -- Nobody to queue and nobody waiting: done, before the queue's functions
