@@ -21,7 +21,14 @@ import {
   parseRecord,
   stampOf,
 } from "./record.js";
-import { readKeys, writeRecordScript, writeReply } from "./scripts.js";
+import {
+  markOf,
+  readKeys,
+  resolveMarkScript,
+  unknownMark,
+  writeRecordScript,
+  writeReply,
+} from "./scripts.js";
 
 /** What one node holds: its member id and record, or why it could not be read. */
 export interface NodeMembershipReport {
@@ -33,24 +40,66 @@ export interface NodeMembershipReport {
    * refuses every vote until that change, run again, is written.
    */
   readonly changing?: boolean;
+  /**
+   * It lost its memory as a member, and takes no part in changes until a
+   * record of this epoch is written on it.
+   */
+  readonly mark?: number;
   readonly error?: string;
+}
+
+/** What one node holds of the membership (`readRecord`). */
+export interface NodeRecord {
+  readonly id: string | undefined;
+  readonly record: MembershipRecord | undefined;
+  /** It accepted a change not yet written on it (it refuses every vote). */
+  readonly changing: boolean;
+  /** It lost its memory as a member: the epoch its mark names (scripts.ts, writeRecordScript). */
+  readonly mark: number | undefined;
+}
+
+/**
+ * The epoch up to which a member taken back now, after losing its memory,
+ * may have promised or accepted a change (choose.ts): its mark. Read from
+ * `answers`, fresh reads of the members' nodes, at least a majority of
+ * which must hold the cluster's record (undefined otherwise: it cannot be
+ * told). A record chosen before the loss was accepted by a majority, which
+ * meets those answers at a member that holds it, or the record before it
+ * with the change accepted (changing), or (having lost its memory since)
+ * a mark at least that epoch: so that record's epoch is at most the
+ * highest of those plus one, and a change after it at most plus two.
+ */
+export function forgottenUpTo(
+  answers: ReadonlyArray<
+    | { readonly record?: MembershipRecord | undefined; readonly mark?: number | undefined }
+    | undefined
+  >,
+  view: MembershipRecord,
+): number | undefined {
+  let held = 0;
+  let highest = 0;
+  for (const answer of answers) {
+    // A member marked without knowing up to when tells nothing: left out.
+    if (answer?.record?.clusterId !== view.clusterId || answer.mark === unknownMark) continue;
+    held++;
+    highest = Math.max(highest, answer.record.epoch, (answer.mark ?? 0) - 1);
+  }
+  return held >= quorumOf(view.members.length) ? highest + 2 : undefined;
 }
 
 /**
  * A node's member id and record (one MGET); rejects with the node's error,
  * or a `MembershipError` for a record this version cannot read.
  */
-export async function readRecord(
-  node: RedisNode,
-  timeoutMs: number,
-): Promise<{ id: string | undefined; record: MembershipRecord | undefined; changing: boolean }> {
+export async function readRecord(node: RedisNode, timeoutMs: number): Promise<NodeRecord> {
   const reply = await node.command(["MGET", ...readKeys], { timeoutMs });
-  const [id, text, stamp] = Array.isArray(reply) ? reply : [];
+  const [id, text, stamp, proposal] = Array.isArray(reply) ? reply : [];
   try {
     return {
       id: typeof id === "string" && id !== "" ? id : undefined,
       record: parseRecord(typeof text === "string" ? text : undefined),
       changing: typeof stamp === "string" && stamp.startsWith(changingPrefix),
+      mark: markOf(proposal),
     };
   } catch (error) {
     throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
@@ -59,12 +108,13 @@ export async function readRecord(
 
 async function readNode(node: RedisNode, timeoutMs: number): Promise<NodeMembershipReport> {
   try {
-    const { id, record, changing } = await readRecord(node, timeoutMs);
+    const { id, record, changing, mark } = await readRecord(node, timeoutMs);
     return {
       endpoint: node.endpoint,
       ...(id ? { id } : {}),
       ...(record ? { record } : {}),
       ...(changing ? { changing } : {}),
+      ...(mark === undefined ? {} : { mark }),
     };
   } catch (error) {
     return {
@@ -114,6 +164,8 @@ export async function writeRecord(
   id: string,
   join: boolean | "rejoin",
   timeoutMs: number,
+  /** For a node that may be a member that lost its memory: its mark (`forgottenUpTo`). */
+  forgetsUpTo?: number,
 ): Promise<number> {
   const reply = await node.command(
     [
@@ -125,6 +177,7 @@ export async function writeRecord(
       formatRecord(record),
       id,
       join === "rejoin" ? "rejoin" : join ? "join" : "",
+      forgetsUpTo === undefined ? "" : String(forgetsUpTo),
     ],
     { timeoutMs },
   );
@@ -408,6 +461,20 @@ export async function applyMemberChange(
   const heldStamps = reports.map((report) => stampOf(report.record));
   if (fromView) {
     const current = stampOf(view);
+    // Members taken back when too few answered to tell what they may have
+    // forgotten: worked out now, from this change's majority of answers.
+    const forgets = forgottenUpTo(reports, view);
+    if (forgets !== undefined) {
+      await Promise.all(
+        nodes.map((node, i) =>
+          reports[i]!.mark === unknownMark
+            ? node
+                .command(["EVAL", resolveMarkScript.source, "0", String(forgets)], { timeoutMs })
+                .catch(() => undefined)
+            : undefined,
+        ),
+      );
+    }
     const participants: RedisNode[] = [];
     await Promise.all(
       nodes.map(async (node, i) => {
@@ -452,15 +519,17 @@ export async function applyMemberChange(
         return;
       }
       const status = await writeRecord(node, heldStamps[i]!, chosen, "", false, timeoutMs).catch(
-        () => writeReply.conflict,
+        (error: unknown) => (error instanceof Error ? error.message : String(error)),
       );
-      if (status !== writeReply.conflict) moved++;
+      if (typeof status === "number" && status !== writeReply.conflict) moved++;
       results[i] = {
         endpoint: node.endpoint,
         result:
-          status === writeReply.conflict
-            ? "conflict: holds another record"
-            : `at epoch ${chosen.epoch}`,
+          typeof status === "string"
+            ? `not reached: ${status}`
+            : status === writeReply.conflict
+              ? "conflict: holds another record"
+              : `at epoch ${chosen.epoch}`,
       };
     }),
   );
@@ -483,6 +552,9 @@ export async function applyMemberChange(
   }
   // Step 3: the new node joins, after the old epoch can no longer win.
   if (add && newMember) {
+    // A node the record names already (a run before did not join it) may
+    // be a member that joined then and lost its memory since.
+    const forgets = resumedJoin ? (forgottenUpTo(reports, view) ?? unknownMark) : undefined;
     const status = await writeRecord(
       add,
       "",
@@ -490,6 +562,7 @@ export async function applyMemberChange(
       newMember.id,
       joinQuarantine,
       timeoutMs,
+      forgets,
     ).catch((error: unknown) => {
       throw new MembershipError([add.endpoint], `could not join ${add.endpoint}: ${String(error)}`);
     });

@@ -14,6 +14,17 @@
  * record nobody chose is never voted under; running a change again
  * completes the one that may have been chosen before it (Paxos's phase 1
  * finds it), so no member is left refusing for good.
+ *
+ * Paxos needs acceptors that remember. A member taken back after losing
+ * its memory (view.ts, change.ts) is marked (scripts.ts) and takes no part
+ * — no promise, no accept — until a record of every epoch it may have
+ * promised or accepted in is written on it; the mark names that epoch,
+ * worked out from a majority's answers when it was taken back. Every
+ * majority that chooses a record is then made of members that remember
+ * what they did for that epoch, and meets every other such majority at
+ * one of them (2Q > N, whatever the number left out). A promise given
+ * before the loss and counted by a change still under way is not kept
+ * either: its accept carries the incarnation the promise was given under.
  */
 import { randomBytes } from "node:crypto";
 import { MembershipError } from "../errors.js";
@@ -36,10 +47,11 @@ function numberOf(ballot: string): number {
 }
 
 type Reply =
-  | { kind: "ok"; ballot: string; record: string }
+  | { kind: "ok"; ballot: string; record: string; incarnation: string }
   | { kind: "outbid"; ballot: string }
   | { kind: "moved"; stamp: string }
   | { kind: "amnesiac" }
+  | { kind: "forgot" }
   | { kind: "failed"; error: string };
 
 async function ask(
@@ -50,13 +62,19 @@ async function ask(
 ): Promise<Reply> {
   try {
     const reply = await node.command(["EVAL", script.source, "0", ...args], { timeoutMs });
-    const [status, first, second] = Array.isArray(reply) ? reply : [];
+    const [status, first, second, third] = Array.isArray(reply) ? reply : [];
     if (status === proposalReply.ok) {
-      return { kind: "ok", ballot: String(first ?? ""), record: String(second ?? "") };
+      return {
+        kind: "ok",
+        ballot: String(first ?? ""),
+        record: String(second ?? ""),
+        incarnation: String(third ?? ""),
+      };
     }
     if (status === proposalReply.outbid) return { kind: "outbid", ballot: String(first) };
     if (status === proposalReply.moved) return { kind: "moved", stamp: String(first) };
     if (status === proposalReply.amnesiac) return { kind: "amnesiac" };
+    if (status === proposalReply.forgot) return { kind: "forgot" };
     return { kind: "failed", error: `an unexpected reply: ${JSON.stringify(reply)}` };
   } catch (error) {
     return { kind: "failed", error: error instanceof Error ? error.message : String(error) };
@@ -86,11 +104,13 @@ export async function chooseRecord(
       await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 80 * attempt));
     }
     const ballot = ballotOf(number);
+    // A fresh incarnation per round (scripts.ts, proposalLua): a node keeps
+    // the one it has for the epoch, and answers with it.
+    const prepare = [...common, ballot, randomBytes(8).toString("hex")];
     const promises = await Promise.all(
-      nodes.map((node) => ask(node, prepareScript, [...common, ballot], timeoutMs)),
+      nodes.map((node) => ask(node, prepareScript, prepare, timeoutMs)),
     );
-    await askAmnesiacs(nodes, from, promises, [...common, ballot], timeoutMs);
-    const outcome = tally(promises, needed, nodes, from.members.length);
+    const outcome = tally(promises, needed, nodes);
     number = Math.max(number, outcome.highestNumber) + 1;
     if (!outcome.majority) {
       last = outcome.summary;
@@ -106,10 +126,15 @@ export async function chooseRecord(
         value = reply.record;
       }
     }
+    // Only the nodes that promised are asked, each with the incarnation it promised under.
     const accepts = await Promise.all(
-      nodes.map((node) => ask(node, acceptScript, [...common, ballot, value], timeoutMs)),
+      nodes.map((node, i) => {
+        const promise = promises[i]!;
+        if (promise.kind !== "ok") return promise;
+        return ask(node, acceptScript, [...common, ballot, promise.incarnation, value], timeoutMs);
+      }),
     );
-    const accepted = tally(accepts, needed, nodes, from.members.length);
+    const accepted = tally(accepts, needed, nodes);
     number = Math.max(number, accepted.highestNumber + 1);
     if (accepted.majority) {
       const record = parseRecord(value);
@@ -130,49 +155,10 @@ export async function chooseRecord(
   );
 }
 
-/**
- * Members that rejoined after losing their memory (scripts.ts,
- * amnesiacPromise) may have promised or accepted a record they forgot: one
- * counted in a majority that met the majority which chose a record only
- * there would let a second record be chosen. They take part only when
- * N - Q + 1 other members promised in this round: those meet every
- * majority, so a record chosen before is among their answers, under the
- * highest ballot (Paxos's own argument). Each is then told that record,
- * and holds it as accepted (what it may have forgotten is at most that),
- * and its answer replaces its reply in `promises`.
- */
-async function askAmnesiacs(
-  nodes: readonly RedisNode[],
-  from: MembershipRecord,
-  promises: Reply[],
-  args: readonly string[],
-  timeoutMs: number,
-): Promise<void> {
-  const amnesiacs = promises.flatMap((reply, i) => (reply.kind === "amnesiac" ? [i] : []));
-  const remembering = promises.filter((reply) => reply.kind === "ok").length;
-  const members = from.members.length;
-  if (amnesiacs.length === 0 || remembering < members - quorumOf(members) + 1) return;
-  let highest = { ballot: "", record: "" };
-  for (const reply of promises) {
-    if (reply.kind === "ok" && reply.ballot > highest.ballot) {
-      highest = { ballot: reply.ballot, record: reply.record };
-    }
-  }
-  const told = await Promise.all(
-    amnesiacs.map((i) =>
-      ask(nodes[i]!, prepareScript, [...args, highest.ballot, highest.record], timeoutMs),
-    ),
-  );
-  amnesiacs.forEach((i, k) => {
-    promises[i] = told[k]!;
-  });
-}
-
 function tally(
   replies: readonly Reply[],
   needed: number,
   nodes: readonly RedisNode[],
-  members: number,
 ): { majority: boolean; highestNumber: number; summary: string } {
   let ok = 0;
   let highestNumber = 0;
@@ -185,11 +171,12 @@ function tally(
       parts.push(`${endpoint}: promised to another change`);
     } else if (reply.kind === "moved") {
       parts.push(`${endpoint}: holds ${reply.stamp || "no record"}`);
+    } else if (reply.kind === "forgot") {
+      parts.push(`${endpoint}: lost its memory since it promised`);
     } else if (reply.kind === "amnesiac") {
       parts.push(
-        `${endpoint}: lost its memory, and takes part only once ${
-          members - needed + 1
-        } other members promise`,
+        `${endpoint}: lost its memory, and takes no part until the changes it may have ` +
+          "forgotten are decided without it",
       );
     } else parts.push(`${endpoint}: ${reply.error}`);
   });

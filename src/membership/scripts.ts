@@ -19,6 +19,14 @@ export { membershipRefusalOf } from "./check.js";
 /** The promise a node that rejoined after losing its memory holds (above every ballot). */
 export const amnesiacPromise = "amnesiac";
 
+/**
+ * The mark of a member taken back after losing its memory when too few
+ * members answered to tell up to which epoch it may have forgotten a
+ * change: it never lapses by itself; a change that reads a majority works
+ * the epoch out (resolveMarkScript).
+ */
+export const unknownMark = Number.MAX_SAFE_INTEGER;
+
 /** writeRecordScript's replies (first element). */
 export const writeReply = {
   /** Written. */
@@ -52,7 +60,9 @@ end
  * whatever its server's uptime; "rejoin" for a node taken back by its
  * address (membership/view.ts): it joins so unless its marker, read in the
  * same call, says it is in service ("1"). Replies {writeReply, the stamp it
- * holds now or "", its member id or ""}. The stamps compared are those of
+ * holds now or "", its member id or ""}. ARGV[6], for a node that may have
+ * lost its memory as a member: it takes no part in changes until a record
+ * of that epoch, or a later one, is written on it (choose.ts). The stamps compared are those of
  * the records held: a node that accepted a change (choose.ts) is at the
  * record it holds until that change, or a later one, is written; a write
  * ends what it accepted (the change chosen is the one written: a record
@@ -61,14 +71,25 @@ end
 export const writeRecordScript = new LuaScript(
   "membership-write",
   `${heldStampsLua}local id = redis.call('get', '${nodeIdKey}') or ''
-if held == ARGV[2] and (ARGV[4] == '' or id == ARGV[4]) then return {${writeReply.already}, held, id} end
+-- The record held already (a step run again): nothing to write, and what
+-- the node promised or accepted for the next epoch must stay (choose.ts).
+if committed == ARGV[2] and (ARGV[4] == '' or id == ARGV[4]) then return {${writeReply.already}, held, id} end
 if committed ~= ARGV[1] or (ARGV[4] ~= '' and id ~= '' and id ~= ARGV[4]) then
   return {${writeReply.conflict}, committed, id}
 end
--- A change under way ends with the record written; a node that lost its
--- memory stays marked so (for the epoch after this record) until a change
--- tells it what the other members accepted (choose.ts).
-local amnesiac = string.find(redis.call('get', '${proposalKey}') or '', '\\n${amnesiacPromise}\\n', 1, true)
+-- Records only move forward: one chosen for an epoch is the only one there is.
+local function epochOf(stamp) return tonumber(string.match(stamp, '^[^:]*:(%d+):')) end
+local epoch = epochOf(ARGV[2])
+if not epoch or (committed ~= '' and epoch <= (epochOf(committed) or 0)) then
+  return {${writeReply.conflict}, committed, id}
+end
+-- A change under way ends with the record written. A node that lost its
+-- memory stays marked (choose.ts) until a record of the epoch its mark
+-- names, or a later one, is written on it.
+-- (Kept as text: Lua prints a number this large in exponent form.)
+local markText = string.match(redis.call('get', '${proposalKey}') or '', '^(%d+)\\n${amnesiacPromise}\\n')
+local mark = tonumber(markText)
+if mark and epoch >= mark then mark, markText = nil, nil end
 redis.call('del', '${proposalKey}')
 if ARGV[4] ~= '' then
   redis.call('set', '${nodeIdKey}', ARGV[4])
@@ -83,13 +104,12 @@ if ARGV[5] == 'join' or (ARGV[5] == 'rejoin' and redis.call('get', '${markerKey}
   redis.call('set', '${runKey}', ${serverIdentityLua})
   redis.call('set', '${quarantineKey}', '${unjudgedPrefix}replaced:0:' .. string.format('%d', nowMs), 'PX', ${unjudgedLifetimeMs})
 end
--- A node taken back after losing its memory may have promised or accepted
--- a change of the next epoch, and forgotten it (choose.ts).
-if ARGV[5] == 'rejoin' or amnesiac then
-  local epoch = tonumber(string.match(ARGV[2], '^[^:]*:(%d+):'))
-  if epoch then
-    redis.call('set', '${proposalKey}', (epoch + 1) .. '\\n${amnesiacPromise}\\n\\n')
-  end
+-- ARGV[6]: the node may be a member that lost its memory, and may have
+-- promised or accepted a change of any epoch up to this one (choose.ts).
+local forgot = tonumber(ARGV[6] or '')
+if forgot and forgot > epoch and (not mark or forgot > mark) then mark, markText = forgot, ARGV[6] end
+if markText then
+  redis.call('set', '${proposalKey}', markText .. '\\n${amnesiacPromise}\\n\\n\\n')
 end
 return {${writeReply.written}, ARGV[2], id}`,
 );
@@ -103,63 +123,99 @@ export const proposalReply = {
   /** Holds another record than the one the change starts from: then its stamp. */
   moved: 0,
   /**
-   * Rejoined after losing its memory (view.ts): what it promised and
-   * accepted for this epoch is lost, so it takes part only once told what
-   * every other member accepted (prepareScript).
+   * Taken back after losing its memory (view.ts): what it promised and
+   * accepted is lost, so it takes no part until the epochs it may have
+   * forgotten are decided without it (choose.ts).
    */
   amnesiac: 3,
+  /**
+   * Accept: the node lost its memory since it promised this ballot (its
+   * incarnation differs): the promise it gave is not one it keeps.
+   */
+  forgot: 4,
 } as const;
 
 /**
- * The proposal's parts as Lua locals (\`epoch\`, \`promised\`, \`acceptedBallot\`,
- * \`acceptedRecord\`), for ARGV[2]'s epoch: a proposal of another epoch is
- * one the node's record moved past, and counts as none.
+ * The proposal's parts as Lua locals (\`promised\`, \`acceptedBallot\`,
+ * \`incarnation\`, \`acceptedRecord\`), for ARGV[2]'s epoch: a proposal
+ * of another epoch is one the node's record moved past, and counts as
+ * none. The key: "<epoch>\\n<promised>\\n<accepted ballot>\\n<incarnation>\\n<accepted record>".
+ * The incarnation is drawn when the node first promises for the epoch
+ * (the prepare's ARGV[4]) and lost with the node's memory: an accept
+ * carries the one its prepare was answered with, so a promise made before
+ * a loss of memory, and forgotten, never lets its ballot be accepted.
  */
 const proposalLua = `${heldStampsLua}if committed ~= ARGV[1] then return {${proposalReply.moved}, committed} end
-local promised, acceptedBallot, acceptedRecord = '', '', ''
+local promised, acceptedBallot, incarnation, acceptedRecord = '', '', '', ''
 local proposal = redis.call('get', '${proposalKey}')
 if proposal then
-  local epoch, p, b, r = string.match(proposal, '^([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(.*)$')
-  if epoch == ARGV[2] then promised, acceptedBallot, acceptedRecord = p, b, r
+  local epoch, p, b, i, r = string.match(proposal, '^([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  if epoch == ARGV[2] then promised, acceptedBallot, incarnation, acceptedRecord = p, b, i, r
   elseif p == '${amnesiacPromise}' then promised = p end
+end
+local function keep(promise, ballot, record)
+  redis.call('set', '${proposalKey}', ARGV[2] .. '\\n' .. promise .. '\\n' .. ballot .. '\\n' .. incarnation .. '\\n' .. record)
 end
 `;
 
 /**
  * Phase 1 of choosing a change (choose.ts): ARGV[1] the stamp of the record
- * the change starts from, ARGV[2] the new epoch, ARGV[3] the ballot. Promises
- * to accept nothing below the ballot; replies {ok, the ballot and record
- * accepted before ("" for none)}, {outbid, the ballot promised}, or {moved,
- * the stamp of the record held}. A node that rejoined after losing its
- * memory replies {amnesiac}, unless given ARGV[4] and ARGV[5]: the ballot
- * and record accepted under it that the change found highest among the
- * other members' promises (enough of them to meet every majority), which
- * it then holds as accepted.
+ * the change starts from, ARGV[2] the new epoch, ARGV[3] the ballot, ARGV[4]
+ * a fresh random incarnation (kept if the node has one for the epoch).
+ * Promises to accept nothing below the ballot; replies {ok, the ballot and
+ * record accepted before ("" for none), the incarnation}, {outbid, the
+ * ballot promised}, or {moved, the stamp of the record held}. A member
+ * taken back after losing its memory replies {amnesiac}: it takes no part.
  */
 export const prepareScript = new LuaScript(
   "membership-prepare",
-  `${proposalLua}if promised == '${amnesiacPromise}' then
-  if not ARGV[4] then return {${proposalReply.amnesiac}} end
-  acceptedBallot, acceptedRecord = ARGV[4], ARGV[5]
-elseif promised ~= '' and promised >= ARGV[3] then return {${proposalReply.outbid}, promised} end
-redis.call('set', '${proposalKey}', ARGV[2] .. '\\n' .. ARGV[3] .. '\\n' .. acceptedBallot .. '\\n' .. acceptedRecord)
-return {${proposalReply.ok}, acceptedBallot, acceptedRecord}`,
+  `${proposalLua}if promised == '${amnesiacPromise}' then return {${proposalReply.amnesiac}} end
+if promised ~= '' and promised >= ARGV[3] then return {${proposalReply.outbid}, promised} end
+if incarnation == '' then incarnation = ARGV[4] end
+keep(ARGV[3], acceptedBallot, acceptedRecord)
+return {${proposalReply.ok}, acceptedBallot, acceptedRecord, incarnation}`,
 );
 
 /**
- * Phase 2 (choose.ts): ARGV[1..3] as for prepareScript, ARGV[4] the record.
- * Accepts it unless promised to a higher ballot, and from then on refuses
- * every vote (its stamp takes the changing prefix) until a record is
- * written: no vote of the epoch it leaves can win once a majority accepted.
- * Replies {ok}, {outbid, the ballot promised} or {moved, the stamp held}.
+ * Phase 2 (choose.ts): ARGV[1..3] as for prepareScript, ARGV[4] the
+ * incarnation this node's prepare answered with, ARGV[5] the record.
+ * Accepts it unless promised to a higher ballot, or its memory was lost
+ * since ({forgot}), and from then on refuses every vote (its stamp takes
+ * the changing prefix) until a record is written: no vote of the epoch it
+ * leaves can win once a majority accepted. Replies {ok}, {outbid, the
+ * ballot promised}, {forgot} or {moved, the stamp held}.
  */
 export const acceptScript = new LuaScript(
   "membership-accept",
-  `${proposalLua}if promised ~= '' and promised > ARGV[3] then return {${proposalReply.outbid}, promised} end
-redis.call('set', '${proposalKey}', ARGV[2] .. '\\n' .. ARGV[3] .. '\\n' .. ARGV[3] .. '\\n' .. ARGV[4])
+  `${proposalLua}if promised == '${amnesiacPromise}' or incarnation ~= ARGV[4] then return {${proposalReply.forgot}} end
+if promised ~= '' and promised > ARGV[3] then return {${proposalReply.outbid}, promised} end
+keep(ARGV[3], ARGV[3], ARGV[5])
 if held == committed then redis.call('set', '${stampKey}', '${changingPrefix}' .. held) end
 return {${proposalReply.ok}}`,
 );
 
+/**
+ * ARGV[1]: the epoch a change worked out, from a majority's answers, for a
+ * member whose mark is unknownMark (change.ts, forgottenUpTo): the mark
+ * becomes it, or ends if the member holds a record of that epoch already.
+ * Any other mark is left as it is. Replies 1 if it changed the mark.
+ */
+export const resolveMarkScript = new LuaScript(
+  "membership-resolve-mark",
+  `${heldStampsLua}local proposal = redis.call('get', '${proposalKey}') or ''
+if string.sub(proposal, 1, ${String(unknownMark).length + 1}) ~= '${unknownMark}\\n' then return 0 end
+local epoch = tonumber(string.match(committed, '^[^:]*:(%d+):')) or 0
+if epoch >= tonumber(ARGV[1]) then redis.call('del', '${proposalKey}')
+else redis.call('set', '${proposalKey}', ARGV[1] .. '\\n${amnesiacPromise}\\n\\n\\n') end
+return 1`,
+);
+
 /** The keys a check reads, in this order, with one MGET. */
-export const readKeys: readonly string[] = [nodeIdKey, recordKey, stampKey];
+export const readKeys: readonly string[] = [nodeIdKey, recordKey, stampKey, proposalKey];
+
+/** The epoch a member's mark names (writeRecordScript, ARGV[6]), from its proposal key; undefined if unmarked. */
+export function markOf(proposal: unknown): number | undefined {
+  if (typeof proposal !== "string") return undefined;
+  const match = new RegExp(`^(\\d+)\\n${amnesiacPromise}\\n`).exec(proposal);
+  return match ? Number(match[1]) : undefined;
+}

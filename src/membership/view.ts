@@ -9,9 +9,9 @@
  */
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
-import { readRecord, writeRecord } from "./change.js";
+import { forgottenUpTo, readRecord, writeRecord } from "./change.js";
 import { describeMembers, type MembershipRecord, memberAt, memberById, stampOf } from "./record.js";
-import { writeReply } from "./scripts.js";
+import { unknownMark, writeReply } from "./scripts.js";
 import { membershipTesting } from "./testing.js";
 
 /**
@@ -167,6 +167,18 @@ export class MembershipView {
     // along (a node added again gets a new id: change.ts), and only missed
     // the record.
     const rejoins = answer.id === undefined;
+    // What it may have promised or accepted for a change of members, and
+    // forgotten (choose.ts), is judged from every node's answer now.
+    let forgets: number | undefined;
+    if (rejoins) {
+      const answers = await Promise.all(
+        this.nodes.map((other) => readRecord(other, timeoutMs).catch(() => undefined)),
+      );
+      // Too few answers to tell: marked for good, until a change that
+      // reads a majority works it out (change.ts). It still votes on locks
+      // and IDs, through the quarantine and the repairs.
+      forgets = forgottenUpTo(answers, view) ?? unknownMark;
+    }
     const status = await writeRecord(
       node,
       stampOf(answer.record),
@@ -174,6 +186,7 @@ export class MembershipView {
       rejoins ? id : "",
       rejoins ? "rejoin" : false,
       timeoutMs,
+      forgets,
     );
     if (status === writeReply.conflict) return readRecord(node, timeoutMs);
     return { id, record: view };
