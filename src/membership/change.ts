@@ -59,9 +59,10 @@ export interface NodeRecord {
 }
 
 /**
- * The epoch up to which a member taken back now, after losing its memory,
- * may have promised or accepted a change (choose.ts): its mark. Read from
- * `answers`, fresh reads of the members' nodes, at least a majority of
+ * The epoch up to which a member that lost its memory may have promised or
+ * accepted a change (choose.ts): its mark. Read from `answers`, fresh reads
+ * of the nodes of a list checked to be the members of `view` (a change's:
+ * an older list would answer with older epochs), at least a majority of
  * which must hold the cluster's record (undefined otherwise: it cannot be
  * told). A record chosen before the loss was accepted by a majority, which
  * meets those answers at a member that holds it, or the record before it
@@ -554,7 +555,9 @@ export async function applyMemberChange(
   if (add && newMember) {
     // A node the record names already (a run before did not join it) may
     // be a member that joined then and lost its memory since.
-    const forgets = resumedJoin ? (forgottenUpTo(reports, view) ?? unknownMark) : undefined;
+    // (Its list is not checked against the record here: marked without an
+    // epoch, for the next change to work out.)
+    const forgets = resumedJoin ? unknownMark : undefined;
     const status = await writeRecord(
       add,
       "",

@@ -9,7 +9,7 @@
  */
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
-import { forgottenUpTo, readRecord, writeRecord } from "./change.js";
+import { readRecord, writeRecord } from "./change.js";
 import { describeMembers, type MembershipRecord, memberAt, memberById, stampOf } from "./record.js";
 import { unknownMark, writeReply } from "./scripts.js";
 import { membershipTesting } from "./testing.js";
@@ -168,17 +168,10 @@ export class MembershipView {
     // the record.
     const rejoins = answer.id === undefined;
     // What it may have promised or accepted for a change of members, and
-    // forgotten (choose.ts), is judged from every node's answer now.
-    let forgets: number | undefined;
-    if (rejoins) {
-      const answers = await Promise.all(
-        this.nodes.map((other) => readRecord(other, timeoutMs).catch(() => undefined)),
-      );
-      // Too few answers to tell: marked for good, until a change that
-      // reads a majority works it out (change.ts). It still votes on locks
-      // and IDs, through the quarantine and the repairs.
-      forgets = forgottenUpTo(answers, view) ?? unknownMark;
-    }
+    // forgotten (choose.ts), cannot be told from this client's list, which
+    // may be older than the members: it is marked without an epoch, which a
+    // change (whose list is checked against the record) works out.
+    const forgets = rejoins ? unknownMark : undefined;
     const status = await writeRecord(
       node,
       stampOf(answer.record),
