@@ -266,6 +266,10 @@ export function requireList(
   const strangers = reports.filter((r) => !r.error && (!r.id || !memberById(view, r.id)));
   const ids = new Set(reports.flatMap((r) => (r.id ? [r.id] : [])));
   const absent = view.members.filter((member) => !ids.has(member.id));
+  // A member that lost its memory and that no client has met yet.
+  const forgetful = strangers.filter(
+    (r) => !r.id && !r.record && absent.some((member) => member.address === r.endpoint),
+  );
   if (strangers.length > 0 || reports.length !== view.members.length) {
     throw new MembershipError(
       strangers.map((r) => r.endpoint),
@@ -276,6 +280,11 @@ export function requireList(
           : "") +
         (absent.length > 0 && strangers.length > 0
           ? `; members not in the list: ${absent.map((m) => `${m.id}@${m.address}`).join(", ")}`
+          : "") +
+        (forgetful.length > 0
+          ? `. ${forgetful.map((r) => r.endpoint).join(", ")} holds no record at a member's ` +
+            "address: it lost its memory, and a client of this list takes it back when it " +
+            "first meets it (any lock or ID call); then run the change again"
           : ""),
     );
   }

@@ -565,6 +565,21 @@ describe("cluster membership on real redis-server nodes", () => {
       assert.equal(await cluster.client(0).get("redquorum:members-next"), "3\namnesiac\n\n\n");
     });
 
+    it("a change meeting a member that lost its memory, before any client has, says so; once a client took it back, the change runs", async () => {
+      await client(urls(0, 1, 2)).init();
+      await cluster.client(2).flushall();
+      await assert.rejects(
+        changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
+        /holds no record at a member's address: it lost its memory, and a client of this list takes it back/,
+      );
+      await clientCheckingLast([0, 1, 2], 2)
+        .acquire(["r"], 1_000)
+        .catch(() => {});
+      await nodeRejoined(2);
+      const report = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      assert.equal(report.to.members.length, 4);
+    });
+
     it("a replacement whose node to add is a member already, and whose member to remove still is, is refused", async () => {
       await client(urls(0, 1, 2)).init();
       await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
