@@ -165,8 +165,8 @@ export async function writeRecord(
   id: string,
   join: boolean | "rejoin",
   timeoutMs: number,
-  /** For a node that may be a member that lost its memory: its mark (`forgottenUpTo`). */
-  forgetsUpTo?: number,
+  /** The node may be a member that lost its memory: marked until a change works its mark out (choose.ts). */
+  mayHaveForgotten = false,
 ): Promise<number> {
   const reply = await node.command(
     [
@@ -178,7 +178,7 @@ export async function writeRecord(
       formatRecord(record),
       id,
       join === "rejoin" ? "rejoin" : join ? "join" : "",
-      forgetsUpTo === undefined ? "" : String(forgetsUpTo),
+      mayHaveForgotten ? "1" : "",
     ],
     { timeoutMs },
   );
@@ -566,7 +566,7 @@ export async function applyMemberChange(
     // be a member that joined then and lost its memory since.
     // (Its list is not checked against the record here: marked without an
     // epoch, for the next change to work out.)
-    const forgets = resumedJoin ? unknownMark : undefined;
+
     const status = await writeRecord(
       add,
       "",
@@ -574,7 +574,7 @@ export async function applyMemberChange(
       newMember.id,
       joinQuarantine,
       timeoutMs,
-      forgets,
+      resumedJoin,
     ).catch((error: unknown) => {
       throw new MembershipError([add.endpoint], `could not join ${add.endpoint}: ${String(error)}`);
     });

@@ -19,7 +19,9 @@
  * its memory (view.ts, change.ts) is marked (scripts.ts) and takes no part
  * — no promise, no accept — until a record of every epoch it may have
  * promised or accepted in is written on it; the mark names that epoch,
- * worked out from a majority's answers when it was taken back. Every
+ * worked out by the next change from its majority of answers (change.ts,
+ * forgottenUpTo: a change's list is checked against the record, a
+ * client's may be older). Every
  * majority that chooses a record is then made of members that remember
  * what they did for that epoch, and meets every other such majority at
  * one of them (2Q > N, whatever the number left out). A promise given

@@ -60,9 +60,10 @@ end
  * whatever its server's uptime; "rejoin" for a node taken back by its
  * address (membership/view.ts): it joins so unless its marker, read in the
  * same call, says it is in service ("1"). Replies {writeReply, the stamp it
- * holds now or "", its member id or ""}. ARGV[6], for a node that may have
- * lost its memory as a member: it takes no part in changes until a record
- * of that epoch, or a later one, is written on it (choose.ts). The stamps compared are those of
+ * holds now or "", its member id or ""}. ARGV[6] "1": the node may be a
+ * member that lost its memory: it is marked with unknownMark, and takes no
+ * part in changes until a change works the mark's epoch out (choose.ts).
+ * The stamps compared are those of
  * the records held: a node that accepted a change (choose.ts) is at the
  * record it holds until that change, or a later one, is written; a write
  * ends what it accepted (the change chosen is the one written: a record
@@ -104,10 +105,9 @@ if ARGV[5] == 'join' or (ARGV[5] == 'rejoin' and redis.call('get', '${markerKey}
   redis.call('set', '${runKey}', ${serverIdentityLua})
   redis.call('set', '${quarantineKey}', '${unjudgedPrefix}replaced:0:' .. string.format('%d', nowMs), 'PX', ${unjudgedLifetimeMs})
 end
--- ARGV[6]: the node may be a member that lost its memory, and may have
--- promised or accepted a change of any epoch up to this one (choose.ts).
-local forgot = tonumber(ARGV[6] or '')
-if forgot and forgot > epoch and (not mark or forgot > mark) then mark, markText = forgot, ARGV[6] end
+-- ARGV[6] "1": the node may be a member that lost its memory, and may
+-- have promised or accepted a change it forgot (choose.ts).
+if ARGV[6] == '1' then markText = '${unknownMark}' end
 if markText then
   redis.call('set', '${proposalKey}', markText .. '\\n${amnesiacPromise}\\n\\n\\n')
 end

@@ -11,7 +11,7 @@ import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { readRecord, writeRecord } from "./change.js";
 import { describeMembers, type MembershipRecord, memberAt, memberById, stampOf } from "./record.js";
-import { unknownMark, writeReply } from "./scripts.js";
+import { writeReply } from "./scripts.js";
 import { membershipTesting } from "./testing.js";
 
 /**
@@ -171,7 +171,6 @@ export class MembershipView {
     // forgotten (choose.ts), cannot be told from this client's list, which
     // may be older than the members: it is marked without an epoch, which a
     // change (whose list is checked against the record) works out.
-    const forgets = rejoins ? unknownMark : undefined;
     const status = await writeRecord(
       node,
       stampOf(answer.record),
@@ -179,7 +178,7 @@ export class MembershipView {
       rejoins ? id : "",
       rejoins ? "rejoin" : false,
       timeoutMs,
-      forgets,
+      rejoins,
     );
     if (status === writeReply.conflict) return readRecord(node, timeoutMs);
     return { id, record: view };
