@@ -421,36 +421,25 @@ export class Redlock extends EventEmitter {
   /**
    * The stats of the round that gave `core` its validity (its grant, or
    * the extension just made), from each node's answer: once every node
-   * answered, at most a node timeout after the grant. The nodes that did
-   * not grant go to the "error" event then, as node-redlock tells them.
+   * answered or timed out, at most a node timeout after the grant. The
+   * nodes that did not grant go to the "error" event then, as node-redlock
+   * tells them.
    */
-  private statsOf(core: CoreLock): Promise<ExecutionStats> {
-    const answers = answersOf(core);
-    if (answers === undefined) return Promise.resolve(this.quorumStats());
+  private async statsOf(core: CoreLock): Promise<ExecutionStats> {
+    // Awaited on the round itself, not on a timer of the same length: on
+    // a loaded machine a timer could run before the round had marked a
+    // node that never answered as timed out, and left it out of the stats.
+    const answers = (await core.allAnswers()) as readonly NodeAnswer[];
     const { resources } = core;
     const nodeCount = this.nodes.length;
-    const build = () => {
-      const stats = answeredStats(
-        this.nodes,
-        this.core.quorum,
-        answers,
-        () => new ResourceLockedError(resources, 1, nodeCount, 1),
-      );
-      for (const error of stats.votesAgainst.values()) this.emitError(error);
-      return stats;
-    };
-    if (this.nodes.every((_, i) => answers[i] !== undefined)) return Promise.resolve(build());
-    return new Promise((resolve) => {
-      // Every call to a node ends within its timeout; unref'd, so a
-      // program that is done does not wait for its stats. The round marks
-      // a node timed out in a setImmediate after its own timer
-      // (quorum/round.ts): after a blocked event loop both timers fire in
-      // one turn, so the stats wait for the immediates queued before them.
-      setTimeout(
-        () => setImmediate(() => resolve(build())),
-        this.core.options.nodeTimeoutMs + 1,
-      ).unref();
-    });
+    const stats = answeredStats(
+      this.nodes,
+      this.core.quorum,
+      answers,
+      () => new ResourceLockedError(resources, 1, nodeCount, 1),
+    );
+    for (const error of stats.votesAgainst.values()) this.emitError(error);
+    return stats;
   }
 
   /** The stats of a call whose nodes' answers redquorum does not keep (release, using): a majority granted. */
@@ -554,16 +543,6 @@ export class Redlock extends EventEmitter {
       new QuorumError("init", this.core.quorum, reports.length, serving.length, others),
     );
   }
-}
-
-/**
- * Each node's answer to the round that gave a redquorum lock its validity
- * (`Lock`'s own record, filled in as late answers come; kept for its
- * extensions and read here without a copy). Undefined if it is not there.
- */
-function answersOf(core: CoreLock): readonly NodeAnswer[] | undefined {
-  const holders = (core as unknown as { holders?: unknown }).holders;
-  return Array.isArray(holders) ? (holders as NodeAnswer[]) : undefined;
 }
 
 /** The endpoint redquorum names `client` by in its errors, where it can be told. */

@@ -121,6 +121,7 @@ export async function runAttempt(
           round.yesCount,
           fences,
           settled,
+          done,
         ),
         refused: done.then(() => (index) => settled[index]?.kind !== "yes"),
       };

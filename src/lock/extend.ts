@@ -42,7 +42,7 @@ export async function extendLock(
     }),
   );
   if (round.yesCount >= group.quorum && validUntil > options.clock.now() && !round.aborted) {
-    return { validUntilMs: validUntil, holders: round.settled };
+    return { validUntilMs: validUntil, holders: round.settled, answered: round.done };
   }
   // Failed, but some nodes may have applied the new TTL: never trust more
   // than that TTL gives from the start of this call.

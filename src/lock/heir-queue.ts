@@ -139,7 +139,8 @@ end`;
  * or nil; `reserve(key, ms)` reserves a free key for the head and returns
  * it, or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
  * resource's fencing counter (`<waiter> <counter>`), so that its proposal
- * is fresh and its grant needs no fencing round. Whether anyone waits is
+ * is fresh and its grant needs no fencing round (once per heir and call:
+ * each notice a node sends is one event). Whether anyone waits is
  * the existence of `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it; its times are the script's
  * `clockMs()` (node/lua-script.ts).
@@ -246,7 +247,14 @@ local function reserve(key, ms)
   redis.call('set', heirKey(key), heir, 'PX', ms)
   return heir
 end
+-- The heirs told in this call: one notice each. A waiter of several keys
+-- reserved here in one call is one event, and the instance takes a second
+-- notice from this node for a later one (heir-watch.ts).
+local told
 local function notifyHeir(key, heir)
+  told = told or {}
+  if told[heir] then return end
+  told[heir] = true
   local message = heir
   -- A hint (its proposal's start): one MGET, a key of the wrong type reads
   -- as missing (no fence in the notice).

@@ -122,12 +122,12 @@ export class HeirWatch {
   /**
    * One node's notice: counted in its waiter's window (opened by the first
    * one); the waiter is woken at the quorum's notice or at the window's
-   * end. Within the window, each node that names it after the wake wakes
-   * it again (taken only if the wake's round failed: see below).
-   * \`node\`: which node sent it; a release of a multi-key lock sends one
-   * notice per key from each node, and only distinct nodes count (counting
-   * a node twice woke the waiter before a majority had released: its round
-   * was refused, and the rest of the release's notices were absorbed).
+   * end. Within the window, every notice after the wake wakes it again
+   * (taken only if the wake's round failed: see below). \`node\`: which
+   * node sent it. Before the wake only distinct nodes count: one node's
+   * notices are its own release and later ones, and counting a node twice
+   * woke the waiter before a majority had released (its round was refused,
+   * and the rest of the release's notices were absorbed).
    */
   heard(message: string, node?: number): void {
     if (this.closed) return;
@@ -168,13 +168,16 @@ export class HeirWatch {
     if (!counted.woken && counted.count >= quorum) {
       counted.woken = true;
       onHeir(waiterId, counted.fence);
-    } else if (counted.woken && counts) {
-      // Another node named it after the wake. The round the wake started
-      // may have been refused by the nodes that had not released yet (a
-      // late notice of an earlier event can make up the majority): the
-      // heir tries again once that round ends (a wake while it is not
-      // parked waits for its next park). Absorbed instead, this notice
-      // left it waiting for a poll.
+    } else if (counted.woken) {
+      // A node named it after the wake. The round the wake started may
+      // have been refused by the nodes that had not released yet (a late
+      // notice of an earlier event can make up the majority); and a node
+      // counted already names it again only for a later event (a node
+      // sends one notice per heir and release: heir-queue.ts), such as
+      // the release of the lock that refused that round, within a few
+      // milliseconds. The heir tries again once its round ends (a wake
+      // while it is not parked waits for its next park). Absorbed
+      // instead, this notice left it waiting for a poll.
       onHeir(waiterId, counted.fence);
     }
   }

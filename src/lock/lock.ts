@@ -8,10 +8,15 @@ import type { Clock } from "../clock.js";
 import { LockExpiredError } from "../errors.js";
 import { rejectUnknownOptions, requireOptionsObject, requireSignal } from "../validate.js";
 
-/** A successful extension: the new validity, and each node's answer (see `Lock.holders`). */
+/** Per node, its answer in a round, filled in as late answers come (see `Lock.holders`). */
+export type NodeAnswers = ReadonlyArray<{ readonly kind: string } | undefined>;
+
+/** A successful extension: the new validity, each node's answer, and when all are in. */
 export interface Extension {
   readonly validUntilMs: number;
-  readonly holders: ReadonlyArray<{ readonly kind: string } | undefined>;
+  readonly holders: NodeAnswers;
+  /** Resolves once every node answered or timed out (the round's `done`). */
+  readonly answered: Promise<void>;
 }
 
 /** What a Lock needs from the Redlock that granted it. Internal. */
@@ -50,7 +55,9 @@ export class Lock implements AsyncDisposable {
    * grant, or the last extension), filled in as late answers come: the
    * nodes answering "yes" hold our keys until at least that validity.
    */
-  private holders: ReadonlyArray<{ readonly kind: string } | undefined>;
+  private holders: NodeAnswers;
+  /** Resolves once `holders` is complete: every node answered or timed out. */
+  private answered: Promise<void>;
   private releasing: Promise<void> | undefined;
   /**
    * The extension running now, if any: extensions of one lock run one at a
@@ -70,9 +77,11 @@ export class Lock implements AsyncDisposable {
     validUntilMs: number,
     grantedNodeCount: number,
     fences: ReadonlyMap<string, bigint> = new Map(),
-    holders: ReadonlyArray<{ readonly kind: string } | undefined> = [],
+    holders: NodeAnswers = [],
+    answered: Promise<void> = Promise.resolve(),
   ) {
     this.holders = holders;
+    this.answered = answered;
     this.fences = fences;
     this.owner = owner;
     this.resources = resources;
@@ -130,6 +139,17 @@ export class Lock implements AsyncDisposable {
   }
 
   /**
+   * @internal Each node's answer in the round that gave the validity as of
+   * this call, once every node answered or timed out (a round ends at its
+   * majority; the rest come within the node timeout).
+   */
+  async allAnswers(): Promise<NodeAnswers> {
+    const { holders, answered } = this;
+    await answered;
+    return holders;
+  }
+
+  /**
    * @internal Whether node `index` refused this lock in the round that gave
    * its validity (the grant, or the last extension): none of our keys is
    * there, so a release that finds none says nothing about the lock.
@@ -170,12 +190,13 @@ export class Lock implements AsyncDisposable {
 
   private async extendNow(ttlMs: number, signal: AbortSignal | undefined): Promise<void> {
     if (this.releasing) throw this.releasedError();
-    const { validUntilMs, holders } = await this.owner.extendLock(this, ttlMs, signal);
+    const { validUntilMs, holders, answered } = await this.owner.extendLock(this, ttlMs, signal);
     // A release that started meanwhile wins: its delete went out after this
     // extension on every node.
     if (this.releasing) throw this.releasedError();
     this.validUntil = validUntilMs;
     this.holders = holders;
+    this.answered = answered;
     this.onValidityChange?.();
   }
 

@@ -371,6 +371,37 @@ describe("waiters of different instances take turns through the nodes' queue", (
       listener.disconnect();
     }
   });
+  it("a release that reserves several keys for one waiter tells it once: each notice from a node is one release", async () => {
+    // The instance takes a node's second notice for a waiter as a later
+    // release (heir-watch.ts); one notice per key would wake it twice.
+    const node = cluster.client(0);
+    const listener = new Redis(cluster.urls[0]!);
+    const heard: string[] = [];
+    try {
+      await listener.subscribe("redquorum:heir-of:inst");
+      listener.on("message", (_channel: string, message: string) => heard.push(message));
+      for (const key of ["m", "n"]) {
+        await node.set(key, "v", "PX", 10_000);
+        await node.zadd(`redquorum:queue:${key}`, 1, "inst:1");
+        await node.zadd(`redquorum:queue-expiry:${key}`, Date.now() + 60_000, "inst:1");
+      }
+      const reply = await node.eval(releaseScript.source, 2, "m", "n", "v", "1000", "1", "");
+      assert.deepEqual(reply, [2, "inst:1"], "both deleted, the first reserved for inst:1");
+      assert.deepEqual(
+        await node.mget("redquorum:heir:m", "redquorum:heir:n"),
+        ["inst:1", "inst:1"],
+        "both keys reserved for it",
+      );
+      // A node's messages reach a subscriber in order: all the release's
+      // notices came before this one.
+      await node.publish("redquorum:heir-of:inst", "end");
+      await until("the end marker", () => heard.includes("end"));
+      assert.deepEqual(heard, ["inst:1", "end"]);
+    } finally {
+      listener.disconnect();
+    }
+  });
+
   it("a waiter's registration gives its key's queue and the queue's expiries the same life", async () => {
     // Both sorted sets hold the same waiters and lapse together when no one
     // renews them: an expiry set left without a TTL would outlive its queue.
