@@ -74,6 +74,8 @@ class Acquisition {
   private registeredAtMs = 0;
   /** Whether it waited once for the instance to hear its heir channel (see `awaitListening`). */
   private listenAwaited = false;
+  /** The instance's count of lost notices when its last attempt began (see `awaitTurn`). */
+  private lostNoticesSeen = 0;
 
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
@@ -105,6 +107,7 @@ class Acquisition {
           this.registeredAtMs = this.context.options.clock.now();
         }
         const listening = this.context.watch.listening;
+        this.lostNoticesSeen = this.context.waits.noticesLost;
         const verdict = await this.attemptOnce(from, queue);
         if ("lock" in verdict) {
           this.granted = true;
@@ -198,7 +201,12 @@ class Acquisition {
    * Throws the last failure once the deadline leaves no time to wait.
    */
   private async awaitTurn(): Promise<void> {
+    const joining = this.waiter === undefined;
     const waiter = this.joinQueue();
+    // Notices were lost during its attempt, before it was queued here to be
+    // woken for that (a pub/sub connection came back): it tries at once.
+    const { waits } = this.context;
+    if (joining && waits.noticesLost !== this.lostNoticesSeen && waits.isFirst(waiter)) return;
     const { retry, deadlineMs, signal } = this.request;
     const { clock } = this.context.options;
     for (;;) {

@@ -144,6 +144,10 @@ export function createLockContext(
         fences.noteCounter(fenceKeyOf(waiter.keys[0]!), fence);
       }
     },
+    // Each waiter whose turn it is tries once: a release meanwhile may
+    // have named it heir and told nobody, and its key waits for it (until
+    // the reservation lapses, and then for the next poll).
+    onNoticesLost: () => waits.wakeHeads(),
   });
   // The instance's channel stays subscribed from the first wait until close().
   const waits = new WaitQueues({ onWatch: () => watch.listen() });

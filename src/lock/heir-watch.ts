@@ -23,7 +23,9 @@
  * taken, or its refusal renews its place (heir-queue.ts). Left to its
  * fallback poll instead, a waiter with a long retry delay was dropped
  * from the queue as one that never came and starved while others took
- * turns.
+ * turns. Likewise a node's pub/sub connection that drops and comes back
+ * lost what was published meanwhile: every waiter whose turn it is then
+ * tries once (`onNoticesLost`), instead of waiting for its poll.
  */
 
 import type { Timer } from "../clock.js";
@@ -47,6 +49,11 @@ export interface HeirWatchOptions {
   readonly timer: Timer;
   /** The heir `waiterId` is to try now; `fence`: the highest fencing counter its notices carried. */
   readonly onHeir: (waiterId: string, fence: bigint | undefined) => void;
+  /**
+   * A node's pub/sub connection came back after a drop: the notices it
+   * sent meanwhile were lost, and any waiter may have been an heir.
+   */
+  readonly onNoticesLost?: () => void;
 }
 
 /** The notices heard for one waiter within a window. */
@@ -86,9 +93,14 @@ export class HeirWatch {
   listen(): void {
     if (this.closed) return;
     this.subscriptions ??= this.options.nodes.map((node, index) => {
-      const subscription = node.transport.subscribe?.((channel, message) => {
-        if (channel === this.channel) this.heard(message, index);
-      });
+      const subscription = node.transport.subscribe?.(
+        (channel, message) => {
+          if (channel === this.channel) this.heard(message, index);
+        },
+        () => {
+          if (!this.closed) this.options.onNoticesLost?.();
+        },
+      );
       return subscription && new ChannelSubscription(subscription, this.channel);
     });
     for (const [index, subscription] of this.subscriptions.entries()) {

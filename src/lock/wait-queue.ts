@@ -134,6 +134,7 @@ export class WaitQueues {
   }
 
   private count = 0;
+  private lostCount = 0;
 
   /** Waiters queued now. */
   get size(): number {
@@ -278,6 +279,21 @@ export class WaitQueues {
   /** The caller with this id is done: a notice for it that came early is dropped. */
   forget(waiterId: string): void {
     this.early.delete(waiterId);
+  }
+
+  /** How many times notices were lost (see `wakeHeads`). */
+  get noticesLost(): number {
+    return this.lostCount;
+  }
+
+  /**
+   * Notices may have been lost: wakes the first waiter of every key whose
+   * turn it is. A caller not queued here yet (in its first attempts) sees
+   * `noticesLost` change when it joins.
+   */
+  wakeHeads(): void {
+    this.lostCount++;
+    this.released([...this.queues.keys()]);
   }
 
   /** After `keys` were released: wakes the first waiter of each key whose turn it is. */

@@ -81,8 +81,8 @@ const ownClientOptions: RedisOptions = {
 
 /**
  * The pub/sub connection: unlike the command connection it may queue while
- * connecting and resubscribes after a reconnect (SUBSCRIBE is idempotent,
- * and a message lost meanwhile only costs a waiter its fallback poll).
+ * connecting and resubscribes after a reconnect (SUBSCRIBE is idempotent;
+ * the messages lost meanwhile are made up for by `onResubscribed`).
  */
 const subscriberOptions: RedisOptions = {
   ...ownClientOptions,
@@ -339,16 +339,39 @@ export class IoredisTransport implements NodeTransport {
   get subscribe() {
     const open = this.openSubscriber;
     if (!open) return undefined;
-    return (onMessage: (channel: string, message: string) => void): Subscription => {
+    return (
+      onMessage: (channel: string, message: string) => void,
+      onResubscribed?: () => void,
+    ): Subscription => {
       const subscriber = open();
       subscriber.on("error", () => {}); // the command connection reports node trouble
       subscriber.on("message", onMessage);
       let closed = false; // no command after close(): it could open the connection again
+      const channels = new Set<string>();
+      let connectedBefore = false;
+      subscriber.on("ready", () => {
+        if (!connectedBefore) {
+          connectedBefore = true;
+          return;
+        }
+        if (closed || channels.size === 0 || !onResubscribed) return;
+        // Back after a drop. ioredis has just sent SUBSCRIBE for the
+        // channels again (autoResubscribe, before this event): the reply to
+        // this one comes after those, once they hold.
+        subscriber.subscribe(...channels).then(
+          () => {
+            if (!closed) onResubscribed();
+          },
+          () => {},
+        );
+      });
       return {
         add: async (channel) => {
+          channels.add(channel);
           if (!closed) await subscriber.subscribe(channel);
         },
         remove: async (channel) => {
+          channels.delete(channel);
           if (!closed) await subscriber.unsubscribe(channel);
         },
         close: async () => {

@@ -23,6 +23,7 @@ export interface NodeRedisLike {
 interface NodeRedisSubscriberLike {
   connect(): Promise<unknown>;
   on(event: "error", listener: (error: unknown) => void): unknown;
+  on(event: "ready", listener: () => void): unknown;
   subscribe(
     channel: string,
     listener: (message: string, channel: string) => void,
@@ -89,9 +90,22 @@ export class NodeRedisTransport implements NodeTransport {
   /** A duplicate of the caller's client (same options), owned and closed by redquorum. */
   get subscribe() {
     if (typeof this.client.duplicate !== "function") return undefined;
-    return (onMessage: (channel: string, message: string) => void): Subscription => {
+    return (
+      onMessage: (channel: string, message: string) => void,
+      onResubscribed?: () => void,
+    ): Subscription => {
       const subscriber = this.client.duplicate!();
       subscriber.on("error", () => {}); // the command connection reports node trouble
+      let channelCount = 0;
+      let connectedBefore = false;
+      // node-redis is ready again once it subscribed the channels again.
+      subscriber.on("ready", () => {
+        if (!connectedBefore) {
+          connectedBefore = true;
+          return;
+        }
+        if (!closed && channelCount > 0) onResubscribed?.();
+      });
       const connected = subscriber.connect();
       let settled = false;
       const markSettled = () => {
@@ -102,10 +116,12 @@ export class NodeRedisTransport implements NodeTransport {
       let closed = false;
       return {
         add: async (channel) => {
+          channelCount++;
           await connected;
           if (!closed) await subscriber.subscribe(channel, listener);
         },
         remove: async (channel) => {
+          channelCount = Math.max(0, channelCount - 1);
           await connected;
           // With the listener: node-redis then marks the channel as leaving,
           // so a subscribe before the UNSUBSCRIBE reply sends SUBSCRIBE again.

@@ -23,10 +23,16 @@ export interface NodeTransport {
   readonly epoch?: number;
   /**
    * Optional: a second connection for pub/sub, delivering each message of
-   * the channels added to it to `onMessage`. Without it, waiters for a lock
-   * released by another process fall back to polling.
+   * the channels added to it to `onMessage`, and calling `onResubscribed`
+   * (when given) each time the connection came back after a drop with its
+   * channels subscribed again: what was published meanwhile was lost.
+   * Without it, waiters for a lock released by another process fall back
+   * to polling.
    */
-  subscribe?(onMessage: (channel: string, message: string) => void): Subscription;
+  subscribe?(
+    onMessage: (channel: string, message: string) => void,
+    onResubscribed?: () => void,
+  ): Subscription;
 }
 
 /** A pub/sub connection. Messages are hints only: none may be relied on to arrive. */

@@ -49,6 +49,17 @@ export class TcpProxy {
     socket.resetAndDestroy();
   }
 
+  /** Drops every open connection, as a network fault does: the client reconnects. */
+  drop(): void {
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  /** Stops holding: forwards every connection still held, and new ones from now on. */
+  forwardHeld(): void {
+    this.hold = false;
+    for (const socket of this.held.splice(0)) if (!socket.destroyed) this.forward(socket);
+  }
+
   /** Starts forwarding a held connection (what the client wrote meanwhile included). */
   forward(socket: Socket): void {
     const upstream = createConnection({ host: "127.0.0.1", port: this.targetPort });

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
+import { createClient } from "redis";
 import NodeRedlock from "redlock";
 import { type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
 import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
@@ -8,6 +9,7 @@ import { releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
+import { TcpProxy } from "../helpers/tcp-proxy.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
@@ -371,6 +373,67 @@ describe("waiters of different instances take turns through the nodes' queue", (
       listener.disconnect();
     }
   });
+  for (const via of ["its own connections", "the caller's node-redis clients"]) {
+    it(`a waiter whose pub/sub connections dropped while it was named heir tries once they are back, not at its next poll (${via})`, async () => {
+      // The waiter reaches every node through a proxy: its connections are
+      // dropped and held (open, nothing forwarded) while the lock is
+      // released, so the release's notices reach nobody. It has no poll.
+      const proxies = await Promise.all(
+        cluster.urls.map((url) => TcpProxy.start(Number(new URL(url).port))),
+      );
+      const clients =
+        via === "its own connections"
+          ? []
+          : proxies.map((proxy) =>
+              createClient({ url: proxy.url, socket: { reconnectStrategy: () => 20 } }),
+            );
+      // The caller's clients see the drop too: a client without an error
+      // listener would throw it.
+      for (const client of clients) client.on("error", () => {});
+      await Promise.all(clients.map((client) => client.connect()));
+      const holder = new Redlock(cluster.urls, strict);
+      const waiter = new Redlock(
+        clients.length > 0 ? clients : proxies.map((proxy) => proxy.url),
+        toldOnly,
+      );
+      try {
+        const lock = await holder.acquire(["w"], 10_000);
+        const waiting = waiter.acquire(["w"], 10_000, { signal: AbortSignal.timeout(10_000) });
+        await until("the waiter to queue on every node", async () =>
+          (await cluster.onAll((c) => c.zcard("redquorum:queue:w"))).every((n) => n === 1),
+        );
+        await until("the waiter to listen on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 1),
+        );
+        // Parked (its try once it heard its channel is over): only a wake
+        // ends its wait.
+        await until("the waiter to wait in its queue", async () => waiter.waitingCount === 1);
+        for (const proxy of proxies) {
+          proxy.hold = true;
+          proxy.drop();
+        }
+        await until("its subscriptions to be gone on every node", async () =>
+          (await cluster.heirSubscribers()).every((n) => n === 0),
+        );
+        await lock.release();
+        assert.deepEqual(
+          await cluster.onAll((c) => c.exists("redquorum:heir:w")),
+          [1, 1, 1, 1, 1],
+          "the release reserved w for the waiter, and told nobody",
+        );
+        for (const proxy of proxies) proxy.forwardHeld();
+        const got = await waiting.catch((error: unknown) =>
+          assert.fail(`the waiter did not try once its connections were back: ${error}`),
+        );
+        await got.release();
+      } finally {
+        await Promise.all([holder.close(), waiter.close()]);
+        await Promise.all(clients.map((client) => client.quit()));
+        await Promise.all(proxies.map((proxy) => proxy.close()));
+      }
+    });
+  }
+
   it("a release that reserves several keys for one waiter tells it once: each notice from a node is one release", async () => {
     // The instance takes a node's second notice for a waiter as a later
     // release (heir-watch.ts); one notice per key would wake it twice.
