@@ -48,6 +48,15 @@ describe("waiters of different instances take turns through the nodes' queue", (
   after(() => cluster.stop());
   beforeEach(() => cluster.flushAll());
 
+  /** A subscriber on node 0 to instance "inst"'s heir channel, and the notices it heard. */
+  async function listenAsInst() {
+    const listener = new Redis(cluster.urls[0]!);
+    const heard: string[] = [];
+    listener.on("message", (_channel: string, message: string) => heard.push(message));
+    await listener.subscribe("redquorum:heir-of:inst");
+    return { listener, heard };
+  }
+
   it("each release wakes only the next waiter, in the order they queued, with one round each", async () => {
     const count = 6;
     const holder = new Redlock(cluster.urls, strict);
@@ -346,11 +355,8 @@ describe("waiters of different instances take turns through the nodes' queue", (
     // The release script alone on one node, a queue of one waiter: the
     // heir's next proposal starts above the counter the notice carries.
     const node = cluster.client(0);
-    const listener = new Redis(cluster.urls[0]!);
-    const heard: string[] = [];
+    const { listener, heard } = await listenAsInst();
     try {
-      await listener.subscribe("redquorum:heir-of:inst");
-      listener.on("message", (_channel: string, message: string) => heard.push(message));
       const cases = [
         { counter: "41", floor: "45", notice: "inst:1 45" },
         { counter: "47", floor: "45", notice: "inst:1 47" },
@@ -438,11 +444,8 @@ describe("waiters of different instances take turns through the nodes' queue", (
     // The instance takes a node's second notice for a waiter as a later
     // release (heir-watch.ts); one notice per key would wake it twice.
     const node = cluster.client(0);
-    const listener = new Redis(cluster.urls[0]!);
-    const heard: string[] = [];
+    const { listener, heard } = await listenAsInst();
     try {
-      await listener.subscribe("redquorum:heir-of:inst");
-      listener.on("message", (_channel: string, message: string) => heard.push(message));
       for (const key of ["m", "n"]) {
         await node.set(key, "v", "PX", 10_000);
         await node.zadd(`redquorum:queue:${key}`, 1, "inst:1");
