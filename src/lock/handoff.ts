@@ -39,6 +39,11 @@ export interface HandoffOutcome {
   readonly sent: readonly boolean[];
   /** Some node that granted the heir said a waiter of another instance heads its queue. */
   readonly othersWait: boolean;
+  /**
+   * For a handoff the heir won (settled at once, before its slower nodes
+   * answered): the outcome once every call of its round settled.
+   */
+  readonly final?: Promise<HandoffOutcome>;
 }
 
 /** Hands a release of the lock with value `fromValue` to a parked heir; settles once its round did. */
@@ -86,8 +91,11 @@ export function settleHandoff(
   won: boolean,
   nodeCount: number,
 ): void {
-  if (won || round === undefined) handoff.settle(handoffOutcome(round, won, nodeCount));
-  else void round.done.then(() => handoff.settle(handoffOutcome(round, false, nodeCount)));
+  if (round === undefined) handoff.settle(handoffOutcome(round, won, nodeCount));
+  else if (won) {
+    const final = round.done.then(() => handoffOutcome(round, true, nodeCount));
+    handoff.settle({ ...handoffOutcome(round, true, nodeCount), final });
+  } else void round.done.then(() => handoff.settle(handoffOutcome(round, false, nodeCount)));
 }
 
 /**

@@ -10,7 +10,13 @@ import { LockExpiredError, NodeError } from "../errors.js";
 import { limits } from "../limits.js";
 import type { RoundResult, RoundStop } from "../quorum/round.js";
 import type { LockContext } from "./context.js";
-import { handedOffVotes, handOff, type ReleaseVotes, releaseVotes } from "./handoff.js";
+import {
+  type HandoffOutcome,
+  handedOffVotes,
+  handOff,
+  type ReleaseVotes,
+  releaseVotes,
+} from "./handoff.js";
 import { instanceOfWaiter } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
 import { type QueueArgs, registrationArgs } from "./queue-registration.js";
@@ -50,6 +56,7 @@ export async function releaseLock(
     // Another instance's waiter heads a node's queue: this run of handoffs
     // ends soon, however long runs grew while nobody else waited.
     if (handedOff.othersWait) context.waits.othersWait(lock.keys[0]!, limits.handoffRunMin);
+    if (handedOff.final) void context.track(clearLeftBehind(context, lock, handedOff.final));
     // The heir holds a majority now; where it found our value, ours is gone.
     return assertHeldUntilRelease(context, lock, handedOffVotes(handedOff));
   }
@@ -88,6 +95,23 @@ export async function releaseLock(
     );
     throw context.group.quorumError("release", { ...judged, yesCount: votes.yes }, undefined, gone);
   }
+}
+
+/**
+ * After a handoff the heir won: where its call failed or was never sent,
+ * our value may still hold the keys, and would keep them from every caller
+ * there until they expire. A release there (it deletes only our value)
+ * frees them. Never rejects: the keys expire anyway.
+ */
+async function clearLeftBehind(
+  context: ReleaseContext,
+  lock: Lock,
+  final: Promise<HandoffOutcome>,
+): Promise<void> {
+  const { replaced, notHeld } = await final;
+  const left = (index: number) => !replaced[index] && !notHeld[index] && !lock.neverHeldBy(index);
+  if (context.isClosed() || !context.group.nodes.some((_, index) => left(index))) return;
+  await releaseKeys(context, lock.keys, lock.value, "all", { mayHold: left }).catch(() => {});
 }
 
 /** Rejects a release that found the lock gone from a majority: it was lost before. */

@@ -3,6 +3,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { ClosedError, LockExpiredError, Redlock, ResourceLockedError } from "../../src/index.js";
+import { acquireScript } from "../../src/lock/acquire-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
@@ -124,6 +125,47 @@ describe("waiters are woken by releases (no blind polling)", () => {
       const second = await waiting; // woken by the release, it wins an ordinary round
       await second.release();
       assert.deepEqual(await cluster.onAll((c) => c.get("stall")), [null, null, null, null, null]);
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a handoff whose heir's call failed on a node releases the old lock's value there, instead of leaving it until it expires", async () => {
+    // Node 4's transport fails every acquire once told to, without sending
+    // it (a connection that broke): the heir wins on the other four, and
+    // the releasing lock's value is left on node 4, keeping the key there
+    // from every caller until its TTL.
+    let failAcquireOn4 = false;
+    const transports = wrappedTransports(cluster.urls, (real, i) => ({
+      send(args, timeoutMs) {
+        if (i === 4 && failAcquireOn4 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
+          return Promise.reject(new Error("connection reset (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const redlock = new Redlock(transports, {
+      clock: noTimers,
+      nodeTimeoutMs: roundMs,
+      retry: { retries: 10 },
+    });
+    try {
+      const first = await redlock.acquire(["left"], 10_000);
+      const waiting = redlock.acquire(["left"], 10_000, { signal: AbortSignal.timeout(10_000) });
+      await until("the waiter to park", () => redlock.waitingCount === 1);
+      failAcquireOn4 = true;
+      await first.release();
+      const second = await waiting;
+      assert.deepEqual(
+        (await cluster.onAll((c) => c.get("left"))).slice(0, 4),
+        [second.value, second.value, second.value, second.value],
+        "the premise: handed over on nodes 0 to 3",
+      );
+      await until(
+        "the old value to be gone from node 4",
+        async () => (await cluster.client(4).get("left")) === null,
+      );
+      await second.release();
     } finally {
       await redlock.close();
     }
