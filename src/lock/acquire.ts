@@ -17,7 +17,7 @@ import type { AcquireOptions } from "./options.js";
 import { agreedTicket, highestFence, waitersAhead } from "./queue-place.js";
 import type { QueueArgs } from "./queue-registration.js";
 import { leaveQueueScript } from "./release-script.js";
-import { Waiter } from "./wait-queue.js";
+import { Waiter } from "./waiter.js";
 
 export type AcquireContext = AttemptContext &
   Pick<

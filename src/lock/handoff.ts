@@ -9,7 +9,7 @@
 
 import type { RoundResult } from "../quorum/round.js";
 import { othersWaitAfterHandoff, replacedHandedOff } from "./acquire-reply.js";
-import type { Waiter } from "./wait-queue.js";
+import type { Waiter } from "./waiter.js";
 
 /** What the releasing lock passes to the waiter it hands off to. */
 export interface Handoff {

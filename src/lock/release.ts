@@ -21,7 +21,7 @@ import { instanceOfWaiter } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
 import { type QueueArgs, registrationArgs } from "./queue-registration.js";
 import { heirOf, releasedCount, releaseScript, waitersQueued } from "./release-script.js";
-import { Waiter } from "./wait-queue.js";
+import { Waiter } from "./waiter.js";
 
 export type ReleaseContext = Pick<
   LockContext,

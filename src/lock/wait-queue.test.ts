@@ -3,7 +3,8 @@ import { describe, it } from "node:test";
 import { describeSeed, prng, testSeed } from "../../test/helpers/seed.js";
 import type { Timer } from "../clock.js";
 import type { HandoffOutcome } from "./handoff.js";
-import { Waiter, WaitQueues, type Wake } from "./wait-queue.js";
+import { WaitQueues } from "./wait-queue.js";
+import { Waiter, type Wake } from "./waiter.js";
 
 /** A timer that never fires: wake-ups are the only way out of a park. */
 const never: Timer = () => () => {};
