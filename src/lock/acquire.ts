@@ -75,11 +75,12 @@ class Acquisition {
   /** Whether it waited once for the instance to hear its heir channel (see `awaitListening`). */
   private listenAwaited = false;
   /** The instance's count of lost notices when its last attempt began (see `awaitTurn`). */
-  private lostNoticesSeen = 0;
+  private lostNoticesSeen: number;
 
   constructor(context: AcquireContext, request: AcquireRequest) {
     this.context = context;
     this.request = request;
+    this.lostNoticesSeen = context.waits.noticesLost;
     // A caller that may wait queues with its id; a single-key one that may
     // not needs it only where its instance's turn may keep the key for it.
     const { keys, retry } = request;
