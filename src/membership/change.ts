@@ -6,6 +6,8 @@
  * changes at once cannot both land.
  */
 import { InvalidArgumentError, MembershipError } from "../errors.js";
+import { aliveKey } from "../node/memory-check.js";
+import { markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
 import { chooseRecord } from "./choose.js";
@@ -104,6 +106,26 @@ export async function readRecord(node: RedisNode, timeoutMs: number): Promise<No
     };
   } catch (error) {
     throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * The keys a node holds, but for those the join writes over (the lock
+ * marker and the memory it was written on, as `init` or a local cluster
+ * leaves them on a spare node) and the memory identity's cache.
+ */
+async function keysHeld(node: RedisNode, timeoutMs: number): Promise<number> {
+  try {
+    const [size, rewritten] = await Promise.all([
+      node.command(["DBSIZE"], { timeoutMs }),
+      node.command(["EXISTS", markerKey, runKey, aliveKey], { timeoutMs }),
+    ]);
+    return Number(size) - Number(rewritten);
+  } catch (error) {
+    throw new MembershipError(
+      [node.endpoint],
+      `the node to add did not say how many keys it holds: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
 }
 
@@ -425,6 +447,23 @@ export async function applyMemberChange(
           `${addReport.id ? ` (member id ${addReport.id})` : ""} but is not a member now: ` +
           "a node that was a member before joins again only empty (FLUSHALL it, then add it)",
       );
+    }
+    // A node that joins brings nothing of its own. Left on it, an ID
+    // counter (another deployment's, or one from before the membership was
+    // recorded) with its marker and its memory's identity would vote at
+    // once and never be repaired: IDs handed out again. The join resets
+    // the lock state only. A node with a member id was joined, or taken
+    // back, by this cluster already: what it holds is the cluster's.
+    if (!addReport.record && addReport.id === undefined) {
+      const held = await keysHeld(add, timeoutMs);
+      if (held > 0) {
+        throw new MembershipError(
+          [add.endpoint],
+          `${add.endpoint} holds ${held} key${held === 1 ? "" : "s"}: a node joins empty (its ` +
+            "fencing and ID counters come from the members, and a counter left on it would be " +
+            "trusted as it is). Empty it (FLUSHALL) if nothing on it is needed, then run the change again",
+        );
+      }
     }
     // A run of this change whose step 3 failed (the node did not answer
     // in time): the record names the node already, under an id no node of

@@ -19,6 +19,7 @@ import { applyMemberChange } from "../../src/membership/change.js";
 import { writeRecordScript } from "../../src/membership/scripts.js";
 import { membershipTesting } from "../../src/membership/testing.js";
 import { createNodes } from "../../src/node/resolve.js";
+import { serverIdentityLua } from "../../src/node/server-identity.js";
 import { markNode, startCluster, type TestCluster } from "../helpers/cluster.js";
 import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
@@ -670,6 +671,38 @@ describe("cluster membership on real redis-server nodes", () => {
       );
       const status = await membershipStatus(urls(0, 1, 3));
       assert.equal(status.problem, undefined, status.problem);
+    });
+
+    it("a node to add that holds any key is refused: an ID counter left on it, with its marker and its memory, would vote unrepaired", async () => {
+      await client(urls(0, 1, 2)).init();
+      // What NextId leaves on a node (another deployment's counter, or one
+      // from before the membership was recorded): a counter, its marker
+      // "1" and the identity of the memory it was kept on. Trusted as it
+      // is, it voted at once with its old value: IDs handed out again.
+      const node3 = cluster.client(3);
+      await node3.flushall();
+      await node3.eval(
+        `redis.call('set', KEYS[1], '5')
+redis.call('set', KEYS[2], '1')
+redis.call('set', KEYS[3], ${serverIdentityLua})`,
+        3,
+        "redquorum:id",
+        "redquorum:id:marker",
+        "redquorum:id:run",
+      );
+      await assert.rejects(
+        changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
+        (error: unknown) => {
+          assert.ok(error instanceof MembershipError, String(error));
+          assert.match(error.message, /holds 3 keys: a node joins empty/);
+          return true;
+        },
+      );
+      assert.equal(await node3.get("redquorum:node"), null, "not joined");
+      assert.equal((await membershipStatus(urls(0, 1, 2))).record?.members.length, 3);
+      await node3.flushall();
+      const report = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      assert.equal(report.to.members.length, 4);
     });
 
     it("a member removed is added again only empty: with its old record and counters it is refused", async () => {
