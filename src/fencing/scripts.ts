@@ -221,7 +221,7 @@ export const fenceScript = new LuaScript(
 local locks, counters, proposals = fencedLayout()
 local node = readNode(counters)
 -- A memory replaced in place puts the node in quarantine: read it again.
-if select(2, checkMemory(node.alive)) then node = readNode(counters) end
+if select(2, checkMemory(node.alive, true)) then node = readNode(counters) end
 local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
 if refusal then return refusal end
 for _, key in ipairs(locks) do

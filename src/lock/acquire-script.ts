@@ -170,7 +170,7 @@ local locks, counters, proposals = fencedLayout()
 local reservation = #locks == 1 and heirKey(locks[1]) or nil
 local node = readNode(counters, reservation, early)
 -- A memory replaced in place puts the node in quarantine: read it again.
-if select(2, checkMemory(node.alive)) then node = readNode(counters, reservation) end
+if select(2, checkMemory(node.alive, true)) then node = readNode(counters, reservation) end
 local marker, refusal = checkQuarantine(node.marker, node.quarantined, ARGV[3])
 if refusal then return refusal end
 local from = ARGV[5 + #counters]

@@ -102,25 +102,34 @@ local function recordMemory(recorded, identity, durable, kind)
 end`;
 
 /**
- * Lua, for every script that votes or answers a repair: `checkMemory(alive)`
- * (the cache's value as the script's MGET read it, or nil to read it here)
- * answers the node's memory identity and whether this call found it
- * replaced in place and changed the lock node's state (then what the
- * script read before is stale: read again). A restart (another run_id) is
- * left to the certify each client runs after a reconnect, which knows
- * whether the node keeps every write. Defines `identityOf`, `cacheIdentity`
- * and `recordMemory`.
+ * Lua, for every script that votes or answers a repair:
+ * `checkMemory(alive, lockVote)` (the cache's value as the script's MGET
+ * read it, or nil to read it here) answers the node's memory identity and
+ * whether this call found it replaced in place and changed the lock node's
+ * state (then what the script read before is stale: read again).
+ *
+ * A restart (another run_id) is left to the certify each lock client runs
+ * after it reconnects, which knows whether the node keeps every write: an
+ * ID client or a repair's read may meet the node first. But a lock client
+ * certifies a node on a new connection before its votes count, so a lock
+ * vote (`lockVote` true) that still meets another run_id comes over a
+ * connection no certify ran on since the memory changed: a proxy that hid
+ * a restart, a transport that cannot tell a new connection, or a memory
+ * copied in from another server (REPLICAOF, then REPLICAOF NO ONE: the
+ * copy brings that server's run key and counters). It is taken as a memory
+ * replaced in place. Defines `identityOf`, `cacheIdentity` and
+ * `recordMemory`.
  */
 export const memoryCheckLua = `${identityCacheLua}
 ${recordMemoryLua}
-local function checkMemory(alive)
+local function checkMemory(alive, lockVote)
   if alive == nil then alive = redis.call('get', '${aliveKey}') end
   local identity = identityOf(alive)
   if identity then return identity, false end
   identity = ${serverIdentityLua}
   local changed = false
   local recorded = redis.call('get', '${runKey}')
-  if recorded and recorded ~= identity and ${sameServerLua("recorded", "identity")} then
+  if recorded and recorded ~= identity and (lockVote or ${sameServerLua("recorded", "identity")}) then
     if ${sameMemoryLua("recorded", "identity")} then
       -- Recorded as a bare run_id (before the count was): the same memory.
       redis.call('set', '${runKey}', identity)

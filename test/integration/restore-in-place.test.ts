@@ -198,3 +198,62 @@ describe("Redlock: a node restored in place is quarantined and out of fencing", 
     });
   }
 });
+
+describe("Redlock: a node whose memory is copied in from another node in place is quarantined and out of fencing", () => {
+  const cluster = useCluster({ nodeCount: 3, persistence: "aof-always" });
+
+  it("REPLICAOF another node, then REPLICAOF NO ONE: a client connected across it gives no token twice", async () => {
+    // The copy brings the other node's run key and counters: another run_id
+    // in the vote scripts, where no restart and no reconnect happened, so
+    // no certify ran. Taken for a restart (left to a certify that never
+    // came), it voted with those counters, and a second client got the
+    // token the first one had.
+    const urls = cluster().urls;
+    const [a, c] = [0, 2].map((i) => cluster().client(i));
+    const options = { nodeTimeoutMs: 1_000, retry: { retries: 0 } };
+    const one = new Redlock(urls, options);
+    const two = new Redlock(urls, options);
+    try {
+      for (let i = 0; i < 3; i++) await (await one.acquire(["rc"], 5_000)).release();
+      // Checked and connected before the copy: it stays connected across it.
+      await (await two.acquire(["rc-other"], 5_000)).release();
+      // C refuses one grant (a stranger's key there): its token goes to A and B only.
+      await c!.set("rc", "stranger", "PX", 60_000);
+      const first = await one.acquire(["rc"], 5_000);
+      await first.release();
+      await c!.del("rc");
+      await c!.config("SET", "repl-diskless-sync-delay", "0");
+      await a!.call("REPLICAOF", "127.0.0.1", String(cluster().cluster.node(2).port));
+      while (!/master_link_status:up/.test(await a!.info("replication"))) await sleep(20);
+      await a!.call("REPLICAOF", "NO", "ONE");
+      assert.equal(
+        await a!.get("redquorum:fence:rc"),
+        await c!.get("redquorum:fence:rc"),
+        "the premise: A holds C's older counter now",
+      );
+      // Past the copied identity cache's life (the copy holds C's, fresh
+      // for memoryCheckIntervalMs: what the checks cannot see).
+      await sleep(2 * limits.memoryCheckIntervalMs);
+      cluster().cluster.pause(1);
+      try {
+        const second = await two.acquire(["rc"], 5_000).catch((error: Error) => error);
+        if (!(second instanceof Error)) {
+          assert.ok(
+            second.fence! > first.fence!,
+            `token ${second.fence} after ${first.fence}: a token given twice`,
+          );
+        }
+      } finally {
+        cluster().cluster.resume(1);
+      }
+      assert.match(
+        String(await a!.get("redquorum:marker")),
+        /^restarted:/,
+        "its counters are unknown",
+      );
+      assert.match(String(await a!.get("redquorum:quarantine")), /^unjudged:replaced:/);
+    } finally {
+      await Promise.all([one.quit(), two.quit()]);
+    }
+  });
+});
