@@ -80,16 +80,20 @@ export async function fencedSet(
       "expected a fencing token (a non-negative bigint, lock.fence)",
     );
   }
+  const fenceKey = options.fenceKey ?? `${key}:fence`;
+  if (fenceKey === key) {
+    // The value would overwrite the token it is checked against.
+    throw new InvalidArgumentError(
+      "fenceKey",
+      `must differ from the key written (${JSON.stringify(key)}): the highest token is kept there`,
+    );
+  }
   const node = nodeOf(client);
   const timeoutMs = options.timeoutMs ?? fenceDefaults.fencedSetTimeoutMs;
   // Whatever the node answers (WRONGTYPE, a corrupt token), the caller gets a typed error.
   try {
     const reply = (await raceAbort(
-      node.evalScript(
-        fencedSetScript,
-        [key, options.fenceKey ?? `${key}:fence`],
-        [value, token.toString()],
-      ),
+      node.evalScript(fencedSetScript, [key, fenceKey], [value, token.toString()]),
       undefined,
       timeoutMs,
       () => new NodeTimeoutError(node.endpoint, timeoutMs),

@@ -330,6 +330,12 @@ describe("the GC pause (FAULTS.md L15 / I12): a paused client is fenced off", ()
       code: "ERR_INVALID_ARGUMENT",
     });
     await assert.rejects(fencedSet(store, "k", "d", 6 as never), { code: "ERR_INVALID_ARGUMENT" });
+    // The token kept under the key written: the value would overwrite it.
+    await assert.rejects(fencedSet(store, "k", "d", 6n, { fenceKey: "k" }), {
+      code: "ERR_INVALID_ARGUMENT",
+      message: /fenceKey/,
+    });
+    assert.equal(await store.get("k"), "b", "nothing written");
   });
 
   it("negative control: without the helper, A's late write overwrites B's (the lost update)", async () => {
