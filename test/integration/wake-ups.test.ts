@@ -17,6 +17,9 @@ import { wrappedTransports } from "../helpers/wrapped-transport.js";
  */
 const roundMs = 1_000;
 
+/** A waiter that only a release wakes (or hands the lock to): no fallback poll fires on its clock. */
+const parkedUntilWoken = { clock: noTimers, nodeTimeoutMs: roundMs, retry: { retries: 10 } };
+
 describe("waiters are woken by releases (no blind polling)", () => {
   let cluster: TestCluster;
 
@@ -34,11 +37,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
     ],
   ]) {
     it(`in one instance, a release of ${held} hands the lock to the first waiter for ${wanted} in one round (no release round)`, async () => {
-      const redlock = new Redlock(cluster.urls, {
-        clock: noTimers,
-        nodeTimeoutMs: roundMs,
-        retry: { retries: 10 },
-      });
+      const redlock = new Redlock(cluster.urls, parkedUntilWoken);
       try {
         const first = await redlock.acquire(held!, 10_000);
         const waiting = redlock.acquire(wanted!, 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -144,11 +143,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
         return real.send(args, timeoutMs);
       },
     }));
-    const redlock = new Redlock(transports, {
-      clock: noTimers,
-      nodeTimeoutMs: roundMs,
-      retry: { retries: 10 },
-    });
+    const redlock = new Redlock(transports, parkedUntilWoken);
     try {
       const first = await redlock.acquire(["left"], 10_000);
       const waiting = redlock.acquire(["left"], 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -173,11 +168,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
 
   it("close() ends parked waits at once with ClosedError", async () => {
     const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
-    const redlock = new Redlock(cluster.urls, {
-      clock: noTimers,
-      nodeTimeoutMs: roundMs,
-      retry: { retries: 10 },
-    });
+    const redlock = new Redlock(cluster.urls, parkedUntilWoken);
     try {
       const lock = await holder.acquire(["c"], 10_000);
       const waiting = redlock.acquire(["c"], 10_000);
@@ -192,11 +183,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
   });
 
   it("a handoff of a lock that was lost still reports the loss to the releaser", async () => {
-    const redlock = new Redlock(cluster.urls, {
-      clock: noTimers,
-      nodeTimeoutMs: roundMs,
-      retry: { retries: 10 },
-    });
+    const redlock = new Redlock(cluster.urls, parkedUntilWoken);
     try {
       const first = await redlock.acquire(["lost"], 10_000);
       const waiting = redlock.acquire(["lost"], 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -216,11 +203,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
   // as answers of the heir's lost, as after a timeout).
   for (const ending of ["its signal aborts", "the instance closes"] as const) {
     it(`a handoff whose heir never sends its round (${ending}) still reports a loss on a majority`, async () => {
-      const redlock = new Redlock(cluster.urls, {
-        clock: noTimers,
-        nodeTimeoutMs: roundMs,
-        retry: { retries: 10 },
-      });
+      const redlock = new Redlock(cluster.urls, parkedUntilWoken);
       const key = `lost-unsent-${ending === "its signal aborts" ? "abort" : "close"}`;
       try {
         const first = await redlock.acquire([key], 10_000);
@@ -242,11 +225,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
 
   it("a waiter in another instance is woken through pub/sub when the holder releases", async () => {
     const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
-    const waiter = new Redlock(cluster.urls, {
-      clock: noTimers,
-      nodeTimeoutMs: roundMs,
-      retry: { retries: 10 },
-    });
+    const waiter = new Redlock(cluster.urls, parkedUntilWoken);
     try {
       const lock = await holder.acquire(["p"], 10_000);
       const waiting = waiter.acquire(["p"], 10_000, { signal: AbortSignal.timeout(10_000) });
@@ -320,11 +299,7 @@ describe("waiters are woken by releases (no blind polling)", () => {
         Number(/connected_clients:(\d+)/.exec(await c.info("clients"))?.[1]);
       const baseline = 1; // the inspection client
       const holder = new Redlock(cluster.urls, { nodeTimeoutMs: roundMs });
-      const waiter = new Redlock(clients as never, {
-        clock: noTimers,
-        nodeTimeoutMs: roundMs,
-        retry: { retries: 10 },
-      });
+      const waiter = new Redlock(clients as never, parkedUntilWoken);
       try {
         const lock = await holder.acquire([adapter], 10_000);
         const waiting = waiter.acquire([adapter], 10_000, { signal: AbortSignal.timeout(10_000) });
