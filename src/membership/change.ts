@@ -602,10 +602,8 @@ export async function applyMemberChange(
   // Step 3: the new node joins, after the old epoch can no longer win.
   if (add && newMember) {
     // A node the record names already (a run before did not join it) may
-    // be a member that joined then and lost its memory since.
-    // (Its list is not checked against the record here: marked without an
-    // epoch, for the next change to work out.)
-
+    // be a member that joined then and lost its memory since: marked
+    // without an epoch (`resumedJoin`), for the next change to work out.
     const status = await writeRecord(
       add,
       "",

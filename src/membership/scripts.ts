@@ -39,12 +39,19 @@ export const writeReply = {
 
 /**
  * Lua: \`held\` the node's stamp, \`committed\` the stamp of the record it
- * holds (\`held\` without the prefix of a change it accepted: choose.ts).
+ * holds (\`held\` without the prefix of a change it accepted: choose.ts);
+ * \`epochOf(stamp)\` a stamp's epoch (nil for ""); \`markUpTo(epochText)\`
+ * marks the node as a member that lost its memory, up to that epoch (kept
+ * as text: Lua prints unknownMark in exponent form).
  */
 const heldStampsLua = `local held = redis.call('get', '${stampKey}') or ''
 local committed = held
 if string.sub(held, 1, ${changingPrefix.length}) == '${changingPrefix}' then
   committed = string.sub(held, ${changingPrefix.length + 1})
+end
+local function epochOf(stamp) return tonumber(string.match(stamp, '^[^:]*:(%d+):')) end
+local function markUpTo(epochText)
+  redis.call('set', '${proposalKey}', epochText .. '\\n${amnesiacPromise}\\n\\n\\n')
 end
 `;
 
@@ -79,7 +86,6 @@ if committed ~= ARGV[1] or (ARGV[4] ~= '' and id ~= '' and id ~= ARGV[4]) then
   return {${writeReply.conflict}, committed, id}
 end
 -- Records only move forward: one chosen for an epoch is the only one there is.
-local function epochOf(stamp) return tonumber(string.match(stamp, '^[^:]*:(%d+):')) end
 local epoch = epochOf(ARGV[2])
 if not epoch or (committed ~= '' and epoch <= (epochOf(committed) or 0)) then
   return {${writeReply.conflict}, committed, id}
@@ -87,10 +93,8 @@ end
 -- A change under way ends with the record written. A node that lost its
 -- memory stays marked (choose.ts) until a record of the epoch its mark
 -- names, or a later one, is written on it.
--- (Kept as text: Lua prints a number this large in exponent form.)
 local markText = string.match(redis.call('get', '${proposalKey}') or '', '^(%d+)\\n${amnesiacPromise}\\n')
-local mark = tonumber(markText)
-if mark and epoch >= mark then mark, markText = nil, nil end
+if markText and epoch >= tonumber(markText) then markText = nil end
 redis.call('del', '${proposalKey}')
 if ARGV[4] ~= '' then
   redis.call('set', '${nodeIdKey}', ARGV[4])
@@ -108,9 +112,7 @@ end
 -- ARGV[6] "1": the node may be a member that lost its memory, and may
 -- have promised or accepted a change it forgot (choose.ts).
 if ARGV[6] == '1' then markText = '${unknownMark}' end
-if markText then
-  redis.call('set', '${proposalKey}', markText .. '\\n${amnesiacPromise}\\n\\n\\n')
-end
+if markText then markUpTo(markText) end
 return {${writeReply.written}, ARGV[2], id}`,
 );
 
@@ -204,9 +206,8 @@ export const resolveMarkScript = new LuaScript(
   "membership-resolve-mark",
   `${heldStampsLua}local proposal = redis.call('get', '${proposalKey}') or ''
 if string.sub(proposal, 1, ${String(unknownMark).length + 1}) ~= '${unknownMark}\\n' then return 0 end
-local epoch = tonumber(string.match(committed, '^[^:]*:(%d+):')) or 0
-if epoch >= tonumber(ARGV[1]) then redis.call('del', '${proposalKey}')
-else redis.call('set', '${proposalKey}', ARGV[1] .. '\\n${amnesiacPromise}\\n\\n\\n') end
+if (epochOf(committed) or 0) >= tonumber(ARGV[1]) then redis.call('del', '${proposalKey}')
+else markUpTo(ARGV[1]) end
 return 1`,
 );
 
