@@ -4,6 +4,7 @@
  * made with `checksMembership`), and the one script that writes a record.
  */
 import { LuaScript } from "../node/lua-script.js";
+import { aliveKey } from "../node/memory-check.js";
 import {
   markerKey,
   quarantineKey,
@@ -11,7 +12,7 @@ import {
   unjudgedLifetimeMs,
   unjudgedPrefix,
 } from "../node/node-state.js";
-import { serverIdentityLua } from "../node/server-identity.js";
+import { joinsKey, serverIdentityLua } from "../node/server-identity.js";
 import { changingPrefix, nodeIdKey, proposalKey, recordKey, stampKey } from "./record.js";
 
 export { membershipRefusalOf } from "./check.js";
@@ -66,7 +67,9 @@ end
  * (unjudged, counted from now: lock/scripts.ts, judgeQuarantineScript) —
  * whatever its server's uptime; "rejoin" for a node taken back by its
  * address (membership/view.ts): it joins so unless its marker, read in the
- * same call, says it is in service ("1"). Replies {writeReply, the stamp it
+ * same call, says it is in service ("1"). Either way its memory identity
+ * moves (node/server-identity.ts, joinsKey): state recorded on the node
+ * before, ID counters included, is repaired before it votes. Replies {writeReply, the stamp it
  * holds now or "", its member id or ""}. ARGV[6] "1": the node may be a
  * member that lost its memory: it is marked with unknownMark, and takes no
  * part in changes until a change works the mark's epoch out (choose.ts).
@@ -102,6 +105,14 @@ if ARGV[4] ~= '' then
 end
 redis.call('set', '${stampKey}', ARGV[2])
 redis.call('set', '${recordKey}', ARGV[3])
+-- A node that joins, or is taken back by its address, starts a memory of
+-- its own (node/server-identity.ts): what it held under the old one, lock
+-- state and ID counters alike, is met as a memory replaced in place.
+if ARGV[5] == 'join' or ARGV[5] == 'rejoin' then
+  -- GET and SET, not INCR: the ACL the operations guide gives allows these.
+  redis.call('set', '${joinsKey}', (tonumber(redis.call('get', '${joinsKey}')) or 0) + 1)
+  redis.call('del', '${aliveKey}')
+end
 if ARGV[5] == 'join' or (ARGV[5] == 'rejoin' and redis.call('get', '${markerKey}') ~= '1') then
   local t = redis.call('time')
   local nowMs = t[1] * 1000 + math.floor(t[2] / 1000)

@@ -162,10 +162,13 @@ export class MembershipView {
     // restarted empty or flushed, or a new server that a change named and
     // has not joined yet. Left to a quarantine judged from its server's
     // start, a new server up longer than maxTtlMs voted at once on locks the
-    // member it replaced held. One restored from a copy (marker "1") is left
-    // to the restart checks, as before. A member with its own id was one all
-    // along (a node added again gets a new id: change.ts), and only missed
-    // the record.
+    // member it replaced held. One in service (marker "1": restored from a
+    // copy, or another memory altogether) is left to the checks a memory
+    // replaced in place meets at its next vote: the rejoin moves its memory
+    // identity (node/server-identity.ts), so its lock state and its ID
+    // counters, which it may hold from before this cluster, are not trusted
+    // as they are. A member with its own id was one all along (a node added
+    // again gets a new id: change.ts), and only missed the record.
     const rejoins = answer.id === undefined;
     // What it may have promised or accepted for a change of members, and
     // forgotten (choose.ts), cannot be told from this client's list, which

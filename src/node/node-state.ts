@@ -16,7 +16,7 @@
  */
 
 import { LuaScript } from "./lua-script.js";
-import { serverIdentityLua } from "./server-identity.js";
+import { replacedSinceStartLua, serverIdentityLua } from "./server-identity.js";
 
 export const markerKey = "redquorum:marker";
 export const quarantineKey = "redquorum:quarantine";
@@ -149,7 +149,7 @@ local function checkQuarantine(marker, quarantined, quarantineArg)
     -- whether the server was flushed since it started.
     local identity = ${serverIdentityLua}
     redis.call('set', '${runKey}', identity)
-    local flushed = string.match(identity, '/(%d+)$') ~= '0'
+    local flushed = ${replacedSinceStartLua("identity")}
     local kind = flushed and ${unjudgedLua("flushed")} or ${unjudgedLua("start")}
     redis.call('set', '${quarantineKey}', kind, 'PX', ${unjudgedLifetimeMs})
     if waits then return marker, {${quarantineReply.quarantined}, marker, kind} end

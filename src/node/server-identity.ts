@@ -13,6 +13,15 @@
  * the data set, and Redis counts each such call in INFO commandstats for as
  * long as the server runs. Those counts are the second part.
  *
+ * The third, once a node has joined a cluster or been taken back by its
+ * address (membership/scripts.ts, writeRecordScript): how many times it
+ * did. What the node held before it joined is not the cluster's: an ID
+ * counter left there with its marker and the identity of this very memory
+ * (another deployment's, or one from before the membership was recorded)
+ * would otherwise pass as the node's own and vote unrepaired. The join
+ * moves the identity, so every state recorded under the old one is met as
+ * a memory replaced in place: quarantined, its counters repaired.
+ *
  * What this cannot see: a key edited or replayed over live data without
  * any of these commands (SET, RESTORE, a replay without a flush), a CONFIG
  * RESETSTAT that brings the counts back to what was recorded before the
@@ -24,8 +33,12 @@
 /** Commands that empty or swap a server's data set in place (counted in INFO commandstats). */
 export const replacingCommands = ["flushall", "flushdb", "swapdb", "replicaof", "slaveof"] as const;
 
+/** How many times the node joined a cluster, or was taken back (the identity's third part). */
+export const joinsKey = "redquorum:joins";
+
 /**
- * Lua expression: the server's memory identity now, "<run_id>/<count>".
+ * Lua expression: the server's memory identity now, "<run_id>/<count>",
+ * and "/<joins>" once the node joined.
  * Costs an INFO server and an INFO commandstats (tens of µs: commandstats
  * walks the whole command table), so the vote scripts read it from the
  * cache below instead (memory-check.ts).
@@ -36,8 +49,18 @@ export const serverIdentityLua = `(function()
   for _, name in ipairs({'${replacingCommands.join("', '")}'}) do
     count = count + (tonumber(string.match(stats, 'cmdstat_' .. name .. ':calls=(%d+)')) or 0)
   end
-  return (string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '') .. '/' .. count
+  local joins = redis.call('get', '${joinsKey}')
+  return (string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '') .. '/' .. count ..
+    (joins and '/' .. joins or '')
 end)()`;
+
+/**
+ * Lua expression: whether the memory `identity` (a Lua string) was emptied
+ * or swapped in place since its server started: its count is not 0.
+ */
+export function replacedSinceStartLua(identity: string): string {
+  return `(string.match(${identity}, '^[^/]*/(%d+)') ~= '0')`;
+}
 
 /**
  * Lua expression: whether `recorded` (a recorded identity, or a run_id as

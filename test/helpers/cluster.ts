@@ -67,6 +67,7 @@ export function outlivesLocks(key: string): boolean {
     key === "redquorum:fence-max" ||
     key === "redquorum:fence-floor" ||
     key === "redquorum:run" ||
+    key === "redquorum:joins" ||
     key === "redquorum:horizon" ||
     key === "redquorum:alive" ||
     key === "redquorum:node" ||

@@ -11,6 +11,7 @@ import {
   changeMembers,
   MembershipError,
   membershipStatus,
+  NextId,
   type NodeTransport,
   Redlock,
   ResourceLockedError,
@@ -269,6 +270,67 @@ describe("cluster membership on real redis-server nodes", () => {
     const after = await membershipStatus(urls(0, 1, 2));
     assert.equal(after.nodes[1]!.id, before.nodes[1]!.id);
     assert.equal(after.record?.epoch, before.record?.epoch);
+  });
+
+  it("a member's address answering with another memory (an ID counter, its marker and this memory's identity, no record) is taken back with that counter repaired: no ID is handed out again", async () => {
+    await client(urls(0, 1, 2)).init();
+    // No node restarts here: what is durable on disk is not what this tests.
+    const idOptions = {
+      nodeTimeoutMs: 500,
+      key: "t:id",
+      unsafeAllowNonDurableNodes: true,
+      onWarning: () => {},
+    };
+    const first = new NextId(urls(0, 1, 2), idOptions);
+    const handedOut = new Set<bigint>();
+    try {
+      await first.init();
+      for (let i = 0; i < 10; i++) handedOut.add(await first.next());
+    } finally {
+      await first.close();
+    }
+    // Node 1 missed the rounds (a minority may lag behind).
+    await cluster.client(1).set("t:id", "3");
+    // Node 2's address now answers with another memory: no membership
+    // record, but what NextId leaves on a node (another deployment's
+    // counter, or one from before the membership was recorded): a counter
+    // below what was handed out, its marker "1", this memory's identity.
+    const node2 = cluster.client(2);
+    await node2.flushall();
+    await node2.eval(
+      `redis.call('set', KEYS[1], '5')
+redis.call('set', KEYS[2], '1')
+redis.call('set', KEYS[3], ${serverIdentityLua})`,
+      3,
+      "t:id",
+      "t:id:marker",
+      "t:id:run",
+    );
+    // With node 0 out, a round needs nodes 1 and 2: trusted as it is, node
+    // 2's counter (5) and node 1's (3) handed out IDs from 6 on again.
+    cluster.cluster.pause(0);
+    // One round per call: with node 0 paused, each fails in a node timeout.
+    const second = new NextId(urls(0, 1, 2), { ...idOptions, retry: { retries: 0 } });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const id = await second.next().catch(() => undefined);
+        if (id !== undefined) {
+          assert.ok(!handedOut.has(id), `ID ${id} handed out again`);
+          handedOut.add(id);
+        }
+      }
+      assert.ok(await node2.get("redquorum:node"), "node 2 was taken back");
+    } finally {
+      cluster.cluster.resume(0);
+      await second.close();
+    }
+    const third = new NextId(urls(0, 1, 2), idOptions);
+    try {
+      const next = await third.next();
+      assert.ok(next > 10n, `ID ${next} after 10 were handed out`);
+    } finally {
+      await third.close();
+    }
   });
 
   describe("two changes of members at once", () => {
