@@ -178,14 +178,14 @@ export function viewOf(reports: readonly NodeMembershipReport[]): MembershipReco
 /**
  * The record written on `node`, compare-and-set (scripts.ts,
  * writeRecordScript): its writeReply. `join`: the node joins as one that
- * lost its memory; "rejoin": so unless its marker says it is in service.
+ * lost its memory (a node taken back by its address too: view.ts).
  */
 export async function writeRecord(
   node: RedisNode,
   expected: string,
   record: MembershipRecord,
   id: string,
-  join: boolean | "rejoin",
+  join: boolean,
   timeoutMs: number,
   /** The node may be a member that lost its memory: marked until a change works its mark out (choose.ts). */
   mayHaveForgotten = false,
@@ -199,7 +199,7 @@ export async function writeRecord(
       stampOf(record),
       formatRecord(record),
       id,
-      join === "rejoin" ? "rejoin" : join ? "join" : "",
+      join ? "join" : "",
       mayHaveForgotten ? "1" : "",
     ],
     { timeoutMs },

@@ -65,11 +65,10 @@ end
  * that lost its memory does, from now — its marker "lost:", so its fencing
  * counters are unknown until repaired, and the restart quarantine
  * (unjudged, counted from now: lock/scripts.ts, judgeQuarantineScript) —
- * whatever its server's uptime; "rejoin" for a node taken back by its
- * address (membership/view.ts): it joins so unless its marker, read in the
- * same call, says it is in service ("1"). Either way its memory identity
- * moves (node/server-identity.ts, joinsKey): state recorded on the node
- * before, ID counters included, is repaired before it votes. Replies {writeReply, the stamp it
+ * whatever its server's uptime or its marker (a node taken back by its
+ * address, membership/view.ts, joins so too). Its memory identity moves
+ * (node/server-identity.ts, joinsKey): state recorded on the node before,
+ * ID counters included, is repaired before it votes. Replies {writeReply, the stamp it
  * holds now or "", its member id or ""}. ARGV[6] "1": the node may be a
  * member that lost its memory: it is marked with unknownMark, and takes no
  * part in changes until a change works the mark's epoch out (choose.ts).
@@ -105,15 +104,16 @@ if ARGV[4] ~= '' then
 end
 redis.call('set', '${stampKey}', ARGV[2])
 redis.call('set', '${recordKey}', ARGV[3])
--- A node that joins, or is taken back by its address, starts a memory of
--- its own (node/server-identity.ts): what it held under the old one, lock
--- state and ID counters alike, is met as a memory replaced in place.
+-- A node that joins, or is taken back by its address, brings nothing the
+-- cluster can trust, whatever its marker says: it starts as a node that
+-- lost its memory, from now (its marker "lost:", so its fencing counters
+-- are unknown until repaired; the quarantine, unjudged, counted from now),
+-- and under a memory identity of its own (node/server-identity.ts), so
+-- that its ID counters, recorded under the old one, are repaired too.
 if ARGV[5] == 'join' or ARGV[5] == 'rejoin' then
   -- GET and SET, not INCR: the ACL the operations guide gives allows these.
   redis.call('set', '${joinsKey}', (tonumber(redis.call('get', '${joinsKey}')) or 0) + 1)
   redis.call('del', '${aliveKey}')
-end
-if ARGV[5] == 'join' or (ARGV[5] == 'rejoin' and redis.call('get', '${markerKey}') ~= '1') then
   local t = redis.call('time')
   local nowMs = t[1] * 1000 + math.floor(t[2] / 1000)
   redis.call('set', '${markerKey}', 'lost:' .. t[1] .. '.' .. t[2])

@@ -157,17 +157,15 @@ export class MembershipView {
     }
     // A node without an id of its own rejoins as a node joining does (its
     // marker "lost:", its counters unknown until repaired, the restart
-    // quarantine counted from now) unless its marker says it is in service
-    // (the script reads it in the same call): it may be the member's server
-    // restarted empty or flushed, or a new server that a change named and
-    // has not joined yet. Left to a quarantine judged from its server's
-    // start, a new server up longer than maxTtlMs voted at once on locks the
-    // member it replaced held. One in service (marker "1": restored from a
-    // copy, or another memory altogether) is left to the checks a memory
-    // replaced in place meets at its next vote: the rejoin moves its memory
-    // identity (node/server-identity.ts), so its lock state and its ID
-    // counters, which it may hold from before this cluster, are not trusted
-    // as they are. A member with its own id was one all along (a node added
+    // quarantine counted from now, its memory identity moved), whatever its
+    // marker says: it may be the member's server restarted empty or
+    // flushed, a new server that a change named and has not joined yet, or
+    // another memory altogether (another deployment's data, a copy from
+    // before the members were recorded). Left to a quarantine judged from
+    // its server's start, a new server up longer than maxTtlMs voted at once
+    // on locks the member it replaced held; one whose marker said it was in
+    // service voted with fencing and ID counters that were not the
+    // cluster's. A member with its own id was one all along (a node added
     // again gets a new id: change.ts), and only missed the record.
     const rejoins = answer.id === undefined;
     // What it may have promised or accepted for a change of members, and
@@ -179,7 +177,7 @@ export class MembershipView {
       stampOf(answer.record),
       view,
       rejoins ? id : "",
-      rejoins ? "rejoin" : false,
+      rejoins,
       timeoutMs,
       rejoins,
     );
