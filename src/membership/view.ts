@@ -9,6 +9,7 @@
  */
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
+import { quorumOf } from "../quorum/round.js";
 import { readRecord, writeRecord } from "./change.js";
 import { describeMembers, type MembershipRecord, memberAt, memberById, stampOf } from "./record.js";
 import { writeReply } from "./scripts.js";
@@ -73,10 +74,11 @@ export class MembershipView {
       }
       if (!this.current || record.epoch > this.current.epoch) this.adopt(record);
     }
-    const view = this.current;
-    if (view && (!record || record.epoch < view.epoch)) {
-      answer = await this.catchUp(index, answer, view, timeoutMs);
+    if (this.current && (!record || record.epoch < this.current.epoch)) {
+      answer = await this.catchUp(index, answer, this.current, timeoutMs);
     }
+    // The view as it stands now: taking a node back may have read a newer one.
+    const view = this.current;
     this.answers[index] = answer;
     if (view) this.requireMember(index, view);
     node.membershipStamp = stampOf(view);
@@ -168,6 +170,10 @@ export class MembershipView {
     // cluster's. A member with its own id was one all along (a node added
     // again gets a new id: change.ts), and only missed the record.
     const rejoins = answer.id === undefined;
+    if (rejoins) {
+      const newer = await this.confirmCurrent(index, view, timeoutMs);
+      if (newer) return this.catchUp(index, answer, newer, timeoutMs);
+    }
     // What it may have promised or accepted for a change of members, and
     // forgotten (choose.ts), cannot be told from this client's list, which
     // may be older than the members: it is marked without an epoch, which a
@@ -183,6 +189,61 @@ export class MembershipView {
     );
     if (status === writeReply.conflict) return readRecord(node, timeoutMs);
     return { id, record: view };
+  }
+
+  /**
+   * Before node `index`, which lost its memory, is taken back under `view`:
+   * `view` must still be the members' record. A change to the next epoch
+   * first made a majority of `view`'s members accept it, and the node taken
+   * back may have been one of them: its loss took that away, and written
+   * back at `view`'s epoch it would make one majority of the old members
+   * with those the change never reached, beside the new members' majority.
+   * So N - Q + 1 of the other members are read now (N members, a majority
+   * Q): at least one of any Q - 1 of them, so at least one that accepted or
+   * holds a later record, if there is one. Answers the newer record read
+   * (adopted as the view: the node is then taken back under it, if a member
+   * of it); throws `MembershipError` when too few answer. A member that
+   * accepted a change not written yet still answers with the record it
+   * holds, and counts: refusing the node then would stop that change too,
+   * which waits for the node to be taken back (it takes no part, marked:
+   * choose.ts). What this cannot see: a change whose record is being
+   * written when these reads land, read on members it has not reached yet.
+   */
+  private async confirmCurrent(
+    index: number,
+    view: MembershipRecord,
+    timeoutMs: number,
+  ): Promise<MembershipRecord | undefined> {
+    const endpoint = this.nodes[index]!.endpoint;
+    const needed = this.nodes.length - quorumOf(this.nodes.length) + 1;
+    const reads = await Promise.all(
+      this.nodes.map((node, other) =>
+        other === index ? undefined : readRecord(node, timeoutMs).catch(() => undefined),
+      ),
+    );
+    let answered = 0;
+    let newer: MembershipRecord | undefined;
+    for (const read of reads) {
+      if (!read) continue;
+      // A node that lost its record too holds no later one either (after
+      // the whole cluster lost its memory, the view is the record left).
+      answered++;
+      const { record } = read;
+      if (!record || record.clusterId !== view.clusterId || record.epoch <= view.epoch) continue;
+      if (!newer || record.epoch > newer.epoch) newer = record;
+    }
+    if (newer) {
+      this.adopt(newer);
+      return newer;
+    }
+    if (answered < needed) {
+      throw new MembershipError(
+        [endpoint],
+        `${endpoint} lost its membership record; it is taken back once ${needed} of the other ` +
+          `members confirm epoch ${view.epoch} is still the cluster's, and ${answered} answered`,
+      );
+    }
+    return undefined;
   }
 
   /** Node `index` must answer as a member of `view`, and as no other node of the list does. */

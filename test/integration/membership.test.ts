@@ -274,6 +274,48 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.equal(after.record?.epoch, before.record?.epoch);
   });
 
+  it("a client whose view is an epoch behind does not take back a member that lost its memory at that epoch: it would make a majority of the old members beside the new members' majority", async () => {
+    const old = client(urls(0, 1, 2));
+    await old.init();
+    await old.release(await old.acquire(["warm"], 1_000));
+    // Node 2 is replaced by node 3 while it is out of reach: it keeps epoch
+    // 1; nodes 0, 1 and 3 move to epoch 2.
+    cluster.cluster.pause(2);
+    try {
+      await changeMembers(urls(0, 1, 2), { remove: cluster.urls[2]!, add: cluster.urls[3]! });
+    } finally {
+      cluster.cluster.resume(2);
+    }
+    const epoch2 = await cluster.client(1).get("redquorum:cluster");
+    assert.match(String(epoch2), /:2:/);
+    // Node 0 loses its memory; node 1 is out of reach of the old list's client.
+    await cluster.client(0).flushall();
+    cluster.cluster.pause(1);
+    try {
+      // Taken back at epoch 1, node 0 would make a majority of the old
+      // members with node 2, while nodes 1 and 3 are one of the new members.
+      await assert.rejects(old.acquire(["x"], 1_000));
+      assert.equal(
+        await cluster.client(0).get("redquorum:cluster"),
+        null,
+        "node 0 taken back at epoch 1",
+      );
+    } finally {
+      cluster.cluster.resume(1);
+    }
+    // With node 1 answering, the old list's client reads epoch 2: told to reload.
+    await assert.rejects(old.acquire(["x"], 1_000), MembershipError);
+    assert.notEqual(
+      await cluster.client(0).get("redquorum:cluster"),
+      await cluster.client(2).get("redquorum:cluster"),
+    );
+    // The new list's client takes node 0 back at epoch 2.
+    const fresh = client(urls(0, 1, 3));
+    await fresh.acquire(["y"], 1_000).catch(() => {});
+    await nodeRejoined(0);
+    assert.equal(await cluster.client(0).get("redquorum:cluster"), epoch2);
+  });
+
   it("a member's address answering with another memory (an ID counter, its marker and this memory's identity, no record) is taken back with that counter repaired: no ID is handed out again", async () => {
     await client(urls(0, 1, 2)).init();
     // No node restarts here: what is durable on disk is not what this tests.
@@ -308,11 +350,19 @@ redis.call('set', KEYS[3], ${serverIdentityLua})`,
       "t:id:marker",
       "t:id:run",
     );
-    // With node 0 out, a round needs nodes 1 and 2: trusted as it is, node
-    // 2's counter (5) and node 1's (3) handed out IDs from 6 on again.
-    cluster.cluster.pause(0);
-    // One round per call: with node 0 paused, each fails in a node timeout.
-    const second = new NextId(urls(0, 1, 2), { ...idOptions, retry: { retries: 0 } });
+    // Node 0 answers this client's reads of the members' records, but none
+    // of its scripts: a round needs nodes 1 and 2, and trusted as it is,
+    // node 2's counter (5) and node 1's (3) handed out IDs from 6 on again.
+    const transports = wrappedTransports(urls(0, 1, 2), (real, i) => ({
+      send(args, timeoutMs) {
+        if (i === 0 && (args[0] === "EVAL" || args[0] === "EVALSHA")) {
+          return Promise.reject(new Error("out of reach for rounds (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    // One round per call.
+    const second = new NextId(transports, { ...idOptions, retry: { retries: 0 } });
     try {
       for (let i = 0; i < 3; i++) {
         const id = await second.next().catch(() => undefined);
@@ -323,7 +373,6 @@ redis.call('set', KEYS[3], ${serverIdentityLua})`,
       }
       assert.ok(await node2.get("redquorum:node"), "node 2 was taken back");
     } finally {
-      cluster.cluster.resume(0);
       await second.close();
     }
     const third = new NextId(urls(0, 1, 2), idOptions);
@@ -670,10 +719,11 @@ redis.call('set', KEYS[3], ${serverIdentityLua})`,
     it("a member taken back by a client is marked without an epoch, until a change that reads a majority of the members works it out", async () => {
       await client(urls(0, 1, 2)).init();
       await cluster.client(0).flushall();
-      // Node 1 out of reach, node 0 checked last: node 2 alone answers with a record.
+      // Node 1 out of reach but for the reads of the members' records that
+      // taking a node back makes, node 0 checked last.
       const transports = wrappedTransports(urls(0, 1, 2), (real, i) => ({
         async send(args, timeoutMs) {
-          if (i === 1) throw new Error("connection reset (the test's)");
+          if (i === 1 && args[0] !== "MGET") throw new Error("connection reset (the test's)");
           if (i === 0 && args[0] === "MGET") await sleep(200);
           return real.send(args, timeoutMs);
         },

@@ -96,6 +96,13 @@ for (const form of ["aof", "dump"] as const) {
           Array.from({ length: 10 }, (_, i) => BigInt(i + 1)),
         );
         const a = cluster().client(0);
+        // The round ends once a majority accepted: A's write may land just
+        // after (on a loaded machine, after the copy would be taken).
+        const until = performance.now() + 2_000;
+        while ((await a.get(`restore-${form}`)) !== "10") {
+          assert.ok(performance.now() < until, "A did not accept X's IDs within 2 s");
+          await sleep(20);
+        }
         const copy =
           form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a);
         cluster().cluster.pause(3);

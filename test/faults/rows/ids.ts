@@ -7,7 +7,7 @@
  */
 import { DelayProxy } from "../../helpers/delay-proxy.js";
 import type { RowContext, Workload } from "../runner/context.js";
-import { initIds } from "../runner/ids-setup.js";
+import { initIds, takeBack } from "../runner/ids-setup.js";
 import type { Row } from "../runner/types.js";
 import { type AofSample, noAofRewriteArgs } from "../tools/power-loss.js";
 import { scriptIs } from "../tools/triggers.js";
@@ -219,7 +219,10 @@ export const idRows: Row[] = [
             ? { nodeTimeoutMs: 100, repairDelayMs: 1_100, retry: { retries: 3 } }
             : { nodeTimeoutMs: 100, unsafeSkipMarkerCheck: true };
         await initIds(ctx, library);
-        const { y, got } = await loseTheOnlyOverlap(ctx, { library }, () => ctx.restart(2, false));
+        const { y, got } = await loseTheOnlyOverlap(ctx, { library }, async () => {
+          await ctx.restart(2, false);
+          await takeBack(ctx, 2);
+        });
         if (variant === "no-marker") {
           ctx.expect(got.ok, `Y got no ID over {2,3,4}: ${got.ok ? "" : got.message}`);
           return;
