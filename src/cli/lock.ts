@@ -149,7 +149,8 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
   return new Command("lock")
     .description(
       "run a command while holding a lock on the resources (a distributed flock): the command " +
-        "gets REDQUORUM_FENCE (the fencing token) and REDQUORUM_RESOURCES (comma-separated)",
+        "gets REDQUORUM_RESOURCES (comma-separated), REDQUORUM_FENCES (each one's fencing token, " +
+        "in that order) and REDQUORUM_FENCE (the first one's)",
     )
     .usage("[options] <resource...> -- <command> [args...]")
     .argument("<resource...>", "the resources to lock, all or none")
@@ -223,6 +224,9 @@ async function runLocked(
         exitCode = await run.run({
           ...process.env,
           REDQUORUM_FENCE: lock.fence?.toString() ?? "",
+          // Tokens count per resource: the first one's means nothing to a
+          // store of another. Each resource's, in REDQUORUM_RESOURCES' order.
+          REDQUORUM_FENCES: resources.map((r) => lock.fences.get(r)?.toString() ?? "").join(","),
           REDQUORUM_RESOURCES: resources.join(","),
         });
       },

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
-import { LocalCluster } from "../../src/index.js";
+import { LocalCluster, Redlock } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { finished, type Run, startCli as startCliProcess } from "../helpers/cli.js";
 import { byScale } from "../helpers/scale.js";
@@ -236,6 +236,40 @@ describe("redquorum lock, end to end", () => {
       }
       await assertReleased(clients, "cli:mx", "after the last run");
     });
+  });
+
+  it("several resources: REDQUORUM_FENCES holds each one's own token, in REDQUORUM_RESOURCES' order", {
+    timeout: shortRunMs + 10_000,
+  }, async () => {
+    // Tokens count per resource: cli:fa is taken three times first, so its
+    // token is above any cli:fb has; the first resource's token is no
+    // token of the second's.
+    const redlock = new Redlock(cluster.urls, { nodeTimeoutMs: 1_000 });
+    try {
+      let before = 0n;
+      for (let i = 0; i < 3; i++) {
+        const lock = await redlock.acquire(["cli:fa"], 5_000);
+        before = lock.fence!;
+        await lock.release();
+      }
+      const print =
+        "console.log(process.env.REDQUORUM_RESOURCES + ' ' + process.env.REDQUORUM_FENCES + ' ' + process.env.REDQUORUM_FENCE)";
+      const args = ["lock", "cli:fa", "cli:fb", "--", process.execPath, "-e", print];
+      const run = await cli(args, env, shortRunMs);
+      assert.equal(run.code, 0, show(run));
+      const [resources, fences, fence] = run.stdout.trim().split(" ");
+      assert.equal(resources, "cli:fa,cli:fb", show(run));
+      assert.match(fences!, /^\d+,\d+$/, show(run));
+      const [fa, fb] = fences!.split(",").map(BigInt) as [bigint, bigint];
+      assert.equal(fence, String(fa), "REDQUORUM_FENCE is the first resource's");
+      assert.ok(fa > before, `cli:fa's token ${fa} is not above ${before}`);
+      assert.ok(fb < fa, `cli:fb's token ${fb} is cli:fa's (${fa})`);
+      const next = await redlock.acquire(["cli:fb"], 5_000);
+      assert.ok(next.fence! > fb, `cli:fb's next token ${next.fence} is not above ${fb}`);
+      await next.release();
+    } finally {
+      await redlock.close();
+    }
   });
 
   it("exit 126 for a command that is not executable: one stderr line, the lock released", {
