@@ -110,7 +110,7 @@ redis.call('set', '${recordKey}', ARGV[3])
 -- are unknown until repaired; the quarantine, unjudged, counted from now),
 -- and under a memory identity of its own (node/server-identity.ts), so
 -- that its ID counters, recorded under the old one, are repaired too.
-if ARGV[5] == 'join' or ARGV[5] == 'rejoin' then
+if ARGV[5] == 'join' then
   -- GET and SET, not INCR: the ACL the operations guide gives allows these.
   redis.call('set', '${joinsKey}', (tonumber(redis.call('get', '${joinsKey}')) or 0) + 1)
   redis.call('del', '${aliveKey}')

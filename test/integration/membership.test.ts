@@ -22,8 +22,8 @@ import { applyMemberChange } from "../../src/membership/change.js";
 import { writeRecordScript } from "../../src/membership/scripts.js";
 import { membershipTesting } from "../../src/membership/testing.js";
 import { createNodes } from "../../src/node/resolve.js";
-import { serverIdentityLua } from "../../src/node/server-identity.js";
 import { markNode, startCluster, type TestCluster } from "../helpers/cluster.js";
+import { leaveIdCounter } from "../helpers/take-back.js";
 import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 // Not about node timeouts: a loaded machine must not fail these on 50 ms.
@@ -341,15 +341,7 @@ describe("cluster membership on real redis-server nodes", () => {
     // below what was handed out, its marker "1", this memory's identity.
     const node2 = cluster.client(2);
     await node2.flushall();
-    await node2.eval(
-      `redis.call('set', KEYS[1], '5')
-redis.call('set', KEYS[2], '1')
-redis.call('set', KEYS[3], ${serverIdentityLua})`,
-      3,
-      "t:id",
-      "t:id:marker",
-      "t:id:run",
-    );
+    await leaveIdCounter(node2, "t:id", "5");
     // Node 0 answers this client's reads of the members' records, but none
     // of its scripts: a round needs nodes 1 and 2, and trusted as it is,
     // node 2's counter (5) and node 1's (3) handed out IDs from 6 on again.
@@ -853,15 +845,7 @@ redis.call('set', KEYS[3], ${serverIdentityLua})`,
       // is, it voted at once with its old value: IDs handed out again.
       const node3 = cluster.client(3);
       await node3.flushall();
-      await node3.eval(
-        `redis.call('set', KEYS[1], '5')
-redis.call('set', KEYS[2], '1')
-redis.call('set', KEYS[3], ${serverIdentityLua})`,
-        3,
-        "redquorum:id",
-        "redquorum:id:marker",
-        "redquorum:id:run",
-      );
+      await leaveIdCounter(node3, "redquorum:id", "5");
       await assert.rejects(
         changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
         (error: unknown) => {

@@ -1,4 +1,5 @@
-import { NextId, Redlock } from "../../../src/index.js";
+import { NextId } from "../../../src/index.js";
+import { takeBack as takeBackNode } from "../../helpers/take-back.js";
 import type { RowContext } from "./context.js";
 
 /** NextId.init() from the runner (the counter exists before the workloads start). */
@@ -29,31 +30,7 @@ export async function initIds(
   }
 }
 
-/**
- * A client meets node `index` (restarted empty) while the other members
- * answer, and takes it back as the member it was, as any call would: a
- * lock call, which touches no ID counter. A node is taken back only once
- * N - Q + 1 of the other members confirm the record (docs/membership.md),
- * so a row that takes members down after the loss has it met first.
- */
-export async function takeBack(ctx: RowContext, index: number): Promise<void> {
-  const client = new Redlock(ctx.urls, {
-    fencing: false,
-    nodeTimeoutMs: 1_000,
-    retry: { retries: 0 },
-    onWarning: () => {},
-  });
-  try {
-    await client.acquire([`take-back:${index}`], 1_000).then(
-      (lock) => lock.release(),
-      () => {},
-    );
-    const until = performance.now() + 5_000;
-    while (!(await ctx.admin(index).get("redquorum:node"))) {
-      if (performance.now() > until) throw new Error(`node ${index} not taken back within 5 s`);
-      await ctx.sleep(20);
-    }
-  } finally {
-    await client.close();
-  }
+/** A client takes node `index` back as the member it was (test/helpers/take-back.ts). */
+export function takeBack(ctx: RowContext, index: number): Promise<void> {
+  return takeBackNode(ctx.urls, ctx.admin(index), index);
 }
