@@ -14,8 +14,9 @@ export default defineConfig([
     platform: "node",
   },
   {
-    // The `redquorum` command line (package.json "bin"): ESM only, one file.
-    entry: { cli: "src/cli/main.ts" },
+    // The `redquorum` command line (package.json "bin"): ESM only, one file,
+    // and the guard `redquorum lock` starts beside it (src/cli/guard.ts).
+    entry: { cli: "src/cli/main.ts", "cli-guard": "src/cli/guard.ts" },
     format: ["esm"],
     banner: { js: "#!/usr/bin/env node" },
     sourcemap: true,

@@ -1,13 +1,17 @@
 /**
  * `redquorum lock <resource…> -- <command> [args…]`: a distributed flock(1).
  * Acquires within --wait, runs the command with the lock kept extended
- * (`redlock.using`), and releases it when the command exits. If the lock is
- * lost meanwhile the command gets SIGTERM, then SIGKILL after --kill-after.
+ * (the keep-alive of `redlock.using`), and releases it when the command
+ * exits. If the lock cannot be kept, the command gets SIGTERM early enough
+ * that the SIGKILL --kill-after later still comes before the lock's
+ * validity ends; a guard process (lock-guard.ts) does the same if
+ * redquorum is killed or stopped meanwhile.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { Command } from "commander";
 import { LockExpiredError, ResourceLockedError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
+import { graceSchedule, runKeepingAlive } from "../lock/keep-alive.js";
 import type { Lock } from "../lock/lock.js";
 import { Redlock } from "../lock/redlock.js";
 import {
@@ -22,6 +26,7 @@ import {
 import { durationOption, formatDuration } from "./duration.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 import { exitCodes, signalExitCode } from "./exit-codes.js";
+import { LockGuard, monotonicNowMs } from "./lock-guard.js";
 
 interface LockOptions extends NodesOptions, MaxTtlOptions {
   ttl: number;
@@ -50,12 +55,28 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 class ChildRun {
   private child: ChildProcess | undefined;
   private killTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly guard = new LockGuard();
+  /** When SIGKILL is due if the lock is lost: before its validity ends (monotonic ms). */
+  private killAt = Number.POSITIVE_INFINITY;
   lost = false;
 
+  /**
+   * `killAfterMs`: the grace for what the command leaves running when it
+   * exits; `loss`: the grace when the lock is lost (what --kill-after fits
+   * in the validity), and how much validity must be left at the SIGKILL.
+   */
   constructor(
     private readonly argv: readonly string[],
     private readonly killAfterMs: number,
+    private readonly loss: { graceMs: number; termMarginMs: number; killMarginMs: number },
   ) {}
+
+  /** The lock's validity left (ms), after each extension: the times SIGTERM and SIGKILL are due if it is not kept. */
+  schedule(validityLeftMs: number): void {
+    const end = monotonicNowMs() + validityLeftMs;
+    this.killAt = end - this.loss.killMarginMs;
+    this.guard.schedule(end - this.loss.termMarginMs, this.killAt);
+  }
 
   get started(): boolean {
     return this.child !== undefined;
@@ -71,6 +92,7 @@ class ChildRun {
       let spawned = false;
       child.once("spawn", () => {
         spawned = true;
+        this.guard.start(child.pid!, this.loss.graceMs);
       });
       child.once("error", (error: NodeJS.ErrnoException) => {
         if (spawned) return; // a failed kill(): the exit still comes
@@ -81,6 +103,7 @@ class ChildRun {
         const exitCode = code ?? signalExitCode(signal ?? "SIGKILL");
         this.stopGroup().then(() => {
           clearTimeout(this.killTimer);
+          this.guard.done();
           resolve(exitCode);
         });
       });
@@ -98,15 +121,20 @@ class ChildRun {
     }
   }
 
-  /** The lock is gone: SIGTERM now, SIGKILL after the grace period. */
+  /**
+   * The lock is going: SIGTERM now, SIGKILL after the grace, and never
+   * after the point where the validity left is down to the margin (a
+   * lock found lost late, its validity already spent: SIGKILL at once).
+   */
   lose(reason: unknown): void {
     this.lost = true;
     const message = reason instanceof Error ? reason.message : String(reason);
-    diagnose(
-      `${message}; sending SIGTERM to the command (SIGKILL in ${formatDuration(this.killAfterMs)})`,
-    );
+    const now = monotonicNowMs();
+    const killInMs = Math.max(0, Math.min(this.loss.graceMs, this.killAt - now));
+    diagnose(`${message}; sending SIGTERM to the command (SIGKILL in ${formatDuration(killInMs)})`);
+    this.guard.term(now + killInMs);
     this.forward("SIGTERM");
-    this.killTimer = setTimeout(() => this.forward("SIGKILL"), this.killAfterMs);
+    this.killTimer = setTimeout(() => this.forward("SIGKILL"), killInMs);
   }
 
   private groupAlive(): boolean {
@@ -166,7 +194,11 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
     .addOption(maxTtlOption())
     .addOption(durationOption("--wait <duration>", "how long to wait for the lock", "10s"))
     .addOption(
-      durationOption("--kill-after <duration>", "grace period between SIGTERM and SIGKILL", "5s"),
+      durationOption(
+        "--kill-after <duration>",
+        "grace period between SIGTERM and SIGKILL (on a lost lock, shortened to end before the lock's validity)",
+        "5s",
+      ),
     )
     .addOption(
       durationOption(
@@ -205,7 +237,25 @@ async function runLocked(
     maxTtlMs: options.maxTtl,
     nodeTimeoutMs: options.nodeTimeout,
   });
-  const run = new ChildRun(argv, options.killAfter);
+  // On a lost lock, --kill-after's grace must end before the validity does:
+  // the command is told that much earlier, and extensions start earlier.
+  const { schedule, graceMs, endMarginMs } = graceSchedule(
+    options.ttl,
+    redlock.options,
+    options.killAfter,
+  );
+  if (graceMs < options.killAfter) {
+    diagnose(
+      `note: --kill-after ${formatDuration(options.killAfter)} does not fit in --ttl ${formatDuration(options.ttl)}: ` +
+        `if the lock cannot be kept, the command gets SIGKILL ${formatDuration(graceMs)} after SIGTERM, ` +
+        "before the lock's validity ends (a longer --ttl leaves more)",
+    );
+  }
+  const run = new ChildRun(argv, options.killAfter, {
+    graceMs,
+    termMarginMs: schedule.marginMs,
+    killMarginMs: endMarginMs,
+  });
   const interrupted = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     if (run.started) run.forward(signal);
@@ -214,9 +264,14 @@ async function runLocked(
   for (const signal of forwardedSignals) process.on(signal, onSignal);
   let exitCode: number | undefined;
   try {
-    await redlock.using(
-      resources,
-      options.ttl,
+    const lock = await redlock.acquire(resources, options.ttl, {
+      waitMs: options.wait,
+      // --wait bounds the waiting, not a count of attempts.
+      retry: { retries: options.wait > 0 ? limits.retriesMax : 0 },
+      signal: interrupted.signal,
+    });
+    await runKeepingAlive(
+      lock,
       async (signal: AbortSignal, lock: Lock) => {
         interrupted.signal.throwIfAborted();
         signal.throwIfAborted();
@@ -230,12 +285,7 @@ async function runLocked(
           REDQUORUM_RESOURCES: resources.join(","),
         });
       },
-      {
-        waitMs: options.wait,
-        // --wait bounds the waiting, not a count of attempts.
-        retry: { retries: options.wait > 0 ? limits.retriesMax : 0 },
-        signal: interrupted.signal,
-      },
+      { ...schedule, onDeadline: (validityLeftMs) => run.schedule(validityLeftMs) },
     );
     return exitCode!;
   } catch (error) {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { InvalidArgumentError } from "../errors.js";
-import { usingSchedule } from "./keep-alive.js";
+import { graceSchedule, usingSchedule } from "./keep-alive.js";
 
 const defaults = { nodeTimeoutMs: 50, driftMs: 2, driftFactor: 0.01 };
 
@@ -39,5 +39,42 @@ describe("usingSchedule (when using() extends and when it gives up)", () => {
         String(bad),
       );
     }
+  });
+});
+
+describe("graceSchedule (redquorum lock: --kill-after's grace inside the validity)", () => {
+  it("tells the routine the grace earlier than using() would, and leaves using()'s margin at the end", () => {
+    const { schedule, graceMs, endMarginMs } = graceSchedule(30_000, defaults, 5_000);
+    assert.equal(graceMs, 5_000);
+    assert.equal(endMarginMs, usingSchedule(30_000, defaults, undefined).marginMs);
+    assert.equal(schedule.marginMs, endMarginMs + 5_000);
+    assert.equal(schedule.extendThresholdMs, 15_000);
+  });
+
+  it("gives what the TTL leaves room for, never more than asked, with an extension's time before the routine is told", () => {
+    for (const nodeTimeoutMs of [1, 50, 500, 1_000]) {
+      for (const ttlMs of [100, 1_000, 3_000, 30_000]) {
+        for (const wantedMs of [0, 300, 5_000, 60_000]) {
+          const options = { ...defaults, nodeTimeoutMs };
+          const { schedule, graceMs, endMarginMs } = graceSchedule(ttlMs, options, wantedMs);
+          const context = `ttl ${ttlMs}, node timeout ${nodeTimeoutMs}, grace asked ${wantedMs}`;
+          assert.ok(graceMs >= 0 && graceMs <= wantedMs, context);
+          assert.equal(schedule.marginMs, endMarginMs + graceMs, context);
+          assert.ok(schedule.marginMs < schedule.extendThresholdMs, context);
+          assert.ok(schedule.extendThresholdMs < ttlMs, context);
+          if (graceMs > 0) {
+            assert.ok(schedule.extendThresholdMs > schedule.marginMs + nodeTimeoutMs, context);
+          }
+        }
+      }
+    }
+    assert.equal(graceSchedule(1_000, defaults, 5_000).graceMs, 585);
+  });
+
+  it("with no grace, is using()'s schedule", () => {
+    assert.deepEqual(
+      graceSchedule(10_000, defaults, 0).schedule,
+      usingSchedule(10_000, defaults, undefined),
+    );
   });
 });

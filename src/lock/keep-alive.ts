@@ -20,6 +20,12 @@ export interface KeepAliveOptions {
   marginMs: number;
   /** Wait before another try after a failed extension, in milliseconds. */
   retryDelayMs: number;
+  /**
+   * Told the validity left, in milliseconds, each time the deadline is set
+   * again: after the start, every extension and every change of validity
+   * (`redquorum lock` passes it on to its guard process).
+   */
+  onDeadline?: (validityLeftMs: number) => void;
 }
 
 /**
@@ -30,13 +36,34 @@ export interface KeepAliveOptions {
  */
 export function usingSchedule(
   ttlMs: number,
-  options: Pick<ResolvedRedlockOptions, "nodeTimeoutMs" | "driftMs" | "driftFactor">,
+  options: ScheduleInputs,
   extendThresholdMs: number | undefined,
 ): KeepAliveOptions {
+  return graceSchedule(ttlMs, options, 0, extendThresholdMs).schedule;
+}
+
+type ScheduleInputs = Pick<ResolvedRedlockOptions, "nodeTimeoutMs" | "driftMs" | "driftFactor">;
+
+/**
+ * A schedule for a routine that needs `graceMs` between being told the
+ * lock is going and the lock's end (`redquorum lock`: SIGTERM, then
+ * SIGKILL after --kill-after, and the command must be gone before another
+ * holder can have the lock). The routine is told `graceMs` earlier than
+ * `using` tells its own; the extensions start early enough to have a node
+ * timeout before that. `graceMs` is what the TTL leaves room for, at most
+ * `wantedGraceMs`; `endMarginMs` is `using`'s own margin: the routine must
+ * be stopped by the time the validity left is down to it.
+ */
+export function graceSchedule(
+  ttlMs: number,
+  options: ScheduleInputs,
+  wantedGraceMs: number,
+  extendThresholdMs?: number,
+): { schedule: KeepAliveOptions; graceMs: number; endMarginMs: number } {
   const { nodeTimeoutMs, driftMs, driftFactor } = options;
   // Give up with two node timeouts of validity left, so the abort always
   // comes before the validity ends; extend at half the TTL by default.
-  const marginMs = Math.min(Math.floor(ttlMs / 4), 2 * nodeTimeoutMs + driftMs);
+  const endMarginMs = Math.min(Math.floor(ttlMs / 4), 2 * nodeTimeoutMs + driftMs);
   // Extensions at least a quarter of the TTL apart: a threshold near what
   // one extension gives (the TTL less the drift allowance) would start the
   // next one at once, a loop of rounds. Within that, an extension must
@@ -44,6 +71,11 @@ export function usingSchedule(
   // aborts the routine.
   const extendedMs = ttlMs - driftAllowanceMs(ttlMs, driftFactor, driftMs);
   const thresholdMaxMs = Math.max(0, Math.floor(extendedMs - ttlMs / 4));
+  const graceMs = Math.max(
+    0,
+    Math.min(Math.floor(wantedGraceMs), thresholdMaxMs - nodeTimeoutMs - 1 - endMarginMs),
+  );
+  const marginMs = endMarginMs + graceMs;
   const thresholdMinMs = Math.min(marginMs + nodeTimeoutMs + 1, thresholdMaxMs);
   const threshold =
     extendThresholdMs === undefined
@@ -55,10 +87,14 @@ export function usingSchedule(
           thresholdMaxMs,
         );
   return {
-    ttlMs,
-    extendThresholdMs: Math.max(threshold, marginMs + 1),
-    marginMs,
-    retryDelayMs: Math.max(1, nodeTimeoutMs),
+    schedule: {
+      ttlMs,
+      extendThresholdMs: Math.max(threshold, marginMs + 1),
+      marginMs,
+      retryDelayMs: Math.max(1, nodeTimeoutMs),
+    },
+    graceMs,
+    endMarginMs,
   };
 }
 
@@ -188,8 +224,9 @@ class KeepAlive {
   /** Independent of how extensions go: abort before the validity ends. */
   private armDeadline(): void {
     const { lock } = this;
-    const { marginMs } = this.options;
+    const { marginMs, onDeadline } = this.options;
     clearTimeout(this.deadlineTimer);
+    onDeadline?.(lock.remainingMs());
     this.deadlineTimer = setTimeout(
       () => {
         if (!this.checkDeadline()) this.armDeadline();

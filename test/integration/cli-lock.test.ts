@@ -9,6 +9,7 @@
  */
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
+import { once } from "node:events";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -387,6 +388,124 @@ describe("redquorum lock, end to end", () => {
       } finally {
         if (running(grandchild)) process.kill(grandchild, "SIGKILL");
       }
+    });
+  });
+
+  describe("the command is stopped before the lock can be another's", () => {
+    // A long node timeout makes the margins (two node timeouts of validity
+    // left at the SIGKILL) wide: the guard's timers may run late under load.
+    const ttlMs = 3_000;
+    const nodeTimeout = "500ms";
+
+    /** `redquorum lock` running a command that ignores SIGTERM; resolves once it runs, with its pid. */
+    async function startIgnoring(resource: string, killAfter: string) {
+      const ready = join(dir, `${resource}-ready`);
+      const pids = pidFile(dir, `${resource}-pid`);
+      const child = startCli(
+        [
+          "lock",
+          resource,
+          "--ttl",
+          `${ttlMs}ms`,
+          "--kill-after",
+          killAfter,
+          "--node-timeout",
+          nodeTimeout,
+          "--",
+          "sh",
+          "-c",
+          `trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
+        ],
+        env,
+      );
+      const run = finished(child, cliStartMs + 30_000);
+      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      return { child, run, pid: Number(readFileSync(pids, "utf8").trim()) };
+    }
+
+    /** Another holder takes `resource` (it waits for the keys to expire); whether the command ran then. */
+    async function rivalTakes(resource: string): Promise<{ commandRan: boolean; fence: bigint }> {
+      const rival = new Redlock(cluster.urls, { nodeTimeoutMs: 500 });
+      try {
+        const lock = await rival.acquire([resource], 10_000, {
+          waitMs: 20_000,
+          retry: { retries: 10_000 },
+        });
+        const commandRan = running(Number(readFileSync(join(dir, `${resource}-pid`), "utf8")));
+        await lock.release();
+        return { commandRan, fence: lock.fence! };
+      } finally {
+        await rival.close();
+      }
+    }
+
+    it("redquorum killed (SIGKILL, the OOM killer): the command gets SIGTERM at once, and SIGKILL after --kill-after", {
+      timeout: cliStartMs + 40_000,
+    }, async () => {
+      const { child, run, pid } = await startIgnoring("cli:killed", "300ms");
+      child.kill("SIGKILL");
+      // Not its output's end: a command left running would hold that open.
+      await once(child, "exit");
+      const { commandRan } = await rivalTakes("cli:killed");
+      assert.equal(
+        commandRan,
+        false,
+        `the command (pid ${pid}) still ran when another holder got the lock, after redquorum was killed`,
+      );
+      const done = await run;
+      assert.equal(done.signal, "SIGKILL", show(done));
+      assert.match(
+        done.stderr,
+        /guard\): redquorum exited while the command held the lock/,
+        show(done),
+      );
+    });
+
+    it("redquorum stopped (SIGSTOP): the command is stopped before the validity ends; redquorum exits 5 once resumed", {
+      timeout: cliStartMs + 40_000,
+    }, async () => {
+      const { child, run, pid } = await startIgnoring("cli:stopped", "300ms");
+      child.kill("SIGSTOP");
+      try {
+        const { commandRan } = await rivalTakes("cli:stopped");
+        assert.equal(
+          commandRan,
+          false,
+          `the command (pid ${pid}) still ran when another holder got the lock, redquorum stopped`,
+        );
+      } finally {
+        child.kill("SIGCONT");
+      }
+      const done = await run;
+      assert.equal(done.code, 5, show(done));
+      assert.match(done.stderr, /guard\): redquorum did not extend the lock/, show(done));
+    });
+
+    it("the nodes stop answering: --kill-after's grace ends before the lock's validity, not after it", {
+      timeout: cliStartMs + 40_000,
+    }, async () => {
+      // 2 s asked; 3 s of TTL leaves room for less (a note says how much).
+      const { run, pid } = await startIgnoring("cli:grace", "2s");
+      const majority = [0, 1, 2];
+      for (const index of majority) cluster.pause(index);
+      // No extension can succeed from now: the validity ends within one TTL.
+      const validityEndsBy = performance.now() + ttlMs;
+      try {
+        while (running(pid) && performance.now() < validityEndsBy) {
+          await new Promise((r) => setTimeout(r, pollMs));
+        }
+        assert.equal(
+          running(pid),
+          false,
+          `the command (pid ${pid}), which ignores SIGTERM, still ran ${ttlMs} ms after the nodes ` +
+            "stopped answering: past the lock's validity",
+        );
+      } finally {
+        for (const index of majority) cluster.resume(index);
+      }
+      const done = await run;
+      assert.equal(done.code, 5, show(done));
+      assert.match(done.stderr, /--kill-after 2s does not fit in --ttl 3s/, show(done));
     });
   });
 
