@@ -12,7 +12,7 @@ import type { NodeWarning } from "./node/admission.js";
 import type { Observer } from "./observe.js";
 import { type ObserveOptions, resolveObserveOptions } from "./observe.js";
 import type { NodeGroupOptions } from "./quorum/node-group.js";
-import { requireFunction, requireInteger } from "./validate.js";
+import { requireFunction, requireInteger, requireMethods } from "./validate.js";
 
 /** The node checks' bounds, resolved. */
 export interface ResolvedNodeChecks {
@@ -95,13 +95,23 @@ export function resolveNodeChecks(options: Record<string, unknown>): ResolvedNod
   };
 }
 
-/** `options.onWarning`, then `logger` and `onEvent`, then `clock` and `random` (not checked). */
+/**
+ * `options.onWarning`, then `logger` and `onEvent`, then `clock` and
+ * `random` (their methods must be functions; what they return is the
+ * injector's to get right).
+ */
 export function resolveRuntime(options: Record<string, unknown>): ResolvedRuntime {
   return {
     onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
     observe: resolveObserveOptions("options", options),
-    clock: (options.clock as Clock | undefined) ?? systemClock,
-    random: (options.random as RandomSource | undefined) ?? cryptoRandom,
+    clock:
+      options.clock === undefined
+        ? systemClock
+        : requireMethods<Clock>("options.clock", options.clock, ["now", "sleep"]),
+    random:
+      options.random === undefined
+        ? cryptoRandom
+        : requireMethods<RandomSource>("options.random", options.random, ["bytes", "integer"]),
   };
 }
 

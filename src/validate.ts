@@ -59,6 +59,30 @@ export function requireFunction<T>(name: string, value: unknown): T {
 }
 
 /**
+ * An object with each of `methods` a function (an injected clock or random
+ * source): refused at once, naming what is missing, rather than failing
+ * the first time a rare path calls it.
+ */
+export function requireMethods<T>(name: string, value: unknown, methods: readonly string[]): T {
+  if (typeof value !== "object" || value === null) {
+    throw new InvalidArgumentError(
+      name,
+      `expected an object with ${methods.join(", ")}, got ${describe(value)}`,
+    );
+  }
+  const missing = methods.filter(
+    (method) => typeof (value as Record<string, unknown>)[method] !== "function",
+  );
+  if (missing.length > 0) {
+    throw new InvalidArgumentError(
+      name,
+      `expected an object with the methods ${methods.join(", ")}; not a function here: ${missing.join(", ")}`,
+    );
+  }
+  return value as T;
+}
+
+/**
  * Refuses option names we do not know, with a hint for names other Redlock
  * libraries use, so a misspelt or foreign option never silently does nothing.
  */

@@ -34,6 +34,11 @@ import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
+/** Below this (September 2001 in microseconds since the epoch), no counter is driven by clock proposals. */
+const clockScaleMicros = 1_000_000_000_000_000n;
+/** How near the clock's microseconds a counter must be to count as driven by clock proposals: a second. */
+const clockDrivenWindowMicros = 1_000_000n;
+
 interface Waiter {
   readonly count: number;
   readonly resolve: (ids: bigint[]) => void;
@@ -162,7 +167,7 @@ export class RangeRounds {
     let proposal: bigint;
     let clockFloor: bigint;
     try {
-      clockFloor = this.clockFloor();
+      clockFloor = this.clockFloor(base);
       proposal = maxOf(base + BigInt(ids) + this.leapMargin(ids), clockFloor);
     } catch (error) {
       for (const waiter of batch) settle(waiter, error);
@@ -306,9 +311,9 @@ export class RangeRounds {
    * so far (bench/results/ids.md). Only a floor: a clock that lags or steps
    * back leaves the proposal just above what the nodes said, as without it.
    */
-  private clockFloor(): bigint {
+  private clockFloor(base: bigint): bigint {
     const { options } = this.context;
-    if (options.proposals !== "clock") return 0n;
+    if (options.proposals !== "clock") return this.drivenFloor(base);
     const micros: unknown = options.clock.epochMicros!();
     if (typeof micros !== "bigint" || micros < 0n) {
       throw new InvalidArgumentError(
@@ -326,6 +331,25 @@ export class RangeRounds {
       );
     }
     return micros;
+  }
+
+  /**
+   * With `proposals: "dense"`, on a counter that other instances' clock
+   * proposals drive (a rolling switch of ID servers from one setting to the
+   * other, say: the counter within `clockDrivenWindowMicros` of the clock's
+   * microseconds), the clock too. A dense proposal just above what the
+   * nodes said is stale on arrival there, the clock's having moved on by
+   * a round trip's microseconds, and it loses round after round until its
+   * leap covers that. The holes this leaves are what the clock proposals
+   * leave: the counter is on their scale already. Otherwise 0: a counter
+   * that is not on that scale stays dense.
+   */
+  private drivenFloor(base: bigint): bigint {
+    const { clock } = this.context.options;
+    if (base < clockScaleMicros || typeof clock.epochMicros !== "function") return 0n;
+    const micros: unknown = clock.epochMicros();
+    if (typeof micros !== "bigint") return 0n;
+    return base >= micros - clockDrivenWindowMicros ? micros : 0n;
   }
 
   /**

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
   InvalidArgumentError,
+  NextId,
   NodeConfigurationError,
   type NodeWarning,
   Redlock,
@@ -111,6 +112,35 @@ describe("bad input gets a typed error and leaves no key", () => {
       assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
     });
   }
+
+  it("a clock or random source that lacks a method is refused when the instance is made, naming it", async () => {
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      [
+        "a clock without sleep",
+        { clock: { now: () => 0 } },
+        /options\.clock.*not a function here: sleep/,
+      ],
+      ["an empty clock", { clock: {} }, /options\.clock.*now, sleep/],
+      ["a clock that is a function", { clock: () => 0 }, /options\.clock.*got/],
+      [
+        "a random source without integer",
+        { random: { bytes: () => new Uint8Array() } },
+        /options\.random.*integer/,
+      ],
+    ];
+    for (const [name, options, message] of cases) {
+      for (const make of [
+        () => new Redlock(cluster.urls, options),
+        () => new NextId(cluster.urls, options),
+      ]) {
+        assert.throws(
+          make,
+          (error: unknown) => error instanceof InvalidArgumentError && message.test(error.message),
+          name,
+        );
+      }
+    }
+  });
 
   it("extend with a bad ttl", async () => {
     const lock = await redlock.acquire(["r"], 5_000);

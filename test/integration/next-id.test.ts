@@ -202,6 +202,28 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("dense proposals on a counter that clock proposals drive (a rolling switch) propose on the clock too; off that scale, dense", async () => {
+    let micros = systemClock.epochMicros!();
+    const start = micros;
+    const clock = { ...systemClock, epochMicros: () => micros };
+    const options = { key: "driven", clock, ...notAboutTimeouts };
+    const clocked = new NextId(cluster().urls, { ...options, proposals: "clock" });
+    const dense = new NextId(cluster().urls, options);
+    try {
+      await clocked.init();
+      assert.equal(await clocked.next(), start);
+      // The clock moved on while the dense call's round travelled: just
+      // above the counter (start + 1) would be stale among clock proposals.
+      micros = start + 500n;
+      assert.equal(await dense.next(), start + 500n);
+      // More than a second behind the clock: not driven by it, dense again.
+      micros = start + 5_000_000n;
+      assert.equal(await dense.next(), start + 501n);
+    } finally {
+      await Promise.all([clocked.close(), dense.close()]);
+    }
+  });
+
   it("clock proposals with skewed and stepping clocks, 8 instances × 4 callers: no duplicate, real-time order kept", async (t) => {
     const init = new NextId(cluster().urls, { key: "skewed" });
     await init.init();
