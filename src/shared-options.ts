@@ -104,15 +104,21 @@ export function resolveRuntime(options: Record<string, unknown>): ResolvedRuntim
   return {
     onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
     observe: resolveObserveOptions("options", options),
-    clock:
-      options.clock === undefined
-        ? systemClock
-        : requireMethods<Clock>("options.clock", options.clock, ["now", "sleep"]),
-    random:
-      options.random === undefined
-        ? cryptoRandom
-        : requireMethods<RandomSource>("options.random", options.random, ["bytes", "integer"]),
+    clock: clockOption(options.clock),
+    random: randomOption(options.random),
   };
+}
+
+/** `options.clock`: `systemClock` when not given, else an object with `now` and `sleep`. */
+export function clockOption(clock: unknown): Clock {
+  if (clock === undefined) return systemClock;
+  return requireMethods<Clock>("options.clock", clock, ["now", "sleep"]);
+}
+
+/** `options.random`: the CSPRNG when not given, else an object with `bytes` and `integer`. */
+export function randomOption(random: unknown): RandomSource {
+  if (random === undefined) return cryptoRandom;
+  return requireMethods<RandomSource>("options.random", random, ["bytes", "integer"]);
 }
 
 /**

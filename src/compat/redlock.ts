@@ -410,7 +410,9 @@ export class Redlock extends EventEmitter {
             { cause: error },
           );
         }
-        await this.wait(retryWaitMs(settings, Math.random));
+        // The instance's random source (injectable, as every other draw).
+        const { random } = this.core.options;
+        await this.wait(retryWaitMs(settings, () => random.integer(0, 0xffff_fffe) / 0xffff_ffff));
         continue;
       }
       attempts.push(statsOf(value));

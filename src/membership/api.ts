@@ -3,9 +3,11 @@
  * (`membershipStatus`), and a change of one member (`changeMembers`).
  * Each opens its own connections to the nodes given and closes them.
  */
+import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults } from "../limits.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+import { clockOption, randomOption } from "../shared-options.js";
 import {
   applyMemberChange,
   type MemberChangeReport,
@@ -14,6 +16,7 @@ import {
   requireList,
   viewOf,
 } from "./change.js";
+import type { MembershipRuntime } from "./choose.js";
 import type { MembershipRecord } from "./record.js";
 
 export type { MemberChangeReport, NodeMembershipReport } from "./change.js";
@@ -22,6 +25,10 @@ export type { Member, MembershipRecord } from "./record.js";
 export interface MembershipOptions {
   /** Bound on each node's answer, in milliseconds. Default `defaults.checkTimeoutMs`. */
   readonly timeoutMs?: number;
+  /** `changeMembers`: the clock its backoff between contending ballots sleeps on. Default `systemClock`. */
+  readonly clock?: Clock;
+  /** `changeMembers`: its ballots' random parts and backoff jitter. Default: the CSPRNG. */
+  readonly random?: RandomSource;
 }
 
 export interface MembershipStatus {
@@ -46,6 +53,10 @@ function timeoutOf(options: MembershipOptions): number {
     );
   }
   return timeoutMs;
+}
+
+function runtimeOf(options: MembershipOptions): MembershipRuntime {
+  return { clock: clockOption(options.clock), random: randomOption(options.random) };
 }
 
 /** What each node records of the cluster's membership. */
@@ -107,6 +118,7 @@ export async function changeMembers(
   options: MembershipOptions = {},
 ): Promise<MemberChangeReport> {
   const timeoutMs = timeoutOf(options);
+  const runtime = runtimeOf(options);
   const all = createNodes(change.add === undefined ? nodes : [...nodes, change.add]);
   const current = all.slice(0, nodes.length);
   const add = change.add === undefined ? undefined : all[nodes.length];
@@ -128,6 +140,8 @@ export async function changeMembers(
       current,
       { ...(add ? { add } : {}), ...(removeIndex === undefined ? {} : { removeIndex }) },
       timeoutMs,
+      true,
+      runtime,
     );
   } finally {
     await Promise.allSettled(all.map((node) => node.close()));

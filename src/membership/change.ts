@@ -10,7 +10,7 @@ import { aliveKey } from "../node/memory-check.js";
 import { markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
-import { chooseRecord } from "./choose.js";
+import { chooseRecord, type MembershipRuntime, systemRuntime } from "./choose.js";
 import {
   changingPrefix,
   describeMembers,
@@ -374,6 +374,7 @@ export async function applyMemberChange(
   timeoutMs: number,
   /** False only in the fault suite's negative control: the node joins without the quarantine. */
   joinQuarantine = true,
+  runtime: MembershipRuntime = systemRuntime,
 ): Promise<MemberChangeReport> {
   const { add, removeIndex } = change;
   if (!add && removeIndex === undefined) {
@@ -540,7 +541,7 @@ export async function applyMemberChange(
         participants.push(node);
       }),
     );
-    chosen = await chooseRecord(participants, view, next, timeoutMs);
+    chosen = await chooseRecord(participants, view, next, timeoutMs, runtime);
     if (stampOf(chosen) !== stampOf(next)) {
       // This change run before, its added node given another id then.
       const same =

@@ -28,7 +28,7 @@
  * before the loss and counted by a change still under way is not kept
  * either: its accept carries the incarnation the promise was given under.
  */
-import { randomBytes } from "node:crypto";
+import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
@@ -38,9 +38,20 @@ import { acceptScript, prepareScript, proposalReply } from "./scripts.js";
 /** Rounds of ballots before a change gives up to another one running (each raises the ballot). */
 const maxBallots = 6;
 
+/** The clock and randomness a change runs on (injectable, as a Redlock's are). */
+export interface MembershipRuntime {
+  readonly clock: Clock;
+  readonly random: RandomSource;
+}
+
+export const systemRuntime: MembershipRuntime = { clock: systemClock, random: cryptoRandom };
+
+const hexOf = (random: RandomSource, count: number) =>
+  Buffer.from(random.bytes(count)).toString("hex");
+
 /** "<number, 12 digits>:<16 random hex>": ordered as strings, unique per proposer. */
-function ballotOf(number: number): string {
-  return `${String(number).padStart(12, "0")}:${randomBytes(8).toString("hex")}`;
+function ballotOf(number: number, random: RandomSource): string {
+  return `${String(number).padStart(12, "0")}:${hexOf(random, 8)}`;
 }
 
 function numberOf(ballot: string): number {
@@ -95,6 +106,7 @@ export async function chooseRecord(
   from: MembershipRecord,
   proposal: MembershipRecord,
   timeoutMs: number,
+  runtime: MembershipRuntime = systemRuntime,
 ): Promise<MembershipRecord> {
   const needed = quorumOf(from.members.length);
   const common = [stampOf(from), String(proposal.epoch)];
@@ -103,12 +115,12 @@ export async function chooseRecord(
   for (let attempt = 0; attempt < maxBallots; attempt++) {
     if (attempt > 0) {
       // Two proposers outbidding each other in turn: one of them waits more.
-      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 80 * attempt));
+      await runtime.clock.sleep(20 + runtime.random.integer(0, 80 * attempt));
     }
-    const ballot = ballotOf(number);
+    const ballot = ballotOf(number, runtime.random);
     // A fresh incarnation per round (scripts.ts, proposalLua): a node keeps
     // the one it has for the epoch, and answers with it.
-    const prepare = [...common, ballot, randomBytes(8).toString("hex")];
+    const prepare = [...common, ballot, hexOf(runtime.random, 8)];
     const promises = await Promise.all(
       nodes.map((node) => ask(node, prepareScript, prepare, timeoutMs)),
     );

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
+  changeMembers,
   InvalidArgumentError,
   NextId,
   NodeConfigurationError,
@@ -139,6 +140,12 @@ describe("bad input gets a typed error and leaves no key", () => {
           name,
         );
       }
+      // A member change takes them too (its ballots' backoff and random parts).
+      await assert.rejects(
+        changeMembers(cluster.urls, { remove: 0 }, options),
+        (error: unknown) => error instanceof InvalidArgumentError && message.test(error.message),
+        `changeMembers, ${name}`,
+      );
     }
   });
 
