@@ -208,7 +208,7 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
         { minMs: 1, maxMs: limits.nodeTimeoutMsMax },
       ).env("REDQUORUM_NODE_TIMEOUT"),
     )
-    .action(async (resources: string[], options: LockOptions) => {
+    .action(async (resources: string[], options: LockOptions, command: Command) => {
       const argv = childArgv();
       if (argv.length === 0) {
         throw new UsageError(
@@ -223,7 +223,9 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
             "(--max-ttl; the lock is renewed while the command runs)",
         );
       }
-      process.exitCode = await runLocked(resources, argv, options);
+      // The default grace, shortened by a short TTL, is no news; one asked for is.
+      const killAfterGiven = command.getOptionValueSource("killAfter") !== "default";
+      process.exitCode = await runLocked(resources, argv, options, killAfterGiven);
     });
 }
 
@@ -231,6 +233,7 @@ async function runLocked(
   resources: string[],
   argv: readonly string[],
   options: LockOptions,
+  killAfterGiven: boolean,
 ): Promise<number> {
   const redlock = new Redlock(nodesFrom(options), {
     onWarning,
@@ -244,7 +247,7 @@ async function runLocked(
     redlock.options,
     options.killAfter,
   );
-  if (graceMs < options.killAfter) {
+  if (killAfterGiven && graceMs < options.killAfter) {
     diagnose(
       `note: --kill-after ${formatDuration(options.killAfter)} does not fit in --ttl ${formatDuration(options.ttl)}: ` +
         `if the lock cannot be kept, the command gets SIGKILL ${formatDuration(graceMs)} after SIGTERM, ` +
