@@ -126,8 +126,12 @@ export async function runKeepingAlive<T>(
     await lock.release().catch(() => {});
     throw error;
   }
+  // Read before stop(): reading it checks the validity left, so a routine
+  // that held the event loop past the margin (no timer could tell it) and
+  // returned without looking still learns that it ran without the lock.
+  const lost = keeper.signal.aborted;
   keeper.stop();
-  if (keeper.signal.aborted) {
+  if (lost) {
     await lock.release().catch(() => {});
     throw keeper.signal.reason;
   }

@@ -178,6 +178,24 @@ describe("redlock.using: auto-extension, loss and release", () => {
     }
   });
 
+  it("a routine that holds the event loop past the validity and never reads its signal: using rejects with LockLostError, not the release's error", async () => {
+    const holder = new Redlock(cluster().urls);
+    try {
+      await assert.rejects(
+        holder.using(["overrun"], 500, async () => {
+          // Neither the extension nor the deadline timer can run meanwhile;
+          // the result it returns was computed without the lock.
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 700);
+          return "done";
+        }),
+        (error: unknown) =>
+          error instanceof LockLostError && /extensions failed|ran out/.test(error.message),
+      );
+    } finally {
+      await holder.close();
+    }
+  });
+
   it("a TTL short next to the node timeout is extended a quarter TTL apart, not back to back", async () => {
     // TTL 60 ms, node timeout 50 ms: the threshold an extension needs
     // (the margin plus a node timeout) is above what one extension gives;
