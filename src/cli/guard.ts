@@ -28,6 +28,10 @@
 const termSlackMs = 50;
 
 const nowMs = () => Number(process.hrtime.bigint() / 1_000_000n);
+// redquorum's stderr, shared: its reader may be gone with redquorum (a
+// pipeline killed whole). A failed write must not end the guard before
+// its SIGKILL, so each signal goes out before the guard says it.
+process.stderr.on("error", () => {});
 const say = (message: string) => process.stderr.write(`redquorum lock (guard): ${message}\n`);
 
 function main(): void {
@@ -77,14 +81,14 @@ function main(): void {
     const now = nowMs();
     if (!termSent && now >= termAt + termSlackMs) {
       termSent = true;
-      say(
-        `redquorum did not extend the lock or stop the command in time (is it stopped?): ` +
-          `sending SIGTERM to the command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
-      );
       if (!send("SIGTERM")) {
         finish();
         return;
       }
+      say(
+        `redquorum did not extend the lock or stop the command in time (is it stopped?): ` +
+          `sent SIGTERM to the command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
+      );
     }
     if (now >= killAt) {
       killAndGo();
@@ -131,7 +135,7 @@ function main(): void {
         return;
       }
       say(
-        `redquorum exited while the command held the lock (killed?): sending SIGTERM to the ` +
+        `redquorum exited while the command held the lock (killed?): sent SIGTERM to the ` +
           `command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
       );
     }
