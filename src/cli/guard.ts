@@ -9,23 +9,30 @@
  * - redquorum gone (its end of the pipe closes before "done"): SIGTERM to
  *   the group at once, SIGKILL after the grace, and no later than the end
  *   of the validity redquorum last reported;
- * - redquorum silent past the time it would have sent SIGTERM itself (it is
- *   stopped): SIGTERM then, SIGKILL at the same point redquorum would.
+ * - redquorum silent past the time it would have had the command stopped
+ *   (it is stopped): SIGTERM then, SIGKILL at the same point.
  *
- * Started as `cli-guard.js <pgid> <grace ms>`, in a session of its own (a
- * signal to redquorum's process group, a terminal's Ctrl-C, does not reach
- * it). Its stdin takes lines, times in ms on CLOCK_MONOTONIC
- * (`process.hrtime`, one clock for every process of the machine):
- * `at <term> <kill>` (the schedule: SIGTERM if the lock is not extended by
- * then, SIGKILL at the other), `term <kill>` (redquorum sent SIGTERM itself:
- * only SIGKILL is left, at that time), `done` (the group is gone).
+ * It is started before the command, which waits to be let go until the
+ * guard has been told its group (lock.ts): no moment exists in which the
+ * command runs and nobody could stop it. While the guard runs, every
+ * SIGTERM that stops the command comes from it (redquorum asks with
+ * `term`), so the command gets one, whoever noticed first.
  *
- * Self-contained on purpose (no import from the library): it starts in
- * tens of milliseconds, and nothing it does can wait on Redis.
+ * Started as `cli-guard.js <grace ms>`, in a session of its own (a signal
+ * to redquorum's process group, a terminal's Ctrl-C, does not reach it).
+ * Its stdin takes lines, times in ms on CLOCK_MONOTONIC (`process.hrtime`,
+ * one clock for every process of the machine): `group <pgid>` (the
+ * command's), `at <term> <kill>` (the schedule: SIGTERM if the lock is not
+ * extended by then, SIGKILL at the other), `term <kill>` (SIGTERM now if
+ * not sent yet, SIGKILL at that time at the latest), `done` (the group is
+ * gone, or never ran). It exits once it has nothing left to watch.
  */
+import { groupRunning, signalGroup } from "./process-group.js";
 
-/** How long the guard lets redquorum send SIGTERM itself before it does (a second one could read as "force"). */
+/** How long the guard lets redquorum ask for SIGTERM before it sends one by itself. */
 const termSlackMs = 50;
+/** How often the guard looks whether the group is gone, once it was told to stop. */
+const pollMs = 50;
 
 const nowMs = () => Number(process.hrtime.bigint() / 1_000_000n);
 // redquorum's stderr, shared: its reader may be gone with redquorum (a
@@ -35,31 +42,21 @@ process.stderr.on("error", () => {});
 const say = (message: string) => process.stderr.write(`redquorum lock (guard): ${message}\n`);
 
 function main(): void {
-  const pgid = Number(process.argv[2]);
-  const graceMs = Number(process.argv[3]);
-  if (!Number.isSafeInteger(pgid) || pgid <= 1 || !Number.isSafeInteger(graceMs) || graceMs < 0) {
-    say(`expected <pgid> <grace ms>, got ${JSON.stringify(process.argv.slice(2))}`);
+  const graceMs = Number(process.argv[2]);
+  if (!Number.isSafeInteger(graceMs) || graceMs < 0) {
+    say(`expected <grace ms>, got ${JSON.stringify(process.argv.slice(2))}`);
     process.exit(2);
   }
   // Signals meant for redquorum's terminal or group are redquorum's to pass on.
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const)
     process.on(signal, () => {});
 
+  let pgid: number | undefined;
   let termAt = Number.POSITIVE_INFINITY;
   let killAt = Number.POSITIVE_INFINITY;
   let termSent = false;
   let finished = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
-
-  /** Sends `signal` to the group (0: only looks); false when the group is gone. */
-  const send = (signal: NodeJS.Signals | 0): boolean => {
-    try {
-      process.kill(-pgid, signal);
-      return true;
-    } catch {
-      return false;
-    }
-  };
 
   const finish = (): void => {
     finished = true;
@@ -67,34 +64,37 @@ function main(): void {
     process.stdin.destroy();
   };
 
-  // SIGKILL cannot be refused; its reaping is redquorum's (a stopped
-  // redquorum leaves zombies until it runs again), so the guard is done.
-  const killAndGo = (): void => {
-    finish();
-    send("SIGKILL");
+  /** SIGTERM to the group if not sent yet; whether it was sent now. */
+  const terminate = (): boolean => {
+    if (termSent || pgid === undefined) return false;
+    termSent = true;
+    return signalGroup(pgid, "SIGTERM");
   };
 
   /** Acts on what is due, and sets the timer for what comes next. */
   const step = (): void => {
     clearTimeout(timer);
-    if (finished) return;
+    if (finished || pgid === undefined) return;
     const now = nowMs();
-    if (!termSent && now >= termAt + termSlackMs) {
-      termSent = true;
-      if (!send("SIGTERM")) {
-        finish();
-        return;
-      }
+    if (!termSent && now >= termAt + termSlackMs && terminate()) {
       say(
-        `redquorum did not extend the lock or stop the command in time (is it stopped?): ` +
+        "redquorum did not extend the lock or stop the command in time (is it stopped?): " +
           `sent SIGTERM to the command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
       );
     }
-    if (now >= killAt) {
-      killAndGo();
+    // Nothing left to stop: the guard goes before the group id can be another's.
+    if (termSent && !groupRunning(pgid)) {
+      finish();
       return;
     }
-    const next = Math.min(termSent ? killAt : termAt + termSlackMs, killAt);
+    if (now >= killAt) {
+      // SIGKILL cannot be refused; reaping is the parent's, so the guard is done.
+      signalGroup(pgid, "SIGKILL");
+      finish();
+      return;
+    }
+    let next = Math.min(termSent ? killAt : termAt + termSlackMs, killAt);
+    if (termSent) next = Math.min(next, now + pollMs);
     if (Number.isFinite(next)) timer = setTimeout(step, Math.max(1, next - now));
   };
 
@@ -102,40 +102,39 @@ function main(): void {
   process.stdin.setEncoding("utf8");
   process.stdin.on("data", (chunk: string) => {
     pending += chunk;
-    let newline = pending.indexOf("\n");
-    while (newline >= 0 && !finished) {
+    for (let newline = pending.indexOf("\n"); newline >= 0; newline = pending.indexOf("\n")) {
       const [kind, first, second] = pending.slice(0, newline).split(" ");
       pending = pending.slice(newline + 1);
+      if (finished) return;
       if (kind === "done") {
         finish();
         return;
       }
-      // Once the command was told to stop, it is not told again: a
-      // schedule that comes after (a stopped redquorum resumed) changes nothing.
-      if (kind === "at" && !termSent) {
+      if (kind === "group") pgid = Number(first);
+      // Once the command was told to stop, a later schedule (a stopped
+      // redquorum resumed) does not put that off.
+      else if (kind === "at" && !termSent) {
         termAt = Number(first);
         killAt = Number(second);
       } else if (kind === "term") {
-        termSent = true;
-        killAt = Number(first);
+        killAt = Math.min(killAt, Number(first));
+        terminate();
       }
-      newline = pending.indexOf("\n");
     }
     step();
   });
   // redquorum is gone: nobody extends the lock or watches the command now.
   process.stdin.on("end", () => {
     if (finished) return;
+    if (pgid === undefined) {
+      finish(); // the command was never let go
+      return;
+    }
     const now = nowMs();
     killAt = Math.min(killAt, now + graceMs);
-    if (!termSent) {
-      termSent = true;
-      if (!send("SIGTERM")) {
-        finish();
-        return;
-      }
+    if (terminate()) {
       say(
-        `redquorum exited while the command held the lock (killed?): sent SIGTERM to the ` +
+        "redquorum exited while the command held the lock (killed?): sent SIGTERM to the " +
           `command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
       );
     }

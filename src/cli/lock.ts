@@ -8,12 +8,14 @@
  * redquorum is killed or stopped meanwhile.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import type { Writable } from "node:stream";
 import { Command } from "commander";
 import { LockExpiredError, ResourceLockedError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import { graceSchedule, runKeepingAlive } from "../lock/keep-alive.js";
 import type { Lock } from "../lock/lock.js";
 import { Redlock } from "../lock/redlock.js";
+import { commandProblem } from "./command-path.js";
 import {
   diagnose,
   type MaxTtlOptions,
@@ -27,6 +29,7 @@ import { durationOption, formatDuration } from "./duration.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 import { exitCodes, signalExitCode } from "./exit-codes.js";
 import { LockGuard, monotonicNowMs } from "./lock-guard.js";
+import { groupRunning, signalGroup } from "./process-group.js";
 
 interface LockOptions extends NodesOptions, MaxTtlOptions {
   ttl: number;
@@ -45,6 +48,13 @@ const reapWaitMs = 1_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * `sh -c` script: wait for redquorum's "go" on fd 3 (none: redquorum died
+ * before the guard knew the group, so the command must not start), close
+ * fd 3, become the command ($0, as given: the shell finds it on PATH).
+ */
+const gateScript = 'read go <&3 || exit 125; exec 3<&-; exec "$0" "$@"';
+
+/**
  * The command run under the lock, in a process group of its own: every
  * signal goes to the group, so what the command started (a script's
  * children) stops with it, and a terminal's Ctrl-C reaches it once, through
@@ -55,7 +65,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 class ChildRun {
   private child: ChildProcess | undefined;
   private killTimer: ReturnType<typeof setTimeout> | undefined;
-  private readonly guard = new LockGuard();
   /** When SIGKILL is due if the lock is lost: before its validity ends (monotonic ms). */
   private killAt = Number.POSITIVE_INFINITY;
   lost = false;
@@ -64,11 +73,13 @@ class ChildRun {
    * `killAfterMs`: the grace for what the command leaves running when it
    * exits; `loss`: the grace when the lock is lost (what --kill-after fits
    * in the validity), and how much validity must be left at the SIGKILL.
+   * The guard is started already (before the lock is taken).
    */
   constructor(
     private readonly argv: readonly string[],
     private readonly killAfterMs: number,
     private readonly loss: { graceMs: number; termMarginMs: number; killMarginMs: number },
+    private readonly guard: LockGuard,
   ) {}
 
   /** The lock's validity left (ms), after each extension: the times SIGTERM and SIGKILL are due if it is not kept. */
@@ -84,20 +95,36 @@ class ChildRun {
 
   /** Runs the command; resolves with the exit code redquorum should pass on, once its group is gone. */
   run(env: NodeJS.ProcessEnv): Promise<number> {
-    const [command, ...args] = this.argv;
+    const [command, ...args] = this.argv as [string, ...string[]];
+    const problem = commandProblem(command, env.PATH);
+    if (problem) {
+      diagnose(`cannot run ${JSON.stringify(command)}: ${problem.message}`);
+      this.guard.done();
+      return Promise.resolve(problem.exitCode);
+    }
     return new Promise((resolve) => {
+      // Through a shell that waits on fd 3 and then becomes the command
+      // (exec: same process, same group). It is let go only once the guard
+      // knows the group: killed before that, redquorum leaves nothing
+      // running (the read sees the pipe close, and the shell exits).
       // detached: a new session and process group (Node has no setpgid alone).
-      const child = spawn(command!, args, { stdio: "inherit", env, detached: true });
-      this.child = child;
-      let spawned = false;
-      child.once("spawn", () => {
-        spawned = true;
-        this.guard.start(child.pid!, this.loss.graceMs);
+      const child = spawn("/bin/sh", ["-c", gateScript, command, ...args], {
+        stdio: ["inherit", "inherit", "inherit", "pipe"],
+        env,
+        detached: true,
       });
+      this.child = child;
+      const gate = child.stdio[3] as Writable;
+      gate.on("error", () => {}); // the shell is gone: its exit says why
+      if (child.pid !== undefined) {
+        this.guard.group(child.pid);
+        gate.end("go\n");
+      }
       child.once("error", (error: NodeJS.ErrnoException) => {
-        if (spawned) return; // a failed kill(): the exit still comes
+        if (child.pid !== undefined) return; // a failed kill(): the exit still comes
         diagnose(`cannot run ${JSON.stringify(command)}: ${error.message}`);
-        resolve(error.code === "ENOENT" ? 127 : 126);
+        this.guard.done();
+        resolve(126);
       });
       child.once("exit", (code, signal) => {
         const exitCode = code ?? signalExitCode(signal ?? "SIGKILL");
@@ -113,12 +140,20 @@ class ChildRun {
   /** Passes a signal on to the command's process group. */
   forward(signal: NodeJS.Signals): void {
     const pid = this.child?.pid;
-    if (pid === undefined) return;
-    try {
-      process.kill(-pid, signal);
-    } catch {
-      // ESRCH: the group is gone; its exit is on its way.
-    }
+    if (pid !== undefined) signalGroup(pid, signal);
+  }
+
+  /**
+   * SIGTERM to the group now, SIGKILL `killInMs` later. The guard sends
+   * the SIGTERM while it runs: it may have sent one already (redquorum was
+   * stopped), and the command gets one. SIGKILL comes from both (a second
+   * one changes nothing).
+   */
+  private terminate(killInMs: number): void {
+    if (this.guard.live) this.guard.terminate(monotonicNowMs() + killInMs);
+    else this.forward("SIGTERM");
+    clearTimeout(this.killTimer);
+    this.killTimer = setTimeout(() => this.forward("SIGKILL"), killInMs);
   }
 
   /**
@@ -129,46 +164,42 @@ class ChildRun {
   lose(reason: unknown): void {
     this.lost = true;
     const message = reason instanceof Error ? reason.message : String(reason);
-    const now = monotonicNowMs();
-    const killInMs = Math.max(0, Math.min(this.loss.graceMs, this.killAt - now));
+    const killInMs = Math.round(
+      Math.max(0, Math.min(this.loss.graceMs, this.killAt - monotonicNowMs())),
+    );
     diagnose(`${message}; sending SIGTERM to the command (SIGKILL in ${formatDuration(killInMs)})`);
-    this.guard.term(now + killInMs);
-    this.forward("SIGTERM");
-    this.killTimer = setTimeout(() => this.forward("SIGKILL"), killInMs);
+    this.terminate(killInMs);
   }
 
-  private groupAlive(): boolean {
+  private groupRunning(): boolean {
     const pid = this.child?.pid;
-    if (pid === undefined) return false;
-    try {
-      process.kill(-pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
+    return pid !== undefined && groupRunning(pid);
   }
 
   /**
    * The command exited; processes it started may still run in its group
    * (a backgrounded job, a script killed before its children). They would
    * work on after the release, outside the lock: SIGTERM, SIGKILL after the
-   * grace period, and wait until they are gone.
+   * grace period (on a lost lock, when the loss's SIGKILL is due), and wait
+   * until they are gone.
    */
   private async stopGroup(): Promise<void> {
-    if (!this.groupAlive()) return;
+    if (!this.groupRunning()) return;
+    const killInMs = this.lost
+      ? Math.round(Math.max(0, Math.min(this.killAfterMs, this.killAt - monotonicNowMs())))
+      : this.killAfterMs;
     diagnose(
       "the command exited but processes it started are still running: sending them SIGTERM " +
-        `(SIGKILL in ${formatDuration(this.killAfterMs)}) before the lock is released`,
+        `(SIGKILL in ${formatDuration(killInMs)}) before the lock is released`,
     );
-    this.forward("SIGTERM");
-    const killAt = performance.now() + this.killAfterMs;
-    while (this.groupAlive() && performance.now() < killAt) await sleep(groupPollMs);
-    if (!this.groupAlive()) return;
+    this.terminate(killInMs);
+    const killAt = performance.now() + killInMs;
+    while (this.groupRunning() && performance.now() < killAt) await sleep(groupPollMs);
+    if (!this.groupRunning()) return;
     this.forward("SIGKILL");
     const giveUpAt = performance.now() + reapWaitMs;
-    while (this.groupAlive() && performance.now() < giveUpAt) await sleep(groupPollMs);
-    // Still there after SIGKILL: zombies nobody reaps (redquorum as PID 1 in a container).
-    if (this.groupAlive())
+    while (this.groupRunning() && performance.now() < giveUpAt) await sleep(groupPollMs);
+    if (this.groupRunning())
       diagnose("warning: the command's process group is still not gone after SIGKILL");
   }
 }
@@ -254,11 +285,15 @@ async function runLocked(
         "before the lock's validity ends (a longer --ttl leaves more)",
     );
   }
-  const run = new ChildRun(argv, options.killAfter, {
-    graceMs,
-    termMarginMs: schedule.marginMs,
-    killMarginMs: endMarginMs,
-  });
+  // Started now, beside the acquire: it must be running before the command is.
+  const guard = new LockGuard();
+  guard.start(graceMs);
+  const run = new ChildRun(
+    argv,
+    options.killAfter,
+    { graceMs, termMarginMs: schedule.marginMs, killMarginMs: endMarginMs },
+    guard,
+  );
   const interrupted = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     if (run.started) run.forward(signal);
@@ -311,6 +346,7 @@ async function runLocked(
     diagnose(`warning: could not release the lock (it expires within --ttl): ${String(error)}`);
     return exitCode!;
   } finally {
+    guard.done();
     for (const signal of forwardedSignals) process.off(signal, onSignal);
     await redlock.close();
   }

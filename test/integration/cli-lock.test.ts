@@ -8,7 +8,7 @@
  * dispositions are the defaults.
  */
 import assert from "node:assert/strict";
-import type { ChildProcess } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -397,8 +397,11 @@ describe("redquorum lock, end to end", () => {
     const ttlMs = 3_000;
     const nodeTimeout = "500ms";
 
-    /** `redquorum lock` running a command that ignores SIGTERM; resolves once it runs, with its pid. */
-    async function startIgnoring(resource: string, killAfter: string) {
+    /**
+     * `redquorum lock` running a command that ignores SIGTERM (`first`: what
+     * it does before anything else); resolves once it runs, with its pid.
+     */
+    async function startIgnoring(resource: string, killAfter: string, first = "") {
       const ready = join(dir, `${resource}-ready`);
       const pids = pidFile(dir, `${resource}-pid`);
       const child = startCli(
@@ -414,7 +417,7 @@ describe("redquorum lock, end to end", () => {
           "--",
           "sh",
           "-c",
-          `trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
+          `${first}trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
         ],
         env,
       );
@@ -479,6 +482,74 @@ describe("redquorum lock, end to end", () => {
       const done = await run;
       assert.equal(done.code, 5, show(done));
       assert.match(done.stderr, /guard\): redquorum did not extend the lock/, show(done));
+    });
+
+    for (const signal of ["KILL", "STOP"] as const) {
+      it(`redquorum gets SIG${signal} at the command's first instruction: the guard knew the command by then`, {
+        timeout: cliStartMs + 40_000,
+      }, async () => {
+        // $PPID: redquorum (the command is its child).
+        const resource = `cli:first-${signal}`;
+        const { child, run, pid } = await startIgnoring(
+          resource,
+          "300ms",
+          `kill -${signal} $PPID; `,
+        );
+        try {
+          const { commandRan } = await rivalTakes(resource);
+          assert.equal(
+            commandRan,
+            false,
+            `the command (pid ${pid}) still ran when another holder got the lock`,
+          );
+        } finally {
+          if (signal === "STOP") child.kill("SIGCONT");
+        }
+        const done = await run;
+        if (signal === "STOP") assert.equal(done.code, 5, show(done));
+        else assert.equal(done.signal, "SIGKILL", show(done));
+      });
+    }
+
+    it("redquorum killed: once the command is gone, so is the guard (it does not wait out the grace)", {
+      timeout: cliStartMs + 40_000,
+    }, async () => {
+      const ready = join(dir, "guard-gone-ready");
+      const child = startCli(
+        [
+          "lock",
+          "cli:guard-gone",
+          "--ttl",
+          "30s",
+          "--kill-after",
+          "20s",
+          "--",
+          "sh",
+          "-c",
+          `touch ${ready}; while :; do sleep 0.05; done`,
+        ],
+        env,
+      );
+      const run = finished(child, cliStartMs + 30_000);
+      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      const guards = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(child.pid)], {
+        encoding: "utf8",
+      })
+        .split("\n")
+        .filter((line) => line.includes("cli-guard.js"))
+        .map((line) => Number(line.trim().split(" ")[0]));
+      assert.equal(guards.length, 1, "one guard beside redquorum");
+      const guard = guards[0]!;
+      child.kill("SIGKILL");
+      // Not the output's end: the guard shares redquorum's stderr.
+      await once(child, "exit");
+      // The command obeys the guard's SIGTERM at once; the guard looks every 50 ms.
+      const deadline = performance.now() + 5_000;
+      while (running(guard) && performance.now() < deadline) {
+        await new Promise((r) => setTimeout(r, pollMs));
+      }
+      assert.equal(running(guard), false, `the guard (pid ${guard}) still runs, its command gone`);
+      await run;
     });
 
     it("the nodes stop answering: --kill-after's grace ends before the lock's validity, not after it", {
