@@ -126,12 +126,14 @@ export async function runKeepingAlive<T>(
     await lock.release().catch(() => {});
     throw error;
   }
-  // Read before stop(): reading it checks the validity left, so a routine
-  // that held the event loop past the margin (no timer could tell it) and
-  // returned without looking still learns that it ran without the lock.
-  const lost = keeper.signal.aborted;
+  // A routine that held the event loop past the validity (no timer could
+  // tell it) and returned without looking ran without the lock at the end:
+  // lost, as if the deadline timer had fired. Only past the validity: one
+  // that returns within the margin finished under the lock, and a lock the
+  // routine released itself reads 0 but was not lost.
+  keeper.expireIfRunOut();
   keeper.stop();
-  if (lost) {
+  if (abortedOf.call(keeper.signal)) {
     await lock.release().catch(() => {});
     throw keeper.signal.reason;
   }
@@ -203,6 +205,18 @@ class KeepAlive {
     clearTimeout(this.deadlineTimer);
   }
 
+  /** Aborts if the validity has run out (not merely down to the margin), unless the lock was released. */
+  expireIfRunOut(): void {
+    if (this.stopped || this.lock.released || this.lock.remainingMs() > 0) return;
+    this.lose(
+      new LockExpiredError(
+        "keep",
+        this.lock.resources,
+        "the lock ran out of validity or was found lost",
+      ),
+    );
+  }
+
   private lose(cause: unknown): void {
     if (abortedOf.call(this.controller.signal)) return;
     this.stop();
@@ -230,13 +244,18 @@ class KeepAlive {
     const { lock } = this;
     const { marginMs, onDeadline } = this.options;
     clearTimeout(this.deadlineTimer);
-    onDeadline?.(lock.remainingMs());
     this.deadlineTimer = setTimeout(
       () => {
         if (!this.checkDeadline()) this.armDeadline();
       },
       Math.max(0, lock.remainingMs() - marginMs),
     );
+    // After the timer: a hook that throws must not leave the lock without its deadline.
+    try {
+      onDeadline?.(lock.remainingMs());
+    } catch {
+      // the hook's own failure; the keep-alive goes on
+    }
   }
 
   private scheduleExtension(delayMs: number): void {

@@ -196,6 +196,28 @@ describe("redlock.using: auto-extension, loss and release", () => {
     }
   });
 
+  it("a routine that returns inside the margin, validity left, and one that released its own lock: using returns their results", async () => {
+    // Margin: two node timeouts (1,002 ms) against a quarter of the TTL (1,000 ms).
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 500 });
+    try {
+      const inMargin = await holder.using(["in-margin"], 4_000, async (_signal, lock) => {
+        // Holds the event loop (no timer runs) until inside the margin, with
+        // time left for the release: the work was done under the lock.
+        while (lock.remainingMs() > 700)
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+        return "done";
+      });
+      assert.equal(inMargin, "done");
+      const released = await holder.using(["released"], 4_000, async (_signal, lock) => {
+        await lock.release();
+        return "done";
+      });
+      assert.equal(released, "done");
+    } finally {
+      await holder.close();
+    }
+  });
+
   it("a TTL short next to the node timeout is extended a quarter TTL apart, not back to back", async () => {
     // TTL 60 ms, node timeout 50 ms: the threshold an extension needs
     // (the margin plus a node timeout) is above what one extension gives;
