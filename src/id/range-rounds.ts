@@ -34,10 +34,8 @@ import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
-/** Below this (September 2001 in microseconds since the epoch), no counter is driven by clock proposals. */
-const clockScaleMicros = 1_000_000_000_000_000n;
-/** How near the clock's microseconds a counter must be to count as driven by clock proposals: a second. */
-const clockDrivenWindowMicros = 1_000_000n;
+/** The most a lost round's chase leaps (a second of clock proposals' microseconds). */
+const chaseMax = 1_000_000n;
 
 interface Waiter {
   readonly count: number;
@@ -79,6 +77,11 @@ export class RangeRounds {
   private consecutiveLosses = 0;
   /** Lost rounds in a row that were only refused (stale proposals). */
   private staleLosses = 0;
+  /**
+   * How far above this instance's last lost proposal the nodes' counter
+   * turned out to be (0 after a win): how fast others move it meanwhile.
+   */
+  private chase = 0n;
   private backoff: Promise<void> | undefined;
 
   constructor(context: RangeContext) {
@@ -167,7 +170,7 @@ export class RangeRounds {
     let proposal: bigint;
     let clockFloor: bigint;
     try {
-      clockFloor = this.clockFloor(base);
+      clockFloor = this.clockFloor();
       proposal = maxOf(base + BigInt(ids) + this.leapMargin(ids), clockFloor);
     } catch (error) {
       for (const waiter of batch) settle(waiter, error);
@@ -246,11 +249,18 @@ export class RangeRounds {
     const { counter, quorum } = this.context;
     const previousMax = counter.learn(round, proposal);
     if (round.yesCount < quorum) {
+      // After a loss in a row only: the proposal then rested on what the
+      // last loss taught, so the gap is what others did in one round trip.
+      // A first loss only brings an instance's view up to date (a fresh
+      // one knows nothing yet): no chase then.
+      const gap = counter.knownMax - proposal;
+      this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
       this.loseRound(batch, counter.failureOf("next", round, this.consecutiveLosses + 1));
       return;
     }
     this.consecutiveLosses = 0;
     this.staleLosses = 0;
+    this.chase = 0n;
     // The round owns (previousMax, proposal].
     assert(previousMax < proposal, "a winning round's range must not be empty");
     // Paired with the range argument: two winning rounds of this instance
@@ -311,9 +321,9 @@ export class RangeRounds {
    * so far (bench/results/ids.md). Only a floor: a clock that lags or steps
    * back leaves the proposal just above what the nodes said, as without it.
    */
-  private clockFloor(base: bigint): bigint {
+  private clockFloor(): bigint {
     const { options } = this.context;
-    if (options.proposals !== "clock") return this.drivenFloor(base);
+    if (options.proposals !== "clock") return 0n;
     const micros: unknown = options.clock.epochMicros!();
     if (typeof micros !== "bigint" || micros < 0n) {
       throw new InvalidArgumentError(
@@ -334,37 +344,37 @@ export class RangeRounds {
   }
 
   /**
-   * With `proposals: "dense"`, on a counter that other instances' clock
-   * proposals drive (a rolling switch of ID servers from one setting to the
-   * other, say: the counter within `clockDrivenWindowMicros` of the clock's
-   * microseconds), the clock too. A dense proposal just above what the
-   * nodes said is stale on arrival there, the clock's having moved on by
-   * a round trip's microseconds, and it loses round after round until its
-   * leap covers that. The holes this leaves are what the clock proposals
-   * leave: the counter is on their scale already. Otherwise 0: a counter
-   * that is not on that scale stays dense.
-   */
-  private drivenFloor(base: bigint): bigint {
-    const { clock } = this.context.options;
-    if (base < clockScaleMicros || typeof clock.epochMicros !== "function") return 0n;
-    const micros: unknown = clock.epochMicros();
-    if (typeof micros !== "bigint") return 0n;
-    return base >= micros - clockDrivenWindowMicros ? micros : 0n;
-  }
-
-  /**
-   * After stale rounds, propose further above the known maximum: the others
+   * After lost rounds, propose further above the known maximum: the others
    * keep moving it while our next proposal travels, and a proposal that is
-   * stale on arrival loses again (a starving instance). The margin grows with
-   * each loss in a row and is random, so competitors do not leap in step;
-   * the skipped IDs are holes, which the ID contract allows.
+   * stale on arrival loses again (a starving instance). Two measures, the
+   * larger taken, each random so that competitors do not leap in step:
+   *
+   * - what the last of two losses in a row showed, the counter found that
+   *   far above our proposal (`chase`): others moving it fast, as instances proposing
+   *   the clock's microseconds do (a rolling switch of ID servers from
+   *   dense to clock proposals), are chased at their pace from the first
+   *   loss, not after the doubling below has caught up with them; capped at
+   *   `chaseMax`, so one far jump (a clock proposal on a small counter)
+   *   costs at most that many IDs;
+   * - after two stale losses in a row, a margin that doubles with each.
+   *
+   * A win ends both, so a lone instance's IDs stay consecutive; the
+   * skipped IDs are holes, which the ID contract allows.
    */
   private leapMargin(ids: number): bigint {
+    const { random, proposals } = this.context.options;
+    let leap = 0n;
+    // Clock proposals have the clock as their chase already.
+    if (this.chase > 0n && proposals !== "clock") {
+      const chase = Number(this.chase < chaseMax ? this.chase : chaseMax);
+      leap = BigInt(random.integer(Math.ceil(chase / 2), chase));
+    }
     // The first retry after a refusal proposes just above what the nodes
     // said; only a second stale loss in a row shows others moving meanwhile.
-    if (this.staleLosses < 2) return 0n;
+    if (this.staleLosses < 2) return leap;
     const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, 20));
-    return BigInt(this.context.options.random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
+    const doubling = BigInt(random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
+    return doubling > leap ? doubling : leap;
   }
 }
 

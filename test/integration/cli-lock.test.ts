@@ -399,7 +399,7 @@ describe("redquorum lock, end to end", () => {
 
     /**
      * `redquorum lock` running a command that ignores SIGTERM (`first`: what
-     * it does before anything else); resolves once it runs, with its pid.
+     * it does next, before it says it runs); resolves once it runs, with its pid.
      */
     async function startIgnoring(resource: string, killAfter: string, first = "") {
       const ready = join(dir, `${resource}-ready`);
@@ -417,12 +417,17 @@ describe("redquorum lock, end to end", () => {
           "--",
           "sh",
           "-c",
-          `${first}trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
+          `trap "" TERM; ${first}echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
         ],
         env,
       );
       const run = finished(child, cliStartMs + 30_000);
-      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      // A command that kills redquorum first: redquorum's exit is expected then.
+      await waitForFile(
+        ready,
+        cliStartMs + commandStartMs + 5_000,
+        first ? undefined : { child, run },
+      );
       return { child, run, pid: Number(readFileSync(pids, "utf8").trim()) };
     }
 

@@ -21,6 +21,7 @@ import { findIdViolations, type IdCall } from "../helpers/checkers.js";
 import { useCluster } from "../helpers/cluster.js";
 import { describeSeed, prng, testSeed } from "../helpers/seed.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 /** Runs `instances` NextIds × `callers` each for `calls` calls, mixing next() and nextBatch(). */
 export async function idWorkload(
@@ -202,25 +203,46 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
-  it("dense proposals on a counter that clock proposals drive (a rolling switch) propose on the clock too; off that scale, dense", async () => {
-    let micros = systemClock.epochMicros!();
-    const start = micros;
-    const clock = { ...systemClock, epochMicros: () => micros };
-    const options = { key: "driven", clock, ...notAboutTimeouts };
-    const clocked = new NextId(cluster().urls, { ...options, proposals: "clock" });
-    const dense = new NextId(cluster().urls, options);
+  it("dense proposals after two lost rounds in a row chase the gap the second one showed; after a win, and for a lone instance, IDs stay consecutive", async () => {
+    const options = { key: "chased", ...notAboutTimeouts };
+    const mover = new NextId(cluster().urls, options);
+    // The dense instance's rounds, counted on each node once armed: before
+    // its second round goes out, the mover takes 2,000 IDs.
+    let armed = false;
+    let moved: Promise<unknown> | undefined;
+    const rounds = cluster().urls.map(() => 0);
+    const transports = wrappedTransports(cluster().urls, (real, i) => ({
+      send: async (args, timeoutMs) => {
+        if (armed && args[0]!.startsWith("EVAL") && args.includes("chased")) {
+          rounds[i]!++;
+          if (rounds[i] === 2) {
+            moved ??= mover.nextBatch(2_000);
+            await moved;
+          }
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const dense = new NextId(transports, options);
     try {
-      await clocked.init();
-      assert.equal(await clocked.next(), start);
-      // The clock moved on while the dense call's round travelled: just
-      // above the counter (start + 1) would be stale among clock proposals.
-      micros = start + 500n;
-      assert.equal(await dense.next(), start + 500n);
-      // More than a second behind the clock: not driven by it, dense again.
-      micros = start + 5_000_000n;
-      assert.equal(await dense.next(), start + 501n);
+      await mover.init();
+      assert.equal(await dense.next(), 1n);
+      assert.equal(await dense.next(), 2n, "a lone instance's IDs are consecutive");
+      await mover.nextBatch(1_000);
+      armed = true;
+      // Round 1 proposes 3: refused, it learns where the counter is (K).
+      // Round 2 proposes K + 1: refused, the counter at K + 2,000 (the gap:
+      // 1,999). Round 3 chases it: 1,000 to 1,999 above the counter; without
+      // the chase, 0 to 2 above.
+      const chased = await dense.next();
+      const top = ((await moved) as bigint[]).at(-1)!;
+      assert.ok(
+        chased >= top + 1_001n && chased <= top + 2_000n,
+        `ID ${chased}: expected ${top + 1_001n} to ${top + 2_000n} (the counter was at ${top})`,
+      );
+      assert.equal(await dense.next(), chased + 1n, "after a win, consecutive again");
     } finally {
-      await Promise.all([clocked.close(), dense.close()]);
+      await Promise.all([mover.close(), dense.close()]);
     }
   });
 
