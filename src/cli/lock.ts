@@ -99,7 +99,6 @@ class ChildRun {
     const problem = commandProblem(command, env.PATH);
     if (problem) {
       diagnose(`cannot run ${JSON.stringify(command)}: ${problem.message}`);
-      this.guard.done();
       return Promise.resolve(problem.exitCode);
     }
     return new Promise((resolve) => {
@@ -123,7 +122,6 @@ class ChildRun {
       child.once("error", (error: NodeJS.ErrnoException) => {
         if (child.pid !== undefined) return; // a failed kill(): the exit still comes
         diagnose(`cannot run ${JSON.stringify(command)}: ${error.message}`);
-        this.guard.done();
         resolve(126);
       });
       child.once("exit", (code, signal) => {
@@ -164,11 +162,14 @@ class ChildRun {
   lose(reason: unknown): void {
     this.lost = true;
     const message = reason instanceof Error ? reason.message : String(reason);
-    const killInMs = Math.round(
-      Math.max(0, Math.min(this.loss.graceMs, this.killAt - monotonicNowMs())),
-    );
+    const killInMs = this.killDelay(this.loss.graceMs);
     diagnose(`${message}; sending SIGTERM to the command (SIGKILL in ${formatDuration(killInMs)})`);
     this.terminate(killInMs);
+  }
+
+  /** Ms until SIGKILL on a lost lock: at most `capMs`, and not past the point set by the validity. */
+  private killDelay(capMs: number): number {
+    return Math.round(Math.max(0, Math.min(capMs, this.killAt - monotonicNowMs())));
   }
 
   private groupRunning(): boolean {
@@ -185,9 +186,7 @@ class ChildRun {
    */
   private async stopGroup(): Promise<void> {
     if (!this.groupRunning()) return;
-    const killInMs = this.lost
-      ? Math.round(Math.max(0, Math.min(this.killAfterMs, this.killAt - monotonicNowMs())))
-      : this.killAfterMs;
+    const killInMs = this.lost ? this.killDelay(this.killAfterMs) : this.killAfterMs;
     diagnose(
       "the command exited but processes it started are still running: sending them SIGTERM " +
         `(SIGKILL in ${formatDuration(killInMs)}) before the lock is released`,

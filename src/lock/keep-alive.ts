@@ -207,14 +207,7 @@ class KeepAlive {
 
   /** Aborts if the validity has run out (not merely down to the margin), unless the lock was released. */
   expireIfRunOut(): void {
-    if (this.stopped || this.lock.released || this.lock.remainingMs() > 0) return;
-    this.lose(
-      new LockExpiredError(
-        "keep",
-        this.lock.resources,
-        "the lock ran out of validity or was found lost",
-      ),
-    );
+    if (!this.lock.released) this.checkDeadline(0);
   }
 
   private lose(cause: unknown): void {
@@ -223,10 +216,10 @@ class KeepAlive {
     this.controller.abort(new LockLostError(this.lock.resources, cause));
   }
 
-  /** Gives the lock up if its validity is down to the margin; whether it is given up. */
-  private checkDeadline(): boolean {
+  /** Gives the lock up if its validity is down to `leftMs` (the margin); whether it is given up. */
+  private checkDeadline(leftMs = this.options.marginMs): boolean {
     if (this.stopped) return abortedOf.call(this.controller.signal);
-    if (this.lock.remainingMs() > this.options.marginMs) return false;
+    if (this.lock.remainingMs() > leftMs) return false;
     this.lose(
       new LockExpiredError(
         "keep",
