@@ -49,6 +49,22 @@ export const defaults = {
     delayMs: 200,
     jitterMs: 100,
   },
+  /**
+   * Wait before repairing a lost counter (Redlock's and NextId's
+   * `repairDelayMs`): above every node timeout (`limits.nodeTimeoutMsMax`),
+   * so no round that might still count the lost node's old vote is running.
+   */
+  repairDelayMs: 2_000,
+  /**
+   * A node that has had commands outstanding with no reply at all for this
+   * long is stalled (SIGSTOP, a black-holed network): new calls to it fail
+   * at once instead of piling up in its connection's queue (fault row
+   * I15, docs/faults.md). Twice the longest node timeout: any call still
+   * waiting on it has long timed out, so no vote is lost that could still
+   * count. The default of Redlock's and NextId's `nodeStallMs`, which may
+   * be no less than twice their own node timeout.
+   */
+  nodeStallMs: 2_000,
 } as const;
 
 export const limits = {
@@ -70,12 +86,8 @@ export const limits = {
    */
   nodeTimeoutMsMax: 1_000,
   checkTimeoutMsMax: 60_000,
-  /**
-   * Wait before repairing a lost counter (the default of Redlock's and
-   * NextId's `repairDelayMs`): above every node timeout, so no round that
-   * might still count the lost node's old vote is running.
-   */
-  repairDelayMs: 2_000,
+  /** @deprecated The default of `repairDelayMs`: `defaults.repairDelayMs`. */
+  repairDelayMs: defaults.repairDelayMs,
   /**
    * How long a node trusts its cached memory identity (node/memory-check.ts)
    * before a vote script reads INFO again: a restore in place completed
@@ -142,16 +154,8 @@ export const limits = {
   waitersMax: 100_000,
   /** 20 random bytes per acquisition, as the Redlock algorithm suggests. */
   lockValueBytes: 20,
-  /**
-   * A node that has had commands outstanding with no reply at all for this
-   * long is stalled (SIGSTOP, a black-holed network): new calls to it fail
-   * at once instead of piling up in its connection's queue (fault row
-   * I15, docs/faults.md). Twice the longest node timeout: any call still
-   * waiting on it has long timed out, so no vote is lost that could still
-   * count. The default of Redlock's and NextId's `nodeStallMs`, which may
-   * be no less than twice their own node timeout.
-   */
-  nodeStallMs: 2_000,
+  /** @deprecated The default of `nodeStallMs`: `defaults.nodeStallMs`. */
+  nodeStallMs: defaults.nodeStallMs,
   /**
    * Commands outstanding on one node at most; more fail at once. Bounds
    * the memory a node that stalls under heavy load can hold before
@@ -192,7 +196,7 @@ export const idDefaults = {
   /** Rounds one instance keeps in flight at once (`range`), so the next round need not wait for a round trip. */
   pipelineDepth: 4,
   /** The wait fencing always uses: above every client's node timeout. */
-  repairDelayMs: limits.repairDelayMs,
+  repairDelayMs: defaults.repairDelayMs,
 } as const;
 
 export const idLimits = {
@@ -240,13 +244,16 @@ export const releaseNoticeLimits = {
   instanceIdBytes: 8,
 } as const;
 
-assert(limits.repairDelayMs > limits.nodeTimeoutMsMax, "repairs must wait out every node timeout");
+assert(
+  defaults.repairDelayMs > limits.nodeTimeoutMsMax,
+  "repairs must wait out every node timeout",
+);
 assert(
   limits.releaseWaitMs <= limits.nodeTimeoutMsMax,
   "a release waits within the node timeout cap",
 );
 assert(
-  limits.nodeStallMs >= limits.nodeTimeoutMsMax,
+  defaults.nodeStallMs >= 2 * limits.nodeTimeoutMsMax,
   "a node may not count as stalled within a timeout",
 );
 assert(defaults.nodeTimeoutMs < defaults.maxTtlMs, "node timeout must be below the max TTL");

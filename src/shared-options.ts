@@ -40,7 +40,7 @@ export function requireNodeTimeoutMs(value: unknown, defaultMs: number): number 
 }
 
 /**
- * `options.nodeStallMs` (default `limits.nodeStallMs`): at least twice the
+ * `options.nodeStallMs` (default `defaults.nodeStallMs`): at least twice the
  * owner's node timeout, so that every call still waiting on a node that
  * counts as stalled has long timed out (no vote that could still count is
  * refused).
@@ -48,14 +48,14 @@ export function requireNodeTimeoutMs(value: unknown, defaultMs: number): number 
 export function requireNodeStallMs(value: unknown, nodeTimeoutMs: number): number {
   return requireInteger(
     "options.nodeStallMs",
-    value ?? limits.nodeStallMs,
+    value ?? defaults.nodeStallMs,
     2 * nodeTimeoutMs,
     limits.ttlMsMax,
   );
 }
 
 /**
- * `options.repairDelayMs` (default `limits.repairDelayMs`): above every
+ * `options.repairDelayMs` (default `defaults.repairDelayMs`): above every
  * client's node timeout, so that a repair reads only once every round that
  * might still count the lost node's old vote has ended, whichever client
  * ran it.
@@ -63,7 +63,7 @@ export function requireNodeStallMs(value: unknown, nodeTimeoutMs: number): numbe
 export function requireRepairDelayMs(value: unknown): number {
   const repairDelayMs = requireInteger(
     "options.repairDelayMs",
-    value ?? limits.repairDelayMs,
+    value ?? defaults.repairDelayMs,
     1,
     limits.ttlMsMax,
   );

@@ -217,7 +217,7 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
       durationOption(
         "--ttl <duration>",
         // The range is checked against --max-ttl in the action (it is another option).
-        `lock TTL, renewed while the command runs, ${formatDuration(ttlMinMs)} to --max-ttl`,
+        `lock TTL, renewed while the command runs, ${formatDuration(ttlMinMs)} to --max-ttl (a shorter --max-ttl lowers the default)`,
         "30s",
       ),
     )
@@ -245,6 +245,10 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
           "<command>",
           "give the command to run after --, e.g. `lock jobs -- ./job.sh`",
         );
+      }
+      // The default TTL fits any --max-ttl: a shorter one is the TTL then.
+      if (command.getOptionValueSource("ttl") === "default") {
+        options.ttl = Math.min(options.ttl, options.maxTtl);
       }
       if (options.ttl < ttlMinMs || options.ttl > options.maxTtl) {
         throw new UsageError(

@@ -3,6 +3,7 @@
  * change of one member (add, remove, replace) while clients keep running.
  */
 import { Command } from "commander";
+import { InvalidArgumentError } from "../errors.js";
 import {
   changeMembers,
   type MemberChangeReport,
@@ -20,6 +21,7 @@ import {
   printData,
   printJson,
 } from "./common.js";
+import { UsageError } from "./errors.js";
 import { exitCodes } from "./exit-codes.js";
 
 interface MembersOptions extends NodesOptions {
@@ -49,11 +51,25 @@ function printChange(report: MemberChangeReport, json: boolean | undefined): voi
   );
 }
 
+/** A member that lost its memory, not yet taken back: no problem for clients (`status`, `members show`). */
+export function describeLostMemory(endpoint: string): string {
+  return (
+    `  ${endpoint}: lost its memory (no record at a member's address); the first lock or ID ` +
+    "call of a client with this list takes it back (a change of members waits until then)"
+  );
+}
+
+/**
+ * A member change as a subcommand. `argumentNames`: the request's fields
+ * as the command names them, so that a bad one is reported as the user
+ * gave it (`replace`'s <old-url> is the request's `remove`).
+ */
 function changeCommand(
   name: string,
   args: string,
   description: string,
   request: (...values: string[]) => MemberChangeRequest,
+  argumentNames: Partial<Record<keyof MemberChangeRequest, string>>,
 ): Command {
   return new Command(name)
     .description(description)
@@ -66,7 +82,16 @@ function changeCommand(
         (value): value is MembersOptions =>
           typeof value === "object" && value !== null && !(value instanceof Command),
       ) as MembersOptions;
-      const report = await changeMembers(nodesFrom(options), request(...values));
+      const report = await changeMembers(nodesFrom(options), request(...values)).catch(
+        (error: unknown) => {
+          const named =
+            error instanceof InvalidArgumentError &&
+            argumentNames[error.argument as keyof MemberChangeRequest];
+          if (!named) throw error;
+          const prefix = `Invalid ${error.argument}: `;
+          throw new UsageError(named, error.message.slice(prefix.length));
+        },
+      );
       printChange(report, options.json);
     });
 }
@@ -101,6 +126,7 @@ export function membersCommand(): Command {
             ),
           );
           printData(`\n${describeRecord(status.record)}`);
+          for (const endpoint of status.lostMemory ?? []) printData(describeLostMemory(endpoint));
         }
         if (status.problem) {
           diagnose(`members: ${status.problem}`);
@@ -116,6 +142,7 @@ export function membersCommand(): Command {
       (url) => ({
         add: url!,
       }),
+      { add: "<url>" },
     ),
   );
   members.addCommand(
@@ -126,6 +153,7 @@ export function membersCommand(): Command {
       (url) => ({
         remove: url!,
       }),
+      { remove: "<url>" },
     ),
   );
   members.addCommand(
@@ -134,6 +162,7 @@ export function membersCommand(): Command {
       "<old-url> <new-url>",
       "replace a member (it may be down) by a node that holds no record, in one step",
       (old, added) => ({ remove: old!, add: added! }),
+      { remove: "<old-url>", add: "<new-url>" },
     ),
   );
   return members;

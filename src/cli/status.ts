@@ -16,7 +16,7 @@ import {
   printJson,
 } from "./common.js";
 import { exitCodes } from "./exit-codes.js";
-import { describeRecord } from "./members.js";
+import { describeLostMemory, describeRecord } from "./members.js";
 
 interface StatusOptions extends NodesOptions {
   json?: boolean;
@@ -146,6 +146,8 @@ export function statusCommand(): Command {
         printData(describeRecord(membership.record));
         // Clients with this list are refused: say why, and what to do.
         if (membership.problem) printData(`  NOT safe: ${membership.problem}`);
+        // Not a problem for clients: they take such a member back.
+        for (const endpoint of membership.lostMemory ?? []) printData(describeLostMemory(endpoint));
       }
       if (!verdict.locks.safe || membership.problem) process.exitCode = exitCodes.unavailable;
     });

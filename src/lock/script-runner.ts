@@ -61,7 +61,7 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
         "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
           "is scheduled (it needs N - Q + 1 of them with known counters; if more nodes lost " +
           "theirs, see redlock.raiseFencingFloor / redquorum fencing-floor; if these are new " +
-          "nodes redquorum never used, call redlock.init() once)",
+          "nodes redquorum never used, call redlock.init() once: redquorum init)",
       ),
     );
   }
@@ -75,7 +75,8 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
         "quarantined: it may have lost lock keys (no redquorum marker: restarted without its data, " +
           "or flushed; or restarted from data that may be older, without appendfsync always), " +
           `and stays out of service for the longest maxTtlMs of the cluster's clients (${guard.quarantineMs} ms or more); ` +
-          "if these are new nodes that never held a lock, call redlock.init({ liftQuarantines: true }) once",
+          "if these are new nodes that never held a lock, call redlock.init({ liftQuarantines: true }) once " +
+          "(redquorum init --lift-quarantines)",
       ),
     );
   }

@@ -42,6 +42,15 @@ export interface MembershipStatus {
    * this list are refused.
    */
   readonly problem?: string;
+  /**
+   * Members that lost their memory (a node at a member's recorded address
+   * that holds no record: restarted empty, flushed) and that no client has
+   * taken back yet. Not a problem for clients: the first lock or ID call of
+   * a client with this list takes each back (it then sits out the restart
+   * quarantine and its counters are repaired). A change of members is
+   * refused until then.
+   */
+  readonly lostMemory?: readonly string[];
 }
 
 function timeoutOf(options: MembershipOptions): number {
@@ -70,18 +79,20 @@ export async function membershipStatus(
     const reports = await readMembership(group, timeoutMs);
     try {
       const record = viewOf(reports);
-      if (record) requireList(reports, record);
+      const lost = record ? requireList(reports, record, { lostMemoryOk: true }) : [];
+      const lostMemory = lost.length > 0 ? { lostMemory: lost } : {};
       const changing = reports.filter((report) => report.changing).map((r) => r.endpoint);
       if (changing.length > 0) {
         return {
           record,
           nodes: reports,
+          ...lostMemory,
           problem:
             `a change of members is under way on ${changing.join(", ")}: they refuse every vote ` +
             "until it is written (if no change is running, run the last one again to complete it)",
         };
       }
-      return { record, nodes: reports };
+      return { record, nodes: reports, ...lostMemory };
     } catch (error) {
       let record: MembershipRecord | undefined;
       try {

@@ -265,11 +265,18 @@ export async function recordMembership(
   return { record, ids: record.members.map((member) => member.id) };
 }
 
-/** The list `reports` came from must be `view`'s member set (by member id). */
+/**
+ * The list `reports` came from must be `view`'s member set (by member id).
+ * With `lostMemoryOk`, a member that lost its memory (no record, at the
+ * address the record gives it) counts as that member, as a client of the
+ * list counts it: it takes the node back at its first lock or ID call.
+ * Returns the endpoints of such members.
+ */
 export function requireList(
   reports: readonly NodeMembershipReport[],
   view: MembershipRecord,
-): void {
+  { lostMemoryOk = false }: { lostMemoryOk?: boolean } = {},
+): string[] {
   // One server named twice (two spellings, or its data copied) would count
   // twice in a majority: in a change's, a record chosen by fewer than half.
   const named = new Map<string, string>();
@@ -292,7 +299,9 @@ export function requireList(
   const forgetful = strangers.filter(
     (r) => !r.id && !r.record && absent.some((member) => member.address === r.endpoint),
   );
-  if (strangers.length > 0 || reports.length !== view.members.length) {
+  const lostMemory = forgetful.map((r) => r.endpoint);
+  const onlyLost = lostMemoryOk && strangers.length === forgetful.length;
+  if ((strangers.length > 0 && !onlyLost) || reports.length !== view.members.length) {
     throw new MembershipError(
       strangers.map((r) => r.endpoint),
       `the node list is not the members of cluster ${view.clusterId} (epoch ${view.epoch}: ` +
@@ -310,6 +319,7 @@ export function requireList(
           : ""),
     );
   }
+  return lostMemory;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { raceAbort } from "../clock.js";
 import { NodeError, NodeTimeoutError } from "../errors.js";
-import { limits } from "../limits.js";
+import { defaults, limits } from "../limits.js";
 import { batchCall, isNoScriptError, type LuaScript } from "./lua-script.js";
 import type { NodeTransport } from "./transport.js";
 
@@ -49,7 +49,7 @@ export class RedisNode {
    */
   membershipStamp = "";
 
-  constructor(transport: NodeTransport, stallMs: number = limits.nodeStallMs) {
+  constructor(transport: NodeTransport, stallMs: number = defaults.nodeStallMs) {
     this.transport = transport;
     this.stallMs = stallMs;
   }

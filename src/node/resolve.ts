@@ -1,5 +1,5 @@
 import { InvalidArgumentError, NodeConfigurationError } from "../errors.js";
-import { limits } from "../limits.js";
+import { defaults, limits } from "../limits.js";
 import { type IoredisLike, IoredisTransport, isIoredisLike } from "./ioredis-transport.js";
 import { isNodeRedisLike, type NodeRedisLike, NodeRedisTransport } from "./node-redis-transport.js";
 import { RedisNode } from "./redis-node.js";
@@ -15,7 +15,7 @@ export type NodeInput = string | IoredisLike | NodeRedisLike | NodeTransport;
 /** `stallMs`: see `RedisNode` (the owner's `nodeStallMs`). */
 export function createNodes(
   inputs: readonly NodeInput[],
-  stallMs: number = limits.nodeStallMs,
+  stallMs: number = defaults.nodeStallMs,
 ): RedisNode[] {
   if (!Array.isArray(inputs) || inputs.length === 0) {
     throw new InvalidArgumentError(

@@ -218,6 +218,9 @@ describe("redquorum command line", () => {
     const over = await cli(["lock", "--max-ttl", "10s", "--ttl", "20s", "r", "--", "true"], env);
     assert.equal(over.code, 2);
     assert.match(over.stderr, /--ttl.*20s.*10s/);
+    // The default --ttl (30s) is lowered to a shorter --max-ttl, not refused.
+    const short = await cli(["lock", "--max-ttl", "10s", "cli:short", "--", "true"], env);
+    assert.equal(short.code, 0, short.stderr);
   });
 
   it("a second lock gives up after --wait with exit 4 without running; SIGTERM reaches the command", async () => {
@@ -271,5 +274,36 @@ describe("redquorum command line", () => {
     const run = await held;
     assert.equal(run.code, 5, run.stderr);
     assert.match(run.stderr, /lost the lock.*SIGTERM/);
+  });
+
+  it("members replace names <old-url> when it is not in the list (exit 2)", async () => {
+    const run = await cli(
+      ["members", "replace", "redis://127.0.0.1:1", "redis://127.0.0.1:2"],
+      env,
+    );
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(
+      run.stderr,
+      /invalid <old-url>: redis:\/\/127\.0\.0\.1:1 is not one of the nodes given/,
+    );
+  });
+
+  // Last: it leaves a node taken back after a flush, in the quarantine.
+  it("status: a member that lost its memory is named, and the cluster is still safe (exit 0) until a client takes it back", async () => {
+    await clients[2]!.flushall();
+    const lost = await cli(["status"], env);
+    assert.equal(lost.code, 0, lost.stdout + lost.stderr);
+    assert.match(lost.stdout, /^locks: safe/m);
+    assert.doesNotMatch(lost.stdout, /NOT safe/);
+    const endpoint = cluster.urls[2]!.replace("redis://", "");
+    assert.match(lost.stdout, new RegExp(`${endpoint}: lost its memory .*takes it back`));
+    const json = JSON.parse((await cli(["status", "--json"], env)).stdout);
+    assert.deepEqual(json.membership.lostMemory, [endpoint]);
+
+    const taken = await cli(["lock", "cli:take-back", "--", "true"], env);
+    assert.equal(taken.code, 0, taken.stderr);
+    const after = JSON.parse((await cli(["status", "--json"], env)).stdout);
+    assert.equal(after.membership.lostMemory, undefined);
+    assert.equal(after.membership.problem, undefined);
   });
 });

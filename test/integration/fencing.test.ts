@@ -3,10 +3,10 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { after, before, describe, it } from "node:test";
 import {
+  defaults,
   fencedSet,
   type Lock,
   LockExpiredError,
-  limits,
   QuorumError,
   Redlock,
   ResourceLockedError,
@@ -121,7 +121,7 @@ async function waitForGrants(
   maxTtlMs: number,
   context: string,
 ): Promise<void> {
-  const stallMs = reconnectBackoffCapMs + maxTtlMs + limits.repairDelayMs + lockTtlMs;
+  const stallMs = reconnectBackoffCapMs + maxTtlMs + defaults.repairDelayMs + lockTtlMs;
   let seen = run.grants.length;
   let progressAt = performance.now();
   while (run.grants.length < count) {

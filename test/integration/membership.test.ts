@@ -262,16 +262,24 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.equal(node0Votes, 2, "the premise: node 0 refused once, then voted again");
   });
 
-  it("a member flushed at its recorded address rejoins as itself", async () => {
+  it("a member flushed at its recorded address rejoins as itself; until then the status names it as lost, not as a problem of the list", async () => {
     const redlock = client(urls(0, 1, 2));
     await redlock.init();
     const before = await membershipStatus(urls(0, 1, 2));
+    assert.equal(before.lostMemory, undefined);
     await cluster.client(1).flushall();
+    // Clients of this list are not refused: the first call takes it back.
+    const lost = await membershipStatus(urls(0, 1, 2));
+    assert.equal(lost.problem, undefined);
+    assert.deepEqual(lost.lostMemory, [before.nodes[1]!.endpoint]);
+    assert.equal(lost.record?.epoch, before.record?.epoch);
     const fresh = client(urls(0, 1, 2));
     await fresh.release(await fresh.acquire(["x"], 2_000));
     const after = await membershipStatus(urls(0, 1, 2));
     assert.equal(after.nodes[1]!.id, before.nodes[1]!.id);
     assert.equal(after.record?.epoch, before.record?.epoch);
+    assert.equal(after.lostMemory, undefined);
+    assert.equal(after.problem, undefined);
   });
 
   it("a client whose view is an epoch behind does not take back a member that lost its memory at that epoch: it would make a majority of the old members beside the new members' majority", async () => {

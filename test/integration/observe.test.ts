@@ -8,7 +8,7 @@ import {
   type RedquorumEvent,
   ResourceLockedError,
 } from "../../src/index.js";
-import { limits } from "../../src/limits.js";
+import { defaults } from "../../src/limits.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
@@ -195,7 +195,7 @@ describe("logger and events", () => {
       assert.deepEqual(logger.calls, [], "logged before any node changed");
       const endpoint = `127.0.0.1:${cluster.cluster.node(1).port}`;
       await cluster.cluster.restart(1, { keepData: false });
-      const by = performance.now() + 1_000 + limits.repairDelayMs + 3_000;
+      const by = performance.now() + 1_000 + defaults.repairDelayMs + 3_000;
       while (!events.some((e) => e.type === "node" && e.state === "repaired")) {
         assert.ok(performance.now() < by, JSON.stringify(events.filter((e) => e.type === "node")));
         await ids.next().catch(() => {});

@@ -11,7 +11,7 @@ import {
   Redlock,
   ResourceLockedError,
 } from "../../src/index.js";
-import { limits } from "../../src/limits.js";
+import { defaults } from "../../src/limits.js";
 import { startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -524,7 +524,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
       rmSync(cluster.cluster.node(0).dataDir, { recursive: true, force: true });
       cpSync(copy, cluster.cluster.node(0).dataDir, { recursive: true });
       await cluster.cluster.restart(0);
-      await sleep(limits.repairDelayMs + 500);
+      await sleep(defaults.repairDelayMs + 500);
       const second = await rival.acquire([resource], 1_000).catch(refused);
       assert.ok(
         second === undefined || lock.remainingMs() <= 0,
