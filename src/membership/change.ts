@@ -242,27 +242,56 @@ export async function recordMembership(
         `(${missing.map((r) => `${r.endpoint}: ${r.error}`).join("; ")})`,
     };
   }
-  const record: MembershipRecord = {
+  // Inits that run at once (a fleet of services starting on a new cluster,
+  // each calling init()) must not each win some nodes: the nodes would hold
+  // two clusters' records, and every client would be refused for good. So
+  // the record goes first to one node all of them pick alike (the lowest
+  // address), and an init that finds another's record there takes that one
+  // up and writes it on the rest too: one record wins.
+  const first = nodes.reduce((a, b) => (b.endpoint < a.endpoint ? b : a));
+  let record: MembershipRecord = {
     clusterId: newId(),
     epoch: 1,
     members: nodes.map((node) => ({ id: newId(), address: node.endpoint })),
   };
+  const idAt = (node: RedisNode) =>
+    record.members.find((member) => member.address === node.endpoint)?.id;
+  const written = (status: number) =>
+    status === writeReply.written || status === writeReply.already;
+  const firstStatus = await writeRecord(first, "", record, idAt(first)!, false, timeoutMs).catch(
+    () => writeReply.conflict,
+  );
+  if (!written(firstStatus)) {
+    const held = await readRecord(first, timeoutMs).catch(() => undefined);
+    const other = held?.record;
+    // Another init's first record, for the same addresses: ours to write too.
+    if (
+      other?.epoch === 1 &&
+      other.members.length === nodes.length &&
+      nodes.every((node) => other.members.some((member) => member.address === node.endpoint))
+    ) {
+      record = other;
+    } else {
+      throw notRecorded([first]);
+    }
+  }
+  const rest = nodes.filter((node) => node !== first);
   const statuses = await Promise.all(
-    nodes.map((node, i) =>
-      writeRecord(node, "", record, record.members[i]!.id, false, timeoutMs).catch(
-        () => writeReply.conflict,
-      ),
+    rest.map((node) =>
+      writeRecord(node, "", record, idAt(node)!, false, timeoutMs).catch(() => writeReply.conflict),
     ),
   );
-  const failed = nodes.filter((_, i) => statuses[i] !== writeReply.written);
-  if (failed.length > 0) {
-    throw new MembershipError(
-      failed.map((node) => node.endpoint),
-      `could not record the membership on ${failed.map((n) => n.endpoint).join(", ")}: ` +
-        "another init or change wrote a record there first (run init again: it checks the list against what the nodes hold)",
-    );
-  }
-  return { record, ids: record.members.map((member) => member.id) };
+  const failed = rest.filter((_, i) => !written(statuses[i]!));
+  if (failed.length > 0) throw notRecorded(failed);
+  return { record, ids: nodes.map((node) => idAt(node)) };
+}
+
+function notRecorded(failed: readonly RedisNode[]): MembershipError {
+  return new MembershipError(
+    failed.map((node) => node.endpoint),
+    `could not record the membership on ${failed.map((n) => n.endpoint).join(", ")}: ` +
+      "another init or change wrote a record there first (run init again: it checks the list against what the nodes hold)",
+  );
 }
 
 /**

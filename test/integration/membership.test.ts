@@ -120,6 +120,36 @@ describe("cluster membership on real redis-server nodes", () => {
     await respelled.release(lock);
   });
 
+  it("two inits at once on a new cluster, each reaching some nodes first, leave one record on every node: both succeed", async () => {
+    // The nodes by address: the first one is where the record goes first.
+    const order = urls(0, 1, 2, 3, 4)
+      .map((url, index) => ({ index, endpoint: new URL(url).host }))
+      .sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1))
+      .map((node) => node.index);
+    // A's writes reach the first three nodes at once and the last two late;
+    // B's the other way round: each wrote its own record first where it is
+    // not delayed, and before, each kept those nodes (two clusters, every
+    // client refused for good).
+    const initWithLateWrites = (late: number[]) => {
+      const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
+        async send(args, timeoutMs) {
+          if (late.includes(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+            await sleep(150);
+          }
+          return real.send(args, timeoutMs);
+        },
+      }));
+      const redlock = new Redlock(transports, options);
+      open.push(redlock);
+      return redlock.init();
+    };
+    await Promise.all([initWithLateWrites(order.slice(3)), initWithLateWrites(order.slice(0, 3))]);
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    const lock = await client(urls(0, 1, 2, 3, 4)).acquire(["after-inits"], 2_000);
+    await lock.release();
+  });
+
   it("refuses a second list that shares a majority's worth of nodes, before any grant", async () => {
     await markNode(cluster.client(3)); // D in service, as past its quarantine
     const first = client(urls(0, 1, 2));
