@@ -7,7 +7,7 @@
  * of the members, and every vote carries the view's stamp, which nodes that
  * moved on refuse (membership/check.ts).
  */
-import { MembershipError } from "../errors.js";
+import { MembershipError, NodeError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
 import { readRecord, writeRecord } from "./change.js";
@@ -202,7 +202,11 @@ export class MembershipView {
    * Q): at least one of any Q - 1 of them, so at least one that accepted or
    * holds a later record, if there is one. Answers the newer record read
    * (adopted as the view: the node is then taken back under it, if a member
-   * of it); throws `MembershipError` when too few answer. A member that
+   * of it); throws a `NodeError` when too few answer: not a configuration
+   * problem but a wait (the node stays out, and its next vote checks it
+   * again), so it neither refuses the client for good (a `MembershipError`
+   * of scope "list" would, and one found at first contact of any scope) nor
+   * excludes the node for a recheck interval once they answer. A member that
    * accepted a change not written yet still answers with the record it
    * holds, and counts: refusing the node then would stop that change too,
    * which waits for the node to be taken back (it takes no part, marked:
@@ -237,10 +241,12 @@ export class MembershipView {
       return newer;
     }
     if (answered < needed) {
-      throw new MembershipError(
-        [endpoint],
-        `${endpoint} lost its membership record; it is taken back once ${needed} of the other ` +
-          `members confirm epoch ${view.epoch} is still the cluster's, and ${answered} answered`,
+      throw new NodeError(
+        endpoint,
+        new Error(
+          `lost its membership record; it is taken back once ${needed} of the other ` +
+            `members confirm epoch ${view.epoch} is still the cluster's, and ${answered} answered`,
+        ),
       );
     }
     return undefined;

@@ -43,6 +43,10 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
               calls.push({ client: `i${i}c${c}`, startMs, endMs: performance.now(), ids: got });
             } catch (error) {
               failures.push(error);
+              // A call that fails at once (a client refused for good) must
+              // not keep the event loop in microtasks: the test's timers,
+              // its deadline included, would never run.
+              await sleep(10);
             }
           }
         }),
@@ -191,6 +195,56 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     ]);
     assert.equal(marker, "1");
     assert.ok(BigInt(value!) >= repairs[0]!.value);
+  });
+
+  it("a node restarted empty while too few others answer to take it back waits out, and the client recovers once they are back", async () => {
+    const ids = new NextId(cluster().urls, {
+      key,
+      ...notAboutTimeouts,
+      retry: { retries: 2 },
+      repairDelayMs: 1_100,
+      onRepair: () => {},
+    });
+    try {
+      await ids.next();
+      await cluster().cluster.kill(3);
+      await cluster().cluster.kill(4);
+      await cluster().cluster.restart(2, { keepData: false });
+      // Node 2 is met (once its connection is back) while only nodes 0 and
+      // 1 answer: 2 of the 3 needed to confirm the record. That is a wait,
+      // not a wrong node list: calls fail with QuorumError, naming it.
+      const node2 = `127.0.0.1:${cluster().cluster.node(2).port}`;
+      const metDeadline = performance.now() + 5_000;
+      for (;;) {
+        const error = await ids.next().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof QuorumError, String(error));
+        const met = error.nodeErrors.some(
+          (e) => e.endpoint === node2 && /lost its membership record/.test(e.message),
+        );
+        if (met) break;
+        assert.ok(performance.now() < metDeadline, `node 2 not met: ${String(error)}`);
+        await sleep(100);
+      }
+      await cluster().cluster.restart(3);
+      await cluster().cluster.restart(4);
+      // Nodes 3 and 4 restarted (suspect), node 2 empty: repaired in turn.
+      const deadline = performance.now() + 15_000;
+      let id: bigint | undefined;
+      while (id === undefined) {
+        try {
+          id = await ids.next();
+        } catch (error) {
+          assert.ok(error instanceof QuorumError, String(error));
+          assert.ok(performance.now() < deadline, `no recovery: ${String(error)}`);
+          await sleep(100);
+        }
+      }
+    } finally {
+      await ids.close();
+    }
   });
 
   /**
