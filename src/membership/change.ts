@@ -5,6 +5,7 @@
  * stamp read, so a second run of a step that is done is a no-op and two
  * changes at once cannot both land.
  */
+import { sleep } from "../clock.js";
 import { InvalidArgumentError, MembershipError } from "../errors.js";
 import { aliveKey } from "../node/memory-check.js";
 import { markerKey, runKey } from "../node/node-state.js";
@@ -227,8 +228,17 @@ export async function recordMembership(
   nodes: readonly RedisNode[],
   timeoutMs: number,
 ): Promise<RecordedMembership> {
-  const reports = await readMembership(nodes, timeoutMs);
-  const view = viewOf(reports);
+  let reports = await readMembership(nodes, timeoutMs);
+  let view = viewOf(reports);
+  // Another init of this list may be writing the first record now (below):
+  // some nodes hold it, the others none yet. Read again until they do
+  // (bounded), rather than take them for members that lost their memory.
+  const until = performance.now() + timeoutMs;
+  while (view?.epoch === 1 && firstRecordUnderWay(reports, view) && performance.now() < until) {
+    await sleep(firstRecordPollMs);
+    reports = await readMembership(nodes, timeoutMs);
+    view = viewOf(reports);
+  }
   if (view) {
     requireList(reports, view);
     return { record: view };
@@ -284,6 +294,21 @@ export async function recordMembership(
   const failed = rest.filter((_, i) => !written(statuses[i]!));
   if (failed.length > 0) throw notRecorded(failed);
   return { record, ids: nodes.map((node) => idAt(node)) };
+}
+
+/** How often an init reads again a first record another init is writing. */
+const firstRecordPollMs = 20;
+
+/** Whether the list is `view`'s members but for some that hold no record yet, at their addresses. */
+function firstRecordUnderWay(
+  reports: readonly NodeMembershipReport[],
+  view: MembershipRecord,
+): boolean {
+  try {
+    return requireList(reports, view, { lostMemoryOk: true }).length > 0;
+  } catch {
+    return false;
+  }
 }
 
 function notRecorded(failed: readonly RedisNode[]): MembershipError {
