@@ -345,8 +345,14 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       }
       assert.deepEqual(findIdViolations(calls), []);
       // Node 2 is raised to the others' maximum: at least the 100 IDs handed out.
+      // Its repair needs N - Q + 1 others known: a try made before the
+      // others' repairs fails, and the next comes repairDelayMs after a
+      // reply meets the loss again. So two delays from now, and room for a
+      // loaded machine (sharing the first ID's deadline, this wait ran out
+      // before node 2's repair once, in a CI run beside heavy load).
       const node2 = `127.0.0.1:${cluster().cluster.node(2).port}`;
-      while (!repairs.some((r) => r.endpoint === node2) && performance.now() < deadline) {
+      const repairDeadline = performance.now() + 2 * 1_100 + 5_000;
+      while (!repairs.some((r) => r.endpoint === node2) && performance.now() < repairDeadline) {
         // Calls go on meanwhile, as a client's would: a repair try that
         // failed (on a loaded machine, nodes slower than nodeTimeoutMs) is
         // scheduled again only by a later reply that meets the loss.

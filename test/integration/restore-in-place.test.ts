@@ -83,7 +83,7 @@ for (const form of ["aof", "dump"] as const) {
   describe(`NextId: a node restored in place (${form === "aof" ? "its AOF replayed" : "a DUMP/RESTORE copy"}) repeats no ID`, () => {
     const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
 
-    it("X draws 1–10; D and E lag while Y draws 11–30; A is restored to before Y: X's next ID is above 30", async () => {
+    it("X draws 1–10; D and E lag while Y draws 11–30; A is restored to before Y: X's next ID is above Y's last", async () => {
       const urls = cluster().urls;
       const options = { key: `restore-${form}`, repairDelayMs: 1_100 };
       const x = new NextId(urls, options);
@@ -114,7 +114,9 @@ for (const form of ["aof", "dump"] as const) {
           cluster().cluster.resume(3);
           cluster().cluster.resume(4);
         }
-        assert.equal(last, 30n);
+        // 30, or more: a round lost on a loaded machine (a node slower than
+        // the node timeout) leaves a hole, never a repeat.
+        assert.ok(last >= 30n, `Y's last ID ${last}`);
         // The copy is older than the cache's trust by the time it is restored.
         await sleep(2 * limits.memoryCheckIntervalMs);
         const runId = await runIdOf(a);
@@ -124,7 +126,7 @@ for (const form of ["aof", "dump"] as const) {
         assert.equal(await a.get(`restore-${form}:marker`), "1");
 
         const next = await x.next();
-        assert.ok(next > 30n, `X's next ID after the restore is ${next}, not above 30`);
+        assert.ok(next > last, `X's next ID after the restore is ${next}, not above ${last}`);
         assert.equal(
           await a.get(`restore-${form}:marker`),
           "suspect",
