@@ -25,7 +25,7 @@ export interface LockOwner {
   /** @internal */
   extendLock(lock: Lock, ttlMs: number, signal: AbortSignal | undefined): Promise<Extension>;
   /** @internal `valid`: whether the lock still had validity when `release()` was called. */
-  releaseLock(lock: Lock, validUntilMs: number): Promise<void>;
+  releaseLock(lock: Lock, valid: boolean): Promise<void>;
 }
 
 /**
@@ -214,8 +214,9 @@ export class Lock implements AsyncDisposable {
    */
   release(): Promise<void> {
     if (!this.releasing) {
+      const valid = this.remainingMs() > 0;
       // From now on the lock reports no validity (also once handed off to a waiter).
-      this.releasing = this.owner.releaseLock(this, this.validUntil);
+      this.releasing = this.owner.releaseLock(this, valid);
     }
     return this.releasing;
   }

@@ -277,10 +277,10 @@ export class Redlock implements LockOwner {
   }
 
   /** @internal */
-  releaseLock(lock: Lock, validUntilMs: number): Promise<void> {
+  releaseLock(lock: Lock, valid: boolean): Promise<void> {
     // Tracked as a whole: close() waits for it, including a release round
     // that only starts after a handoff failed because of the close.
-    const releasing = releaseLock(this.context, lock, validUntilMs);
+    const releasing = releaseLock(this.context, lock, !valid);
     return this.track(this.observer.timed("release", lock.resources, releasing, this.clock));
   }
 

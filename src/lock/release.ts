@@ -8,7 +8,7 @@
 
 import { LockExpiredError, NodeError } from "../errors.js";
 import { limits } from "../limits.js";
-import type { Outcome, RoundResult, RoundStop } from "../quorum/round.js";
+import type { RoundResult, RoundStop } from "../quorum/round.js";
 import type { LockContext } from "./context.js";
 import {
   type HandoffOutcome,
@@ -38,17 +38,15 @@ export type ReleaseContext = Pick<
 >;
 
 /**
- * Releases `lock`, whose validity ends at `validUntilMs` (the instance's
- * clock). If it had run out when `release()` was called, the keys are
- * still deleted, then it rejects.
+ * Releases `lock`; `expired`: its validity had run out when `release()` was
+ * called (the keys are still deleted, then it rejects).
  */
 export async function releaseLock(
   context: ReleaseContext,
   lock: Lock,
-  validUntilMs: number,
+  expired: boolean,
 ): Promise<void> {
   context.assertOpen();
-  const expired = validUntilMs <= context.options.clock.now();
   // A waiter of this instance for exactly these keys takes them over in
   // its own acquire round (the keys hold our value until it replaces it):
   // one round per grant instead of a release round plus an acquire round.
@@ -81,7 +79,6 @@ export async function releaseLock(
     await round.done;
     judged = { ...round, outcomes: round.settled };
   }
-  judged = { ...judged, outcomes: informative(judged, validUntilMs) };
   const votes = releaseVotes(judged, handedOff, neverHeld);
   if (expired) throw new LockExpiredError("release", lock.resources);
   assertHeldUntilRelease(context, lock, votes);
@@ -115,25 +112,6 @@ async function clearLeftBehind(
   const left = (index: number) => !replaced[index] && !notHeld[index] && !lock.neverHeldBy(index);
   if (context.isClosed() || !context.group.nodes.some((_, index) => left(index))) return;
   await releaseKeys(context, lock.keys, lock.value, "all", { mayHold: left }).catch(() => {});
-}
-
-/**
- * The outcomes that say whether the lock was still held: a node that
- * answered, after the validity had ended, that our value is gone tells
- * nothing (its key may have expired there as it should: say the node was
- * paused until then), and counts as no answer. Read before the end, the
- * same answer means the lock was lost there while valid.
- */
-function informative<T>(
-  round: Pick<RoundResult<T>, "outcomes" | "settledAtMs">,
-  validUntilMs: number,
-): ReadonlyArray<Outcome<T> | undefined> {
-  const { outcomes, settledAtMs } = round;
-  return outcomes.map((outcome, i) =>
-    outcome?.kind === "no" && (settledAtMs?.[i] ?? Number.POSITIVE_INFINITY) > validUntilMs
-      ? undefined
-      : outcome,
-  );
 }
 
 /** Rejects a release that found the lock gone from a majority: it was lost before. */
@@ -172,7 +150,6 @@ async function announcedRelease(
   const { waits, watch } = context;
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     timeoutMs: limits.releaseWaitMs,
-    now: () => context.options.clock.now(),
     reserveMs: limits.heirReservationMs,
     notify: watch.available,
     instanceId: watch.instanceId,
@@ -209,7 +186,6 @@ async function keptRelease(
 ): Promise<RoundResult<unknown>> {
   const round = await releaseKeys(context, lock.keys, lock.value, "decided", {
     timeoutMs: limits.releaseWaitMs,
-    now: () => context.options.clock.now(),
     keep: true,
     instanceId: context.watch.instanceId,
   });
@@ -256,8 +232,6 @@ export interface ReleaseRoundOptions {
   readonly requeue?: QueueArgs;
   /** Which nodes get the call (the others are known to hold none of our keys, and need no requeue). */
   readonly mayHold?: (index: number) => boolean;
-  /** Stamps each answer's time on this clock (`RoundResult.settledAtMs`). */
-  readonly now?: () => number;
 }
 
 /**
@@ -295,6 +269,5 @@ export function releaseKeys(
     // A release protects no validity: a node's answer, read late because
     // this process stalled, still says whether it deleted our keys.
     acceptLateReplies: true,
-    ...(options.now ? { now: options.now } : {}),
   });
 }

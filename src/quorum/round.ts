@@ -24,11 +24,6 @@ export interface RoundResult<T> {
    * resolved.
    */
   readonly settled: ReadonlyArray<Outcome<T> | undefined>;
-  /**
-   * With `RoundOptions.now`: when each call settled (read, or timed out),
-   * on that clock; filled in as `settled` is.
-   */
-  readonly settledAtMs?: ReadonlyArray<number | undefined>;
 }
 
 export type RoundState = "won" | "lost" | "open";
@@ -90,12 +85,6 @@ export interface RoundOptions<T> {
    * acquire must not count an answer older than `timeoutMs`.
    */
   acceptLateReplies?: boolean;
-  /**
-   * The caller's clock: each call's settle time is stamped with it
-   * (`settledAtMs`), for a caller that must tell an answer read after some
-   * point of its own from one read before (a release, its lock's validity).
-   */
-  now?: () => number;
 }
 
 /**
@@ -124,8 +113,6 @@ class RoundRun<T> {
    * or by the round's timer (a late reply is then ignored).
    */
   private readonly settled: Array<Outcome<T> | undefined>;
-  /** Each call's settle time on `options.now`, when given. */
-  private readonly settledAt: Array<number | undefined> | undefined;
   private yesCount = 0;
   private noCount = 0;
   private errorCount = 0;
@@ -156,7 +143,6 @@ class RoundRun<T> {
     this.resolve = resolve;
     this.outcomes = new Array(nodes.length).fill(undefined);
     this.settled = new Array(nodes.length).fill(undefined);
-    this.settledAt = options.now ? new Array(nodes.length).fill(undefined) : undefined;
     this.unsettled = nodes.length;
   }
 
@@ -214,7 +200,6 @@ class RoundRun<T> {
   private record(index: number, outcome: Outcome<T>): void {
     if (this.settled[index]) return;
     this.settled[index] = outcome;
-    if (this.settledAt) this.settledAt[index] = this.options.now!();
     this.unsettled--;
     if (this.unsettled === 0) clearTimeout(this.timer);
     if (this.finished) {
@@ -246,17 +231,8 @@ class RoundRun<T> {
         : new Promise<void>((resolveDone) => {
             this.onAllSettled = resolveDone;
           });
-    const { outcomes, yesCount, noCount, errorCount, aborted, settled, settledAt } = this;
-    this.resolve({
-      outcomes,
-      yesCount,
-      noCount,
-      errorCount,
-      aborted,
-      done,
-      settled,
-      ...(settledAt ? { settledAtMs: settledAt } : {}),
-    });
+    const { outcomes, yesCount, noCount, errorCount, aborted, settled } = this;
+    this.resolve({ outcomes, yesCount, noCount, errorCount, aborted, done, settled });
   }
 }
 
