@@ -11,6 +11,7 @@ import {
   ResourceLockedError,
   systemClock,
 } from "../../src/index.js";
+import { releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
@@ -251,6 +252,38 @@ describe("Redlock on 5 real redis-server nodes", () => {
     });
     // Still deleted where it was ours.
     assert.equal(await cluster.client(2).exists("lost-on-two"), 0);
+  });
+
+  it("a granting node that lost our key while the lock was valid, its answer read after the validity: release still rejects with LockExpiredError", async () => {
+    // Node 2's answers to the release reach the client late (a slow return
+    // path, a stalled client): only at `lateUntil`.
+    let lateUntil = 0;
+    const transports = wrappedTransports(cluster.urls, (real, i) => ({
+      async send(args, timeoutMs) {
+        const reply = await real.send(args, timeoutMs);
+        const release = args.includes(releaseScript.sha1) || args.includes(releaseScript.source);
+        if (i === 2 && release && performance.now() < lateUntil) {
+          await sleep(lateUntil - performance.now());
+        }
+        return reply;
+      },
+    }));
+    const late = new Redlock(transports, { nodeTimeoutMs: 1_000, retry: { retries: 0 } });
+    try {
+      for (const index of [3, 4]) {
+        await cluster.client(index).set("lost-read-late", "someone-else", "PX", 10_000);
+      }
+      const lock = await late.acquire(["lost-read-late"], 500);
+      await waitFor(async () => lock.neverHeldBy(3) && lock.neverHeldBy(4));
+      // Lost while valid: node 2 drops our key (evicted, say); only nodes 0
+      // and 1 hold it. Its "not our value" comes 50 ms after the validity:
+      // a loss, or a key that expired there after it? Taken for a loss.
+      await cluster.client(2).del("lost-read-late");
+      lateUntil = performance.now() + lock.remainingMs() + 50;
+      await assert.rejects(lock.release(), LockExpiredError);
+    } finally {
+      await late.close();
+    }
   });
 
   it("a release waits for answers slower than nodeTimeoutMs (a busy machine), where an acquire gives up", async () => {
