@@ -7,6 +7,7 @@ import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults } from "../limits.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+import { quorumOf } from "../quorum/round.js";
 import { clockOption, randomOption } from "../shared-options.js";
 import {
   applyMemberChange,
@@ -90,6 +91,20 @@ export async function membershipStatus(
           problem:
             `a change of members is under way on ${changing.join(", ")}: they refuse every vote ` +
             "until it is written (if no change is running, run the last one again to complete it)",
+        };
+      }
+      // Taken back, each sits out the restart quarantine: more than N - Q
+      // of them leave no majority in service.
+      const size = record?.members.length ?? 0;
+      if (lost.length > size - quorumOf(size)) {
+        return {
+          record,
+          nodes: reports,
+          ...lostMemory,
+          problem:
+            `${lost.length} of ${size} members hold no membership record (${lost.join(", ")}): ` +
+            "clients take each back as a member that lost its memory, in the restart quarantine, " +
+            "so no majority is left in service (see the operations guide, a majority of nodes lost their disks)",
         };
       }
       return { record, nodes: reports, ...lostMemory };

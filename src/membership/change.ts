@@ -268,10 +268,16 @@ export async function recordMembership(
     record.members.find((member) => member.address === node.endpoint)?.id;
   const written = (status: number) =>
     status === writeReply.written || status === writeReply.already;
+  // No answer from the first node (a timeout, a dropped connection): it may
+  // hold our record or none. The rest are written all the same, as every
+  // node was before the first went first: a majority with the record, the
+  // first one taken back by a client if it has none. Stopping here would
+  // leave a majority without one, each taken back as a member that lost
+  // its memory (in the restart quarantine, counters unknown).
   const firstStatus = await writeRecord(first, "", record, idAt(first)!, false, timeoutMs).catch(
-    () => writeReply.conflict,
+    () => undefined,
   );
-  if (!written(firstStatus)) {
+  if (firstStatus !== undefined && !written(firstStatus)) {
     const held = await readRecord(first, timeoutMs).catch(() => undefined);
     const other = held?.record;
     // Another init's first record, for the same addresses: ours to write too.
@@ -292,6 +298,7 @@ export async function recordMembership(
     ),
   );
   const failed = rest.filter((_, i) => !written(statuses[i]!));
+  if (firstStatus === undefined) failed.unshift(first);
   if (failed.length > 0) throw notRecorded(failed);
   return { record, ids: nodes.map((node) => idAt(node)) };
 }

@@ -150,6 +150,31 @@ describe("cluster membership on real redis-server nodes", () => {
     await lock.release();
   });
 
+  it("an init whose write on the first node is applied but its answer lost still writes the rest: no majority is left without a record", async () => {
+    const first = urls(0, 1, 2, 3, 4)
+      .map((url, index) => ({ index, endpoint: new URL(url).host }))
+      .reduce((a, b) => (b.endpoint < a.endpoint ? b : a)).index;
+    const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
+      async send(args, timeoutMs) {
+        const reply = await real.send(args, timeoutMs);
+        if (i === first && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+          throw new Error("the answer was lost");
+        }
+        return reply;
+      },
+    }));
+    const interrupted = new Redlock(transports, options);
+    open.push(interrupted);
+    await assert.rejects(interrupted.init(), /could not record the membership/);
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    assert.ok(clusters[0], "a record");
+    const lock = await client(urls(0, 1, 2, 3, 4)).acquire(["after-lost-answer"], 2_000);
+    await lock.release();
+    const markers = await cluster.onAll((c) => c.get("redquorum:marker"));
+    assert.deepEqual(markers, Array(5).fill("1"), "no node taken for one that lost its memory");
+  });
+
   it("refuses a second list that shares a majority's worth of nodes, before any grant", async () => {
     await markNode(cluster.client(3)); // D in service, as past its quarantine
     const first = client(urls(0, 1, 2));
@@ -310,6 +335,14 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.equal(after.record?.epoch, before.record?.epoch);
     assert.equal(after.lostMemory, undefined);
     assert.equal(after.problem, undefined);
+  });
+
+  it("more than N - Q members without a record: the status names them and says no majority is left in service", async () => {
+    await client(urls(0, 1, 2, 3, 4)).init();
+    for (const index of [1, 2, 3]) await cluster.client(index).flushall();
+    const status = await membershipStatus(urls(0, 1, 2, 3, 4));
+    assert.equal(status.lostMemory?.length, 3);
+    assert.match(String(status.problem), /3 of 5 members hold no membership record/);
   });
 
   it("a client whose view is an epoch behind does not take back a member that lost its memory at that epoch: it would make a majority of the old members beside the new members' majority", async () => {
