@@ -96,7 +96,7 @@ export async function membershipStatus(
       // Taken back, each sits out the restart quarantine: more than N - Q
       // of them leave no majority in service.
       const size = record?.members.length ?? 0;
-      if (lost.length > size - quorumOf(size)) {
+      if (record && lost.length > size - quorumOf(size)) {
         return {
           record,
           nodes: reports,
