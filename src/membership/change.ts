@@ -227,6 +227,12 @@ export interface RecordedMembership {
 export async function recordMembership(
   nodes: readonly RedisNode[],
   timeoutMs: number,
+  /**
+   * Per node, what names its server whatever the spelling of its address
+   * (its run_id, from the client's checks): the first record goes first to
+   * the lowest. Without one for every node, the lowest address is used.
+   */
+  serverKeys?: ReadonlyArray<string | undefined>,
 ): Promise<RecordedMembership> {
   let reports = await readMembership(nodes, timeoutMs);
   let view = viewOf(reports);
@@ -258,7 +264,8 @@ export async function recordMembership(
   // the record goes first to one node all of them pick alike (the lowest
   // address), and an init that finds another's record there takes that one
   // up and writes it on the rest too: one record wins.
-  const first = nodes.reduce((a, b) => (b.endpoint < a.endpoint ? b : a));
+  const keys = serverKeys?.every(Boolean) ? serverKeys : nodes.map((node) => node.endpoint);
+  const first = nodes[keys.indexOf([...keys].sort()[0]!)]!;
   let record: MembershipRecord = {
     clusterId: newId(),
     epoch: 1,
@@ -287,6 +294,11 @@ export async function recordMembership(
       nodes.every((node) => other.members.some((member) => member.address === node.endpoint))
     ) {
       record = other;
+    } else if (other?.epoch === 1) {
+      // Another init's, for the same servers spelled otherwise: that init
+      // writes the rest. The list is checked against it once it has (by the
+      // member ids the nodes answer with, as a client checks it).
+      return { record: await writtenByOther(nodes, timeoutMs, first) };
     } else {
       throw notRecorded([first]);
     }
@@ -301,6 +313,32 @@ export async function recordMembership(
   if (firstStatus === undefined) failed.unshift(first);
   if (failed.length > 0) throw notRecorded(failed);
   return { record, ids: nodes.map((node) => idAt(node)) };
+}
+
+/**
+ * The first record another init wrote on the first node, once it is on
+ * every node of `nodes` and fits the list (bounded by `timeoutMs`).
+ */
+async function writtenByOther(
+  nodes: readonly RedisNode[],
+  timeoutMs: number,
+  first: RedisNode,
+): Promise<MembershipRecord> {
+  const until = performance.now() + timeoutMs;
+  for (;;) {
+    const reports = await readMembership(nodes, timeoutMs);
+    try {
+      const view = viewOf(reports);
+      if (view && reports.every((report) => report.record)) {
+        requireList(reports, view);
+        return view;
+      }
+    } catch (error) {
+      if (performance.now() >= until) throw error;
+    }
+    if (performance.now() >= until) throw notRecorded([first]);
+    await sleep(firstRecordPollMs);
+  }
 }
 
 /** How often an init reads again a first record another init is writing. */

@@ -61,6 +61,16 @@ describe("cluster membership on real redis-server nodes", () => {
     open.push(redlock);
     return redlock;
   };
+  /** The nodes' indexes in the order of their servers' run_ids: an init writes the first one first. */
+  async function byServer(): Promise<number[]> {
+    const runIds = await cluster.onAll(
+      async (c) => /run_id:(\w+)/.exec(await c.info("server"))?.[1] ?? "",
+    );
+    return runIds
+      .map((runId, index) => ({ runId, index }))
+      .sort((a, b) => (a.runId < b.runId ? -1 : 1))
+      .map((node) => node.index);
+  }
   /** Node `index`, flushed, was taken back by a client's check (which may end after its acquire failed): within 2 s. */
   async function nodeRejoined(index: number) {
     const until = performance.now() + 2_000;
@@ -121,11 +131,8 @@ describe("cluster membership on real redis-server nodes", () => {
   });
 
   it("two inits at once on a new cluster, each reaching some nodes first, leave one record on every node: both succeed", async () => {
-    // The nodes by address: the first one is where the record goes first.
-    const order = urls(0, 1, 2, 3, 4)
-      .map((url, index) => ({ index, endpoint: new URL(url).host }))
-      .sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1))
-      .map((node) => node.index);
+    // The nodes by server: the first one is where the record goes first.
+    const order = await byServer();
     // A's writes reach the first three nodes at once and the last two late;
     // B's the other way round: each wrote its own record first where it is
     // not delayed, and before, each kept those nodes (two clusters, every
@@ -150,10 +157,39 @@ describe("cluster membership on real redis-server nodes", () => {
     await lock.release();
   });
 
+  it("two inits at once that spell the first node differently still leave one record on every node", async () => {
+    const order = await byServer();
+    const port = (i: number) => new URL(cluster.urls[i]!).port;
+    // B names one node (the servers' first) as localhost: by address, the
+    // two inits would start on different nodes.
+    const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
+      i === order[0] ? `redis://localhost:${port(i)}` : url,
+    );
+    const initWithLateWrites = (list: string[], late: number[]) => {
+      const transports = wrappedTransports(list, (real, i) => ({
+        async send(args, timeoutMs) {
+          if (late.includes(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+            await sleep(150);
+          }
+          return real.send(args, timeoutMs);
+        },
+      }));
+      const redlock = new Redlock(transports, options);
+      open.push(redlock);
+      return redlock.init();
+    };
+    await Promise.all([
+      initWithLateWrites(urls(0, 1, 2, 3, 4), order.slice(3)),
+      initWithLateWrites(respelled, order.slice(0, 3)),
+    ]);
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    const lock = await client(respelled).acquire(["after-spelled-inits"], 2_000);
+    await lock.release();
+  });
+
   it("an init whose write on the first node is applied but its answer lost still writes the rest: no majority is left without a record", async () => {
-    const first = urls(0, 1, 2, 3, 4)
-      .map((url, index) => ({ index, endpoint: new URL(url).host }))
-      .reduce((a, b) => (b.endpoint < a.endpoint ? b : a)).index;
+    const first = (await byServer())[0]!;
     const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
       async send(args, timeoutMs) {
         const reply = await real.send(args, timeoutMs);
