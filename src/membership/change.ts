@@ -7,6 +7,7 @@
  */
 import { sleep } from "../clock.js";
 import { InvalidArgumentError, MembershipError } from "../errors.js";
+import { parseInfo } from "../node/inspect.js";
 import { aliveKey } from "../node/memory-check.js";
 import { markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -227,12 +228,6 @@ export interface RecordedMembership {
 export async function recordMembership(
   nodes: readonly RedisNode[],
   timeoutMs: number,
-  /**
-   * Per node, what names its server whatever the spelling of its address
-   * (its run_id, from the client's checks): the first record goes first to
-   * the lowest. Without one for every node, the lowest address is used.
-   */
-  serverKeys?: ReadonlyArray<string | undefined>,
 ): Promise<RecordedMembership> {
   let reports = await readMembership(nodes, timeoutMs);
   let view = viewOf(reports);
@@ -264,7 +259,17 @@ export async function recordMembership(
   // the record goes first to one node all of them pick alike (the lowest
   // address), and an init that finds another's record there takes that one
   // up and writes it on the rest too: one record wins.
-  const keys = serverKeys?.every(Boolean) ? serverKeys : nodes.map((node) => node.endpoint);
+  // Named by its server's run_id, whatever the spelling of its address
+  // (the lowest address if a node does not say).
+  const runIds = await Promise.all(
+    nodes.map((node) =>
+      node.command(["INFO", "server"], { timeoutMs }).then(
+        (reply) => parseInfo(String(reply)).get("run_id"),
+        () => undefined,
+      ),
+    ),
+  );
+  const keys = runIds.every(Boolean) ? runIds : nodes.map((node) => node.endpoint);
   const first = nodes[keys.indexOf([...keys].sort()[0]!)]!;
   let record: MembershipRecord = {
     clusterId: newId(),

@@ -175,11 +175,7 @@ export class NodeGroup {
     // written over them now would refuse this client for good.
     const known = this.membership.record;
     if (known) return { record: known };
-    const recorded = await recordMembership(
-      this.nodes,
-      timeoutMs,
-      this.nodes.map((_, index) => this.info(index)?.runId),
-    );
+    const recorded = await recordMembership(this.nodes, timeoutMs);
     // Written just now on every node: no need to read it back before voting.
     if (recorded.record && recorded.ids) this.membership.learn(recorded.record, recorded.ids);
     return recorded;
