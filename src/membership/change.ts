@@ -259,8 +259,9 @@ export async function recordMembership(
   // the record goes first to one node all of them pick alike (the lowest
   // address), and an init that finds another's record there takes that one
   // up and writes it on the rest too: one record wins.
-  // Named by its server's run_id, whatever the spelling of its address
-  // (the lowest address if a node does not say).
+  // Named by its server's run_id, whatever the spelling of its address. A
+  // node that does not say fails the init: another init of the list would
+  // pick by run_id, and two inits starting on different nodes can split.
   const runIds = await Promise.all(
     nodes.map((node) =>
       node.command(["INFO", "server"], { timeoutMs }).then(
@@ -269,8 +270,16 @@ export async function recordMembership(
       ),
     ),
   );
-  const keys = runIds.every(Boolean) ? runIds : nodes.map((node) => node.endpoint);
-  const first = nodes[keys.indexOf([...keys].sort()[0]!)]!;
+  const silent = nodes.filter((_, i) => !runIds[i]);
+  if (silent.length > 0) {
+    return {
+      record: undefined,
+      reason:
+        "membership not recorded: every node must give its run_id (INFO server) to record the " +
+        `first one (${silent.map((node) => node.endpoint).join(", ")} did not)`,
+    };
+  }
+  const first = nodes[runIds.indexOf([...runIds].sort()[0]!)]!;
   let record: MembershipRecord = {
     clusterId: newId(),
     epoch: 1,

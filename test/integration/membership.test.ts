@@ -188,6 +188,27 @@ describe("cluster membership on real redis-server nodes", () => {
     await lock.release();
   });
 
+  it("an init that cannot read one node's run_id records nothing (another init, picking by run_id, could start on another node), and an init run again records it", async () => {
+    const silent = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
+      async send(args, timeoutMs) {
+        if (i === 2 && args[0] === "INFO" && args[1] === "server") throw new Error("no answer");
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const blind = new Redlock(silent, options);
+    open.push(blind);
+    await blind.init();
+    assert.deepEqual(
+      await cluster.onAll((c) => c.get("redquorum:cluster")),
+      Array(5).fill(null),
+      "no record written",
+    );
+    await client(urls(0, 1, 2, 3, 4)).init();
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    assert.ok(clusters[0], "a record");
+  });
+
   it("an init whose write on the first node is applied but its answer lost still writes the rest: no majority is left without a record", async () => {
     const first = (await byServer())[0]!;
     const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
