@@ -38,10 +38,13 @@ export class RedquorumError extends Error {
 /** An argument or option was outside what is allowed; nothing was sent to any node. */
 export class InvalidArgumentError extends RedquorumError {
   readonly argument: string;
+  /** What was wrong and what is allowed, without the argument's name. */
+  readonly detail: string;
 
   constructor(argument: string, message: string) {
     super("ERR_INVALID_ARGUMENT", `Invalid ${argument}: ${message}`);
     this.argument = argument;
+    this.detail = message;
   }
 }
 

@@ -88,8 +88,7 @@ function changeCommand(
             error instanceof InvalidArgumentError &&
             argumentNames[error.argument as keyof MemberChangeRequest];
           if (!named) throw error;
-          const prefix = `Invalid ${error.argument}: `;
-          throw new UsageError(named, error.message.slice(prefix.length));
+          throw new UsageError(named, error.detail);
         },
       );
       printChange(report, options.json);

@@ -229,21 +229,9 @@ export async function recordMembership(
   nodes: readonly RedisNode[],
   timeoutMs: number,
 ): Promise<RecordedMembership> {
-  let reports = await readMembership(nodes, timeoutMs);
-  let view = viewOf(reports);
-  // Another init of this list may be writing the first record now (below):
-  // some nodes hold it, the others none yet. Read again until they do
-  // (bounded), rather than take them for members that lost their memory.
-  const until = performance.now() + timeoutMs;
-  while (view?.epoch === 1 && firstRecordUnderWay(reports, view) && performance.now() < until) {
-    await sleep(firstRecordPollMs);
-    reports = await readMembership(nodes, timeoutMs);
-    view = viewOf(reports);
-  }
-  if (view) {
-    requireList(reports, view);
-    return { record: view };
-  }
+  const reports = await readFirstRecordWritten(nodes, timeoutMs);
+  const view = recordedView(reports);
+  if (view) return { record: view };
   const missing = reports.filter((report) => report.error);
   if (missing.length > 0) {
     return {
@@ -256,12 +244,11 @@ export async function recordMembership(
   // Inits that run at once (a fleet of services starting on a new cluster,
   // each calling init()) must not each win some nodes: the nodes would hold
   // two clusters' records, and every client would be refused for good. So
-  // the record goes first to one node all of them pick alike (the lowest
-  // address), and an init that finds another's record there takes that one
-  // up and writes it on the rest too: one record wins.
-  // Named by its server's run_id, whatever the spelling of its address. A
-  // node that does not say fails the init: another init of the list would
-  // pick by run_id, and two inits starting on different nodes can split.
+  // the record goes first to one node all of them pick alike, the server
+  // with the lowest run_id (whatever the spelling of its address), and an
+  // init that finds another's record there takes that one: one record wins.
+  // A node that does not give its run_id fails the init, which could
+  // otherwise start on another node than the rest.
   const runIds = await Promise.all(
     nodes.map((node) =>
       node.command(["INFO", "server"], { timeoutMs }).then(
@@ -312,7 +299,9 @@ export async function recordMembership(
       // Another init's, for the same servers spelled otherwise: that init
       // writes the rest. The list is checked against it once it has (by the
       // member ids the nodes answer with, as a client checks it).
-      return { record: await writtenByOther(nodes, timeoutMs, first) };
+      const view = recordedView(await readFirstRecordWritten(nodes, timeoutMs));
+      if (!view) throw notRecorded([first]);
+      return { record: view };
     } else {
       throw notRecorded([first]);
     }
@@ -329,45 +318,43 @@ export async function recordMembership(
   return { record, ids: nodes.map((node) => idAt(node)) };
 }
 
-/**
- * The first record another init wrote on the first node, once it is on
- * every node of `nodes` and fits the list (bounded by `timeoutMs`).
- */
-async function writtenByOther(
-  nodes: readonly RedisNode[],
-  timeoutMs: number,
-  first: RedisNode,
-): Promise<MembershipRecord> {
-  const until = performance.now() + timeoutMs;
-  for (;;) {
-    const reports = await readMembership(nodes, timeoutMs);
-    try {
-      const view = viewOf(reports);
-      if (view && reports.every((report) => report.record)) {
-        requireList(reports, view);
-        return view;
-      }
-    } catch (error) {
-      if (performance.now() >= until) throw error;
-    }
-    if (performance.now() >= until) throw notRecorded([first]);
-    await sleep(firstRecordPollMs);
-  }
-}
-
 /** How often an init reads again a first record another init is writing. */
 const firstRecordPollMs = 20;
 
-/** Whether the list is `view`'s members but for some that hold no record yet, at their addresses. */
-function firstRecordUnderWay(
-  reports: readonly NodeMembershipReport[],
-  view: MembershipRecord,
-): boolean {
-  try {
-    return requireList(reports, view, { lostMemoryOk: true }).length > 0;
-  } catch {
-    return false;
+/**
+ * Every node's membership, read again (for at most `timeoutMs`) while a
+ * first record is on some nodes and not yet on others: another init may be
+ * writing it (recordMembership), and those nodes are not members that lost
+ * their memory.
+ */
+async function readFirstRecordWritten(
+  nodes: readonly RedisNode[],
+  timeoutMs: number,
+): Promise<NodeMembershipReport[]> {
+  const until = performance.now() + timeoutMs;
+  let reports = await readMembership(nodes, timeoutMs);
+  while (firstRecordUnderWay(reports) && performance.now() < until) {
+    await sleep(firstRecordPollMs);
+    reports = await readMembership(nodes, timeoutMs);
   }
+  return reports;
+}
+
+function firstRecordUnderWay(reports: readonly NodeMembershipReport[]): boolean {
+  let view: MembershipRecord | undefined;
+  try {
+    view = viewOf(reports);
+  } catch {
+    return false; // two clusters: nothing to wait for
+  }
+  return view?.epoch === 1 && reports.some((report) => !report.record && !report.error);
+}
+
+/** The record the nodes hold, checked against the list; undefined when none holds one. */
+function recordedView(reports: readonly NodeMembershipReport[]): MembershipRecord | undefined {
+  const view = viewOf(reports);
+  if (view) requireList(reports, view);
+  return view;
 }
 
 function notRecorded(failed: readonly RedisNode[]): MembershipError {

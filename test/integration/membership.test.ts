@@ -61,6 +61,20 @@ describe("cluster membership on real redis-server nodes", () => {
     open.push(redlock);
     return redlock;
   };
+  /** `init()` of a client of `list` whose membership writes reach the nodes at indexes `late` 150 ms late. */
+  function initWithLateWrites(list: string[], late: number[]): Promise<unknown> {
+    const transports = wrappedTransports(list, (real, i) => ({
+      async send(args, timeoutMs) {
+        if (late.includes(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+          await sleep(150);
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const redlock = new Redlock(transports, options);
+    open.push(redlock);
+    return redlock.init();
+  }
   /** The nodes' indexes in the order of their servers' run_ids: an init writes the first one first. */
   async function byServer(): Promise<number[]> {
     const runIds = await cluster.onAll(
@@ -137,20 +151,11 @@ describe("cluster membership on real redis-server nodes", () => {
     // B's the other way round: each wrote its own record first where it is
     // not delayed, and before, each kept those nodes (two clusters, every
     // client refused for good).
-    const initWithLateWrites = (late: number[]) => {
-      const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
-        async send(args, timeoutMs) {
-          if (late.includes(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
-            await sleep(150);
-          }
-          return real.send(args, timeoutMs);
-        },
-      }));
-      const redlock = new Redlock(transports, options);
-      open.push(redlock);
-      return redlock.init();
-    };
-    await Promise.all([initWithLateWrites(order.slice(3)), initWithLateWrites(order.slice(0, 3))]);
+    const all = urls(0, 1, 2, 3, 4);
+    await Promise.all([
+      initWithLateWrites(all, order.slice(3)),
+      initWithLateWrites(all, order.slice(0, 3)),
+    ]);
     const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
     assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
     const lock = await client(urls(0, 1, 2, 3, 4)).acquire(["after-inits"], 2_000);
@@ -165,19 +170,6 @@ describe("cluster membership on real redis-server nodes", () => {
     const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
       i === order[0] ? `redis://localhost:${port(i)}` : url,
     );
-    const initWithLateWrites = (list: string[], late: number[]) => {
-      const transports = wrappedTransports(list, (real, i) => ({
-        async send(args, timeoutMs) {
-          if (late.includes(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
-            await sleep(150);
-          }
-          return real.send(args, timeoutMs);
-        },
-      }));
-      const redlock = new Redlock(transports, options);
-      open.push(redlock);
-      return redlock.init();
-    };
     await Promise.all([
       initWithLateWrites(urls(0, 1, 2, 3, 4), order.slice(3)),
       initWithLateWrites(respelled, order.slice(0, 3)),
