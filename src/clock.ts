@@ -30,6 +30,31 @@ export const systemClock: Clock = {
   epochMicros: () => BigInt(Math.floor((performance.timeOrigin + performance.now()) * 1_000)),
 };
 
+/** How often `readAgainWhile` reads again. */
+const readAgainEveryMs = 20;
+
+/**
+ * `read()`, read again every 20 ms while `again` holds of what it read, for
+ * at most `timeoutMs` (`first`: what was read already): what it read last.
+ * For a state another client is writing node by node (a first membership
+ * record, an init's marks), which a read half-way through would take for
+ * nodes that lost their memory.
+ */
+export async function readAgainWhile<T>(
+  read: () => Promise<T>,
+  again: (read: T) => boolean,
+  timeoutMs: number,
+  first?: T,
+): Promise<T> {
+  const until = performance.now() + timeoutMs;
+  let last = first ?? (await read());
+  while (again(last) && performance.now() < until) {
+    await sleep(readAgainEveryMs);
+    last = await read();
+  }
+  return last;
+}
+
 /** Calls `callback` after `ms`; returns a function that cancels it. */
 export type Timer = (ms: number, callback: () => void) => () => void;
 

@@ -6,6 +6,7 @@
  * see `initPlan`. What it found and did is reported node by node.
  */
 
+import { readAgainWhile } from "../clock.js";
 import { fenceFloorKey } from "../fencing/scripts.js";
 import {
   initNodeScript,
@@ -121,7 +122,17 @@ export async function initNodes(
     round.outcomes.map((outcome) =>
       outcome?.kind === "yes" ? (outcome.value as CheckReply) : undefined,
     );
-  let check = await checkRound();
+  // Another init marking the nodes (services that each call init() as they
+  // start, the drop-in's first call): for a moment some nodes are in
+  // service and the rest not marked yet, which read once would be nodes
+  // that lost their memory beside a cluster in use. Read again while so,
+  // for at most timeoutMs: a node that did lose its memory is reported
+  // that much later.
+  let check = await readAgainWhile(
+    checkRound,
+    (round) => markingUnderWay(repliesOf(round)),
+    timeoutMs,
+  );
   let found = repliesOf(check);
   const unjudged = found.flatMap((reply, index) =>
     reply?.[3]?.startsWith(unjudgedPrefix) ? [{ index, marker: reply[1] }] : [],
@@ -151,6 +162,12 @@ export async function initNodes(
     },
   );
   return reports.map((report, i) => afterWrite(report, write.outcomes[i]));
+}
+
+/** Some nodes in service and some not marked (nor in quarantine): another init's marks may be on their way. */
+function markingUnderWay(found: ReadonlyArray<CheckReply | undefined>): boolean {
+  const states = found.map((reply) => reply?.[0]);
+  return states.includes(initState.healthy) && states.includes(initState.unmarked);
 }
 
 /** What the check found on one node, and what init will do there. */

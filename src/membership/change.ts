@@ -5,7 +5,7 @@
  * stamp read, so a second run of a step that is done is a no-op and two
  * changes at once cannot both land.
  */
-import { sleep } from "../clock.js";
+import { readAgainWhile } from "../clock.js";
 import { InvalidArgumentError, MembershipError } from "../errors.js";
 import { parseInfo } from "../node/inspect.js";
 import { aliveKey } from "../node/memory-check.js";
@@ -318,26 +318,17 @@ export async function recordMembership(
   return { record, ids: nodes.map((node) => idAt(node)) };
 }
 
-/** How often an init reads again a first record another init is writing. */
-const firstRecordPollMs = 20;
-
 /**
  * Every node's membership, read again (for at most `timeoutMs`) while a
  * first record is on some nodes and not yet on others: another init may be
  * writing it (recordMembership), and those nodes are not members that lost
  * their memory.
  */
-async function readFirstRecordWritten(
+function readFirstRecordWritten(
   nodes: readonly RedisNode[],
   timeoutMs: number,
 ): Promise<NodeMembershipReport[]> {
-  const until = performance.now() + timeoutMs;
-  let reports = await readMembership(nodes, timeoutMs);
-  while (firstRecordUnderWay(reports) && performance.now() < until) {
-    await sleep(firstRecordPollMs);
-    reports = await readMembership(nodes, timeoutMs);
-  }
-  return reports;
+  return readAgainWhile(() => readMembership(nodes, timeoutMs), firstRecordUnderWay, timeoutMs);
 }
 
 function firstRecordUnderWay(reports: readonly NodeMembershipReport[]): boolean {

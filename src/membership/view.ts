@@ -7,6 +7,7 @@
  * of the members, and every vote carries the view's stamp, which nodes that
  * moved on refuse (membership/check.ts).
  */
+import { readAgainWhile } from "../clock.js";
 import { MembershipError, NodeError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
@@ -67,12 +68,17 @@ export class MembershipView {
       node.membershipStamp = stampOf(answer.record);
       return;
     }
+    if (!answer.record && this.current?.epoch === 1) {
+      answer = await this.firstRecordWritten(index, answer, timeoutMs);
+    }
     const { record } = answer;
     if (record) {
       if (this.current && record.clusterId !== this.current.clusterId) {
         throw this.twoClusters(index, record);
       }
-      if (!this.current || record.epoch > this.current.epoch) this.adopt(record);
+      if (!this.current || record.epoch > this.current.epoch) {
+        for (const other of this.adopt(record)) await this.requireFirstRecord(other, timeoutMs);
+      }
     }
     if (this.current && (!record || record.epoch < this.current.epoch)) {
       answer = await this.catchUp(index, answer, this.current, timeoutMs);
@@ -98,8 +104,13 @@ export class MembershipView {
     });
   }
 
-  /** A check of a node found a newer record: it is the view now, and every node votes with it. */
-  private adopt(record: MembershipRecord): void {
+  /**
+   * A check of a node found a newer record: it is the view now, and every
+   * node votes with it. Returns the nodes checked before, without a record,
+   * at no member's address, that a first record may be on its way to (the
+   * caller reads them again: `requireFirstRecord`).
+   */
+  private adopt(record: MembershipRecord): number[] {
     this.current = record;
     if (this.nodes.length !== record.members.length) {
       throw new MembershipError(
@@ -114,13 +125,65 @@ export class MembershipView {
     // Nodes checked before this record was read: each must be a member of
     // it, or (without a record) at a member's address, to rejoin when it
     // is checked again (its votes are refused until then: no stamp).
+    const unresolved: number[] = [];
     this.answers.forEach((answer, index) => {
       if (!answer) return;
       if (answer.id !== undefined && answer.record) this.requireMember(index, record);
       else if (!memberAt(record, this.nodes[index]!.endpoint)) {
-        throw this.notMember(index, record, "list");
+        // A first record an init is writing may not have reached it yet,
+        // at an address spelled otherwise than the record's.
+        if (record.epoch !== 1) throw this.notMember(index, record, "list");
+        unresolved.push(index);
       }
     });
+    return unresolved;
+  }
+
+  /**
+   * Node `index`, checked before the first record was read, held none and
+   * is at no member's address: read again while the record may be on its
+   * way (`firstRecordWritten`); it must then hold it as a member, or the
+   * list is not the members'.
+   */
+  private async requireFirstRecord(index: number, timeoutMs: number): Promise<void> {
+    const view = this.current!;
+    const answer = await this.firstRecordWritten(index, this.answers[index]!, timeoutMs);
+    if (!answer.record) throw this.notMember(index, view, "list");
+    if (answer.record.clusterId !== view.clusterId) throw this.twoClusters(index, answer.record);
+    this.answers[index] = answer;
+    this.requireMember(index, view);
+  }
+
+  /**
+   * Node `index` holds no record, and the view is a first record (epoch 1):
+   * an init may be writing it, to one node first and then to the rest
+   * (change.ts, recordMembership), and this node be one of the rest. Taken
+   * back now as a member that lost its memory, it would sit out the restart
+   * quarantine with its counters unknown; a majority taken back so, fenced
+   * grants would wait for `redquorum fencing-floor`. So while another node
+   * answers without a record too, this one is read again (for at most
+   * `timeoutMs`) until it holds one. Alone without one, it lost its memory
+   * or is an init's last write: one node taken back is what one loss costs,
+   * and a node that lost its memory waits no longer than it must.
+   */
+  private async firstRecordWritten(
+    index: number,
+    answer: NodeMembership,
+    timeoutMs: number,
+  ): Promise<NodeMembership> {
+    const node = this.nodes[index]!;
+    const others = await Promise.all(
+      this.nodes.map((other, otherIndex) =>
+        otherIndex === index ? undefined : readRecord(other, timeoutMs).catch(() => undefined),
+      ),
+    );
+    if (!others.some((other) => other && !other.record)) return answer;
+    return readAgainWhile(
+      () => readRecord(node, timeoutMs),
+      (read) => !read.record,
+      timeoutMs,
+      answer,
+    );
   }
 
   /**

@@ -180,6 +180,34 @@ describe("cluster membership on real redis-server nodes", () => {
     await lock.release();
   });
 
+  it("clients whose checks meet a first record still being written (on the first node, not yet on the rest) wait for it, whatever their spelling: no node is taken for one that lost its memory", async () => {
+    const order = await byServer();
+    const port = (i: number) => new URL(cluster.urls[i]!).port;
+    // A's writes to every node but the first arrive 150 ms late.
+    const writing = initWithLateWrites(urls(0, 1, 2, 3, 4), order.slice(1));
+    const first = cluster.client(order[0]!);
+    while ((await first.get("redquorum:cluster")) === null) await sleep(5);
+    // Checked now, the other nodes hold no record. Before, each was taken
+    // back as a member that lost its memory ("lost:" marker, the restart
+    // quarantine, fencing counters unknown: a majority, so fenced grants
+    // needed fencing-floor); a node spelled otherwise than the record
+    // refused its client for good ("not a member").
+    const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
+      i === order[2] ? `redis://localhost:${port(i)}` : url,
+    );
+    const same = client(urls(0, 1, 2, 3, 4));
+    const other = client(respelled);
+    await Promise.all([same.init(), other.init(), writing]);
+    const markers = await cluster.onAll((c) => c.get("redquorum:marker"));
+    assert.deepEqual(markers, Array(5).fill("1"), "no node taken for one that lost its memory");
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    for (const redlock of [same, other]) {
+      const lock = await redlock.acquire(["after-half-written"], 2_000);
+      await lock.release();
+    }
+  });
+
   it("an init that cannot read one node's run_id records nothing (another init, picking by run_id, could start on another node), and an init run again records it", async () => {
     const silent = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
       async send(args, timeoutMs) {
@@ -238,6 +266,22 @@ describe("cluster membership on real redis-server nodes", () => {
     });
     assert.equal(await cluster.client(1).get("r"), null, "nothing written on B");
     assert.equal(await cluster.client(3).get("r"), null, "nothing written on D");
+    // D checked first, before A's and B's record is read: D may then be a
+    // node a first record is on its way to, and is read again, but it
+    // still refuses the list at first contact.
+    const dFirst = wrappedTransports(urls(0, 1, 3), (real, i) => ({
+      async send(args, timeoutMs) {
+        if (i < 2 && args[0] === "MGET") await sleep(200);
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const third = new Redlock(dFirst, options);
+    open.push(third);
+    await assert.rejects(third.acquire(["r"], 3_000), (error: unknown) => {
+      assert.ok(error instanceof MembershipError, `got ${String(error)}`);
+      assert.match(error.message, new RegExp(`${new URL(cluster.urls[3]!).port}.*not a member`));
+      return true;
+    });
   });
 
   it("negative control: with the check off, the second list takes the lock the first holds", async () => {

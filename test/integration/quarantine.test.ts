@@ -11,11 +11,13 @@ import {
   RedquorumError,
   ResourceLockedError,
 } from "../../src/index.js";
+import { initNodeScript } from "../../src/node/node-state.js";
 import { verdictOf } from "../../src/node/verdict.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { inspectionTimeoutMs, startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 describe("restart quarantine (FAULTS.md L4/L5)", () => {
   let cluster: TestCluster;
@@ -277,6 +279,46 @@ describe("Redlock.init()", () => {
     } finally {
       await redlock.close();
       await nodes.stop();
+    }
+  });
+
+  it("an init that checks while another init's marks are on some nodes only waits for them: it reports every node in service, none lost", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none", init: false });
+    const options = { ...notAboutTimeouts, retry: { retries: 0 } };
+    // A's marks reach nodes 2, 3 and 4 150 ms late (a fleet of services
+    // each calling init() as it starts, or the drop-in's first call).
+    const a = new Redlock(
+      wrappedTransports(cluster.urls, (real, i) => ({
+        async send(args, timeoutMs) {
+          const script = args[1] === initNodeScript.sha1 || args[1] === initNodeScript.source;
+          if (i >= 2 && script && args.includes("write")) await sleep(150);
+          return real.send(args, timeoutMs);
+        },
+      })),
+      options,
+    );
+    const b = new Redlock(cluster.urls, options);
+    const first = new Redis(cluster.urls[0]!);
+    try {
+      const marking = a.init();
+      while ((await first.get("redquorum:marker")) !== "1") await sleep(5);
+      // Before, B found nodes 0 and 1 in service and 2 to 4 unmarked, and
+      // reported those as lost ("left to recover"): a majority not in
+      // service, which the drop-in reports as a failed init.
+      const reports = await b.init();
+      assert.deepEqual(
+        reports.map((report) => [report.found, report.action]),
+        cluster.urls.map(() => ["in service", "none"]),
+      );
+      await marking;
+      const lock = await b.acquire(["after-inits"], 1_000);
+      assert.equal(lock.fence, 1n);
+      await lock.release();
+    } finally {
+      first.disconnect();
+      await a.close();
+      await b.close();
+      await cluster.stop();
     }
   });
 
