@@ -143,11 +143,20 @@ export class MembershipView {
    * Node `index`, checked before the first record was read, held none and
    * is at no member's address: read again while the record may be on its
    * way (`firstRecordWritten`); it must then hold it as a member, or the
-   * list is not the members'.
+   * list is not the members'. A node that does not answer now is as one
+   * not checked yet (its vote, refused for the stamp, checks it): the
+   * check that read the record is another node's, which it must not fail.
    */
   private async requireFirstRecord(index: number, timeoutMs: number): Promise<void> {
     const view = this.current!;
-    const answer = await this.firstRecordWritten(index, this.answers[index]!, timeoutMs);
+    let answer: NodeMembership;
+    try {
+      answer = await this.firstRecordWritten(index, this.answers[index]!, timeoutMs);
+    } catch (error) {
+      if (error instanceof MembershipError) throw error;
+      this.answers[index] = undefined;
+      return;
+    }
     if (!answer.record) throw this.notMember(index, view, "list");
     if (answer.record.clusterId !== view.clusterId) throw this.twoClusters(index, answer.record);
     this.answers[index] = answer;
