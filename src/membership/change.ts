@@ -5,7 +5,7 @@
  * stamp read, so a second run of a step that is done is a no-op and two
  * changes at once cannot both land.
  */
-import { readAgainWhile } from "../clock.js";
+import { readAgainWhile, sleep } from "../clock.js";
 import { InvalidArgumentError, MembershipError } from "../errors.js";
 import { parseInfo } from "../node/inspect.js";
 import { aliveKey } from "../node/memory-check.js";
@@ -306,16 +306,62 @@ export async function recordMembership(
       throw notRecorded([first]);
     }
   }
-  const rest = nodes.filter((node) => node !== first);
-  const statuses = await Promise.all(
-    rest.map((node) =>
-      writeRecord(node, "", record, idAt(node)!, false, timeoutMs).catch(() => writeReply.conflict),
-    ),
+  // The rest, and the first node if it gave no answer. A node that gives
+  // none is asked again (for at most timeoutMs; the write is idempotent):
+  // every node left without the record is taken by clients for a member
+  // that lost its memory.
+  const outcomes = new Map<RedisNode, number | Error>();
+  let pending = nodes.filter((node) => node !== first || firstStatus === undefined);
+  const until = performance.now() + timeoutMs;
+  for (;;) {
+    const replies = await Promise.all(
+      pending.map((node) =>
+        writeRecord(node, "", record, idAt(node)!, false, timeoutMs).catch((error: unknown) =>
+          error instanceof Error ? error : new Error(String(error)),
+        ),
+      ),
+    );
+    for (const [i, node] of pending.entries()) outcomes.set(node, replies[i]!);
+    pending = pending.filter((node) => outcomes.get(node) instanceof Error);
+    if (pending.length === 0 || performance.now() >= until) break;
+    await sleep(recordRetryMs);
+  }
+  const failed = [...outcomes].filter(
+    ([, outcome]) => typeof outcome !== "number" || !written(outcome),
   );
-  const failed = rest.filter((_, i) => !written(statuses[i]!));
-  if (firstStatus === undefined) failed.unshift(first);
-  if (failed.length > 0) throw notRecorded(failed);
+  if (failed.length > 0) throw notWritten(failed, record, nodes.length);
   return { record, ids: nodes.map((node) => idAt(node)) };
+}
+
+/** How soon a node that gave no answer to the first record's write is asked again. */
+const recordRetryMs = 20;
+
+/** The first record could not be written on every node: why, node by node, and what follows. */
+function notWritten(
+  failed: ReadonlyArray<readonly [RedisNode, number | Error]>,
+  record: MembershipRecord,
+  nodeCount: number,
+): MembershipError {
+  const each = failed.map(([node, outcome]) =>
+    outcome instanceof Error
+      ? `${node.endpoint} (no answer: ${outcome.message})`
+      : `${node.endpoint} (another init or change wrote a record there first)`,
+  );
+  const silent = failed.filter(([, outcome]) => outcome instanceof Error).length;
+  return new MembershipError(
+    failed.map(([node]) => node.endpoint),
+    `could not record the membership (cluster ${record.clusterId}) on ${each.join(", ")}` +
+      (silent < failed.length
+        ? ". Run init again: it checks the list against what the nodes hold"
+        : "") +
+      (silent > 0
+        ? ". A client takes each node left without the record for a member that lost its " +
+          "memory (the restart quarantine; with more than " +
+          `${nodeCount - quorumOf(nodeCount)} of them, fenced grants wait for \`redquorum fencing-floor\`). ` +
+          "On a new cluster no service has used yet, flush every node and run init again " +
+          '(operations guide: "The first init failed")'
+        : ""),
+  );
 }
 
 /**

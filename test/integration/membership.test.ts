@@ -252,6 +252,34 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.deepEqual(markers, Array(5).fill("1"), "no node taken for one that lost its memory");
   });
 
+  it("an init whose first record's writes to a majority get no answer at first asks them again: the record ends on every node, none taken for one that lost its memory", async () => {
+    const order = await byServer();
+    const silentOnce = new Set(order.slice(2)); // three of the rest: a majority without the record
+    const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
+      async send(args, timeoutMs) {
+        if (silentOnce.has(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+          silentOnce.delete(i);
+          throw new Error("connection reset");
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const init = new Redlock(transports, options);
+    open.push(init);
+    // Before, the init failed ("another init or change wrote a record there
+    // first": a wrong reason), and the first client took the three for
+    // members that lost their memory: fenced grants needed fencing-floor.
+    await init.init();
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    assert.ok(clusters[0], "a record");
+    const lock = await client(urls(0, 1, 2, 3, 4)).acquire(["after-retried-init"], 2_000);
+    assert.equal(lock.fence, 1n);
+    await lock.release();
+    const markers = await cluster.onAll((c) => c.get("redquorum:marker"));
+    assert.deepEqual(markers, Array(5).fill("1"), "no node taken for one that lost its memory");
+  });
+
   it("refuses a second list that shares a majority's worth of nodes, before any grant", async () => {
     await markNode(cluster.client(3)); // D in service, as past its quarantine
     const first = client(urls(0, 1, 2));
