@@ -151,7 +151,9 @@ export class MembershipView {
     const view = this.current!;
     let answer: NodeMembership;
     try {
-      answer = await this.firstRecordWritten(index, this.answers[index]!, timeoutMs);
+      // Read again now: what it answered at its check may be old already.
+      answer = await readRecord(this.nodes[index]!, timeoutMs);
+      if (!answer.record) answer = await this.firstRecordWritten(index, answer, timeoutMs);
     } catch (error) {
       if (error instanceof MembershipError) throw error;
       this.answers[index] = undefined;
@@ -181,18 +183,44 @@ export class MembershipView {
     timeoutMs: number,
   ): Promise<NodeMembership> {
     const node = this.nodes[index]!;
-    const others = await Promise.all(
-      this.nodes.map((other, otherIndex) =>
-        otherIndex === index ? undefined : readRecord(other, timeoutMs).catch(() => undefined),
-      ),
-    );
-    if (!others.some((other) => other && !other.record)) return answer;
+    const startedMs = performance.now();
+    if (!(await this.anotherLacksRecord(index, timeoutMs))) return answer;
     return readAgainWhile(
       () => readRecord(node, timeoutMs),
       (read) => !read.record,
-      timeoutMs,
+      Math.max(0, timeoutMs - (performance.now() - startedMs)),
       answer,
     );
+  }
+
+  /**
+   * Whether a node other than `index` answers without a record: as soon as
+   * one does (a stalled node costs no timeout then), or once every other
+   * node answered or failed.
+   */
+  private anotherLacksRecord(index: number, timeoutMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      let waiting = this.nodes.length - 1;
+      if (waiting === 0) resolve(false);
+      this.nodes.forEach((other, otherIndex) => {
+        if (otherIndex === index) return;
+        readRecord(other, timeoutMs).then(
+          (read) => {
+            if (!read.record) resolve(true);
+            if (--waiting === 0) resolve(false);
+          },
+          () => {
+            if (--waiting === 0) resolve(false);
+          },
+        );
+      });
+    });
+  }
+
+  /** What node `index` held at its last check: the stamp of its record ("" for none). */
+  heldStamp(index: number): string | undefined {
+    const answer = this.answers[index];
+    return answer && stampOf(answer.record);
   }
 
   /**

@@ -208,7 +208,14 @@ export class NodeGroup {
       const before = node.membershipStamp;
       await this.check(index);
       const current = node.membershipStamp;
-      if (current === stamp || current !== before) return call(node, index);
+      // Asked again too when the node refused for holding no record and the
+      // check found it holding the one the vote carries: a first record
+      // still being written when the vote went out has reached it since
+      // (membership/view.ts).
+      const reached = stamp === "" && this.membership.heldStamp(index) === current;
+      if (current === stamp || current !== before || reached) {
+        return call(node, index);
+      }
       throw new NodeError(
         node.endpoint,
         new Error(

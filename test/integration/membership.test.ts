@@ -197,7 +197,27 @@ describe("cluster membership on real redis-server nodes", () => {
     );
     const same = client(urls(0, 1, 2, 3, 4));
     const other = client(respelled);
-    await Promise.all([same.init(), other.init(), writing]);
+    // A client whose first call is a lock (no retry), its check of the
+    // first node 40 ms late: it reads the record after the others, and its
+    // votes reach them before the record does. Each refuses, is checked
+    // again (which waits for the record) and is asked again; before, the
+    // vote was lost and the lock failed.
+    let late = true;
+    const direct = new Redlock(
+      wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
+        async send(args, timeoutMs) {
+          if (i === order[0] && args[0] === "MGET" && late) {
+            late = false;
+            await sleep(40);
+          }
+          return real.send(args, timeoutMs);
+        },
+      })),
+      options,
+    );
+    open.push(direct);
+    const locked = direct.acquire(["direct"], 2_000).then((lock) => lock.release());
+    await Promise.all([same.init(), other.init(), writing, locked]);
     const markers = await cluster.onAll((c) => c.get("redquorum:marker"));
     assert.deepEqual(markers, Array(5).fill("1"), "no node taken for one that lost its memory");
     const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
@@ -206,6 +226,34 @@ describe("cluster membership on real redis-server nodes", () => {
       const lock = await redlock.acquire(["after-half-written"], 2_000);
       await lock.release();
     }
+  });
+
+  it("an init that loses to another init spelling one node otherwise takes the winner's record, and its client works: the node is read again, not judged on its answer from before the record", async () => {
+    const order = await byServer();
+    const port = (i: number) => new URL(cluster.urls[i]!).port;
+    const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
+      i === order[2] ? `redis://localhost:${port(i)}` : url,
+    );
+    // A's writes all arrive 150 ms late: B's record, which names one node
+    // as localhost, wins. A checked every node before any record; before,
+    // its client then refused that node for good ("holds no membership
+    // record"), judged on that first answer once it read the record.
+    const all = urls(0, 1, 2, 3, 4);
+    const a = new Redlock(
+      wrappedTransports(all, (real) => ({
+        async send(args, timeoutMs) {
+          if (args[0] === "EVAL" && args[1] === writeRecordScript.source) await sleep(150);
+          return real.send(args, timeoutMs);
+        },
+      })),
+      options,
+    );
+    open.push(a);
+    await Promise.all([a.init(), client(respelled).init()]);
+    const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
+    assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
+    const lock = await a.acquire(["after-respelled-win"], 2_000);
+    await lock.release();
   });
 
   it("an init that cannot read one node's run_id records nothing (another init, picking by run_id, could start on another node), and an init run again records it", async () => {
