@@ -314,9 +314,10 @@ export async function recordMembership(
   let pending = nodes.filter((node) => node !== first || firstStatus === undefined);
   const until = performance.now() + timeoutMs;
   for (;;) {
+    const boundMs = Math.max(1, Math.min(timeoutMs, until - performance.now()));
     const replies = await Promise.all(
       pending.map((node) =>
-        writeRecord(node, "", record, idAt(node)!, false, timeoutMs).catch((error: unknown) =>
+        writeRecord(node, "", record, idAt(node)!, false, boundMs).catch((error: unknown) =>
           error instanceof Error ? error : new Error(String(error)),
         ),
       ),
@@ -326,35 +327,54 @@ export async function recordMembership(
     if (pending.length === 0 || performance.now() >= until) break;
     await sleep(recordRetryMs);
   }
-  const failed = [...outcomes].filter(
-    ([, outcome]) => typeof outcome !== "number" || !written(outcome),
-  );
+  const failed: Array<[RedisNode, WriteFailure]> = [];
+  for (const [node, outcome] of outcomes) {
+    if (outcome instanceof Error) failed.push([node, outcome]);
+    else if (!written(outcome)) failed.push([node, "conflict"]);
+    else if (outcome === writeReply.already && (await takenBack(node, timeoutMs))) {
+      failed.push([node, "taken back"]);
+    }
+  }
   if (failed.length > 0) throw notWritten(failed, record, nodes.length);
   return { record, ids: nodes.map((node) => idAt(node)) };
 }
+
+/**
+ * Whether `node`, found holding our first record already, was taken back
+ * by a client as a member that lost its memory (marked so: scripts.ts)
+ * before our write reached it, rather than written by another init that
+ * took our record. It then serves the restart quarantine, counters unknown.
+ */
+async function takenBack(node: RedisNode, timeoutMs: number): Promise<boolean> {
+  const read = await readRecord(node, timeoutMs).catch(() => undefined);
+  return read?.mark !== undefined;
+}
+
+/** Why the first record's write failed on a node: no answer, another record there, or taken back. */
+type WriteFailure = Error | "conflict" | "taken back";
 
 /** How soon a node that gave no answer to the first record's write is asked again. */
 const recordRetryMs = 20;
 
 /** The first record could not be written on every node: why, node by node, and what follows. */
 function notWritten(
-  failed: ReadonlyArray<readonly [RedisNode, number | Error]>,
+  failed: ReadonlyArray<readonly [RedisNode, WriteFailure]>,
   record: MembershipRecord,
   nodeCount: number,
 ): MembershipError {
-  const each = failed.map(([node, outcome]) =>
-    outcome instanceof Error
-      ? `${node.endpoint} (no answer: ${outcome.message})`
-      : `${node.endpoint} (another init or change wrote a record there first)`,
-  );
-  const silent = failed.filter(([, outcome]) => outcome instanceof Error).length;
+  const each = failed.map(([node, why]) => {
+    if (why instanceof Error) return `${node.endpoint} (no answer: ${why.message})`;
+    if (why === "taken back") {
+      return `${node.endpoint} (a client took it back as a member that lost its memory before this init's write reached it)`;
+    }
+    return `${node.endpoint} (another init or change wrote a record there first)`;
+  });
+  const conflicts = failed.filter(([, why]) => why === "conflict").length;
   return new MembershipError(
     failed.map(([node]) => node.endpoint),
     `could not record the membership (cluster ${record.clusterId}) on ${each.join(", ")}` +
-      (silent < failed.length
-        ? ". Run init again: it checks the list against what the nodes hold"
-        : "") +
-      (silent > 0
+      (conflicts > 0 ? ". Run init again: it checks the list against what the nodes hold" : "") +
+      (conflicts < failed.length
         ? ". A client takes each node left without the record for a member that lost its " +
           "memory (the restart quarantine; with more than " +
           `${nodeCount - quorumOf(nodeCount)} of them, fenced grants wait for \`redquorum fencing-floor\`). ` +

@@ -211,7 +211,8 @@ export class NodeGroup {
       // Asked again too when the node refused for holding no record and the
       // check found it holding the one the vote carries: a first record
       // still being written when the vote went out has reached it since
-      // (membership/view.ts).
+      // (membership/view.ts), or the check took the node back (it then
+      // refuses from its quarantine, saying so).
       const reached = stamp === "" && this.membership.heldStamp(index) === current;
       if (current === stamp || current !== before || reached) {
         return call(node, index);

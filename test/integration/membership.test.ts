@@ -328,6 +328,35 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.deepEqual(markers, Array(5).fill("1"), "no node taken for one that lost its memory");
   });
 
+  it("an init whose write to a node got no answer until a client took that node back as a member that lost its memory says so, rather than succeed", async () => {
+    const order = await byServer();
+    const k = order[4]!;
+    let silent = true;
+    const transports = wrappedTransports(urls(0, 1, 2, 3, 4), (real, i) => ({
+      async send(args, timeoutMs) {
+        if (i === k && silent && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+          throw new Error("connection reset");
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const init = new Redlock(transports, options);
+    open.push(init);
+    const initialising = init.init();
+    // The record on every node but k: a client's first lock takes k back
+    // (alone without the record, it is a member that lost its memory).
+    for (const i of order.slice(0, 4)) {
+      while ((await cluster.client(i).get("redquorum:cluster")) === null) await sleep(5);
+    }
+    const lock = await client(urls(0, 1, 2, 3, 4)).acquire(["meanwhile"], 2_000);
+    await lock.release();
+    assert.match(String(await cluster.client(k).get("redquorum:marker")), /^lost:/);
+    silent = false;
+    // The init's next write to k finds the same record there: before, it
+    // counted it as written and resolved, hiding the node's quarantine.
+    await assert.rejects(initialising, /took it back as a member that lost its memory/);
+  });
+
   it("refuses a second list that shares a majority's worth of nodes, before any grant", async () => {
     await markNode(cluster.client(3)); // D in service, as past its quarantine
     const first = client(urls(0, 1, 2));
