@@ -30,27 +30,28 @@ export const systemClock: Clock = {
   epochMicros: () => BigInt(Math.floor((performance.timeOrigin + performance.now()) * 1_000)),
 };
 
-/** How often `readAgainWhile` reads again. */
-const readAgainEveryMs = 20;
+/** How often `repeatWhile` calls again. */
+const repeatEveryMs = 20;
 
 /**
- * `read()`, read again every 20 ms while `again` holds of what it read, for
- * at most `timeoutMs` (`first`: what was read already): what it read last.
- * For a state another client is writing node by node (a first membership
- * record, an init's marks), which a read half-way through would take for
- * nodes that lost their memory.
+ * `attempt()`, called again every 20 ms while `again` holds of what it
+ * gave, for at most `timeoutMs` (`first`: what a call gave already): what
+ * the last call gave. For a state another client is writing node by node
+ * (a first membership record, an init's marks), which a read half-way
+ * through would take for nodes that lost their memory, and for writes to
+ * nodes that gave no answer.
  */
-export async function readAgainWhile<T>(
-  read: () => Promise<T>,
-  again: (read: T) => boolean,
+export async function repeatWhile<T>(
+  attempt: () => Promise<T>,
+  again: (result: T) => boolean,
   timeoutMs: number,
   first?: T,
 ): Promise<T> {
   const until = performance.now() + timeoutMs;
-  let last = first ?? (await read());
+  let last = first ?? (await attempt());
   while (again(last) && performance.now() < until) {
-    await sleep(readAgainEveryMs);
-    last = await read();
+    await sleep(repeatEveryMs);
+    last = await attempt();
   }
   return last;
 }

@@ -6,7 +6,7 @@
  * see `initPlan`. What it found and did is reported node by node.
  */
 
-import { readAgainWhile } from "../clock.js";
+import { repeatWhile } from "../clock.js";
 import { fenceFloorKey } from "../fencing/scripts.js";
 import {
   initNodeScript,
@@ -128,7 +128,7 @@ export async function initNodes(
   // that lost their memory beside a cluster in use. Read again while so,
   // for at most timeoutMs: a node that did lose its memory is reported
   // that much later.
-  let check = await readAgainWhile(
+  let check = await repeatWhile(
     checkRound,
     (round) => markingUnderWay(repliesOf(round)),
     timeoutMs,

@@ -5,7 +5,7 @@
  * stamp read, so a second run of a step that is done is a no-op and two
  * changes at once cannot both land.
  */
-import { readAgainWhile, sleep } from "../clock.js";
+import { repeatWhile } from "../clock.js";
 import { InvalidArgumentError, MembershipError } from "../errors.js";
 import { parseInfo } from "../node/inspect.js";
 import { aliveKey } from "../node/memory-check.js";
@@ -311,9 +311,8 @@ export async function recordMembership(
   // every node left without the record is taken by clients for a member
   // that lost its memory.
   const outcomes = new Map<RedisNode, number | Error>();
-  let pending = nodes.filter((node) => node !== first || firstStatus === undefined);
   const until = performance.now() + timeoutMs;
-  for (;;) {
+  const writeSilent = async (pending: readonly RedisNode[]) => {
     const boundMs = Math.max(1, Math.min(timeoutMs, until - performance.now()));
     const replies = await Promise.all(
       pending.map((node) =>
@@ -323,10 +322,14 @@ export async function recordMembership(
       ),
     );
     for (const [i, node] of pending.entries()) outcomes.set(node, replies[i]!);
-    pending = pending.filter((node) => outcomes.get(node) instanceof Error);
-    if (pending.length === 0 || performance.now() >= until) break;
-    await sleep(recordRetryMs);
-  }
+    return pending.filter((node) => outcomes.get(node) instanceof Error);
+  };
+  let pending = nodes.filter((node) => node !== first || firstStatus === undefined);
+  await repeatWhile(
+    async () => (pending = await writeSilent(pending)),
+    (silent) => silent.length > 0,
+    timeoutMs,
+  );
   const failed: Array<[RedisNode, WriteFailure]> = [];
   for (const [node, outcome] of outcomes) {
     if (outcome instanceof Error) failed.push([node, outcome]);
@@ -352,9 +355,6 @@ async function takenBack(node: RedisNode, timeoutMs: number): Promise<boolean> {
 
 /** Why the first record's write failed on a node: no answer, another record there, or taken back. */
 type WriteFailure = Error | "conflict" | "taken back";
-
-/** How soon a node that gave no answer to the first record's write is asked again. */
-const recordRetryMs = 20;
 
 /** The first record could not be written on every node: why, node by node, and what follows. */
 function notWritten(
@@ -394,7 +394,7 @@ function readFirstRecordWritten(
   nodes: readonly RedisNode[],
   timeoutMs: number,
 ): Promise<NodeMembershipReport[]> {
-  return readAgainWhile(() => readMembership(nodes, timeoutMs), firstRecordUnderWay, timeoutMs);
+  return repeatWhile(() => readMembership(nodes, timeoutMs), firstRecordUnderWay, timeoutMs);
 }
 
 function firstRecordUnderWay(reports: readonly NodeMembershipReport[]): boolean {

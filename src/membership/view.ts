@@ -7,7 +7,7 @@
  * of the members, and every vote carries the view's stamp, which nodes that
  * moved on refuse (membership/check.ts).
  */
-import { readAgainWhile } from "../clock.js";
+import { repeatWhile } from "../clock.js";
 import { MembershipError, NodeError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
@@ -185,7 +185,7 @@ export class MembershipView {
     const node = this.nodes[index]!;
     const startedMs = performance.now();
     if (!(await this.anotherLacksRecord(index, timeoutMs))) return answer;
-    return readAgainWhile(
+    return repeatWhile(
       () => readRecord(node, timeoutMs),
       (read) => !read.record,
       Math.max(0, timeoutMs - (performance.now() - startedMs)),

@@ -61,8 +61,8 @@ describe("cluster membership on real redis-server nodes", () => {
     open.push(redlock);
     return redlock;
   };
-  /** `init()` of a client of `list` whose membership writes reach the nodes at indexes `late` 150 ms late. */
-  function initWithLateWrites(list: string[], late: number[]): Promise<unknown> {
+  /** A client of `list` whose membership writes reach the nodes at indexes `late` 150 ms late. */
+  function lateWriter(list: string[], late: number[]): Redlock {
     const transports = wrappedTransports(list, (real, i) => ({
       async send(args, timeoutMs) {
         if (late.includes(i) && args[0] === "EVAL" && args[1] === writeRecordScript.source) {
@@ -73,8 +73,14 @@ describe("cluster membership on real redis-server nodes", () => {
     }));
     const redlock = new Redlock(transports, options);
     open.push(redlock);
-    return redlock.init();
+    return redlock;
   }
+  const initWithLateWrites = (list: string[], late: number[]) => lateWriter(list, late).init();
+  /** The five nodes' URLs, node `index` spelled as localhost. */
+  const respell = (index: number) =>
+    urls(0, 1, 2, 3, 4).map((url, i) =>
+      i === index ? url.replace("127.0.0.1", "localhost") : url,
+    );
   /** The nodes' indexes in the order of their servers' run_ids: an init writes the first one first. */
   async function byServer(): Promise<number[]> {
     const runIds = await cluster.onAll(
@@ -164,12 +170,9 @@ describe("cluster membership on real redis-server nodes", () => {
 
   it("two inits at once that spell the first node differently still leave one record on every node", async () => {
     const order = await byServer();
-    const port = (i: number) => new URL(cluster.urls[i]!).port;
     // B names one node (the servers' first) as localhost: by address, the
     // two inits would start on different nodes.
-    const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
-      i === order[0] ? `redis://localhost:${port(i)}` : url,
-    );
+    const respelled = respell(order[0]!);
     await Promise.all([
       initWithLateWrites(urls(0, 1, 2, 3, 4), order.slice(3)),
       initWithLateWrites(respelled, order.slice(0, 3)),
@@ -182,7 +185,6 @@ describe("cluster membership on real redis-server nodes", () => {
 
   it("clients whose checks meet a first record still being written (on the first node, not yet on the rest) wait for it, whatever their spelling: no node is taken for one that lost its memory", async () => {
     const order = await byServer();
-    const port = (i: number) => new URL(cluster.urls[i]!).port;
     // A's writes to every node but the first arrive 150 ms late.
     const writing = initWithLateWrites(urls(0, 1, 2, 3, 4), order.slice(1));
     const first = cluster.client(order[0]!);
@@ -192,9 +194,7 @@ describe("cluster membership on real redis-server nodes", () => {
     // quarantine, fencing counters unknown: a majority, so fenced grants
     // needed fencing-floor); a node spelled otherwise than the record
     // refused its client for good ("not a member").
-    const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
-      i === order[2] ? `redis://localhost:${port(i)}` : url,
-    );
+    const respelled = respell(order[2]!);
     const same = client(urls(0, 1, 2, 3, 4));
     const other = client(respelled);
     // A client whose first call is a lock (no retry), its check of the
@@ -230,25 +230,12 @@ describe("cluster membership on real redis-server nodes", () => {
 
   it("an init that loses to another init spelling one node otherwise takes the winner's record, and its client works: the node is read again, not judged on its answer from before the record", async () => {
     const order = await byServer();
-    const port = (i: number) => new URL(cluster.urls[i]!).port;
-    const respelled = urls(0, 1, 2, 3, 4).map((url, i) =>
-      i === order[2] ? `redis://localhost:${port(i)}` : url,
-    );
+    const respelled = respell(order[2]!);
     // A's writes all arrive 150 ms late: B's record, which names one node
     // as localhost, wins. A checked every node before any record; before,
     // its client then refused that node for good ("holds no membership
     // record"), judged on that first answer once it read the record.
-    const all = urls(0, 1, 2, 3, 4);
-    const a = new Redlock(
-      wrappedTransports(all, (real) => ({
-        async send(args, timeoutMs) {
-          if (args[0] === "EVAL" && args[1] === writeRecordScript.source) await sleep(150);
-          return real.send(args, timeoutMs);
-        },
-      })),
-      options,
-    );
-    open.push(a);
+    const a = lateWriter(urls(0, 1, 2, 3, 4), [0, 1, 2, 3, 4]);
     await Promise.all([a.init(), client(respelled).init()]);
     const clusters = await cluster.onAll((c) => c.get("redquorum:cluster"));
     assert.equal(new Set(clusters).size, 1, `one record on every node: ${clusters.join(", ")}`);
