@@ -12,7 +12,8 @@ export interface IoredisLike {
   options: { host?: string; port?: number; path?: string; keyPrefix?: string };
   call(command: string, ...args: string[]): Promise<unknown>;
   connect(): Promise<void>;
-  disconnect(): void;
+  /** `reconnect`: drop the connection and open a new one (ioredis' own argument). */
+  disconnect(reconnect?: boolean): void;
   once(event: string, listener: (...args: unknown[]) => void): unknown;
   removeListener(event: string, listener: (...args: unknown[]) => void): unknown;
   on(event: string, listener: (...args: unknown[]) => void): unknown;
@@ -64,12 +65,21 @@ export function isIoredisLike(value: unknown): value is IoredisLike {
  * lock key after we gave up on it); pending commands fail when the connection
  * drops instead of waiting for a reconnect.
  */
+/**
+ * How long a connection of ours may take to open its socket, and then again
+ * to be ready (ioredis' ready check answered). ioredis bounds only the
+ * first: a socket that connects to something that never answers (a process
+ * that took the port while the node was down, a proxy holding the
+ * connection) would keep the node unusable for as long as that lives.
+ */
+const connectTimeoutMs = 2_000;
+
 const ownClientOptions: RedisOptions = {
   lazyConnect: true,
   enableOfflineQueue: false,
   autoResendUnfulfilledCommands: false,
   maxRetriesPerRequest: 0,
-  connectTimeout: 2_000,
+  connectTimeout: connectTimeoutMs,
   retryStrategy: (attempt: number) => Math.min(attempt * 50, 1_000),
   // close() ends the socket and destroys it if it is not closed after this
   // long. ioredis's 2 s default kept a process alive 2 s after close()
@@ -134,12 +144,34 @@ export class IoredisTransport implements NodeTransport {
   /** Commands issued while the owned connection was being opened, in issue order. */
   private readonly parked: Parked[] = [];
   private closes = 0;
-  private readonly onReady = () => this.releaseParked();
+  /** Our connection's socket is open and not ready yet: dropped when this fires (`connectTimeoutMs`). */
+  private readyTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onReady = () => {
+    this.stopReadyTimer();
+    this.releaseParked();
+  };
   // "end" alone when the connection could not even be attempted.
-  private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
+  private readonly onDown = () => {
+    this.stopReadyTimer();
+    this.failParked(this.downError("closed before it was ready"));
+  };
   private readonly onClose = () => {
     this.closes++;
     this.onDown();
+  };
+  private readonly onConnect = () => {
+    this.stopReadyTimer();
+    this.readyTimer = setTimeout(() => {
+      this.readyTimer = undefined;
+      if (this.client.status !== "connect") return;
+      this.lastError = new Error(
+        `no answer within ${connectTimeoutMs} ms of connecting (is a Redis server listening there?)`,
+      );
+      // Closed as a dropped connection is: parked commands fail, and
+      // ioredis opens a new one by its retry strategy.
+      this.client.disconnect(true);
+    }, connectTimeoutMs);
+    this.readyTimer.unref?.();
   };
 
   private constructor(
@@ -163,6 +195,7 @@ export class IoredisTransport implements NodeTransport {
       client.on("error", (error) => {
         this.lastError = error;
       });
+      client.on("connect", this.onConnect);
     }
   }
 
@@ -308,6 +341,11 @@ export class IoredisTransport implements NodeTransport {
       clearTimeout(entry.timer);
       this.sendParked(entry.command, entry.rest).then(entry.resolve, entry.reject);
     }
+  }
+
+  private stopReadyTimer(): void {
+    clearTimeout(this.readyTimer);
+    this.readyTimer = undefined;
   }
 
   private failParked(error: Error): void {

@@ -62,6 +62,8 @@ export class NodeGroup {
   private readonly checkedAtMs: number[];
   /** Per node: why a later check took it out of service (until the next check passes). */
   private readonly excluded: Array<NodeError | undefined>;
+  /** Per node: the connection epoch of the check that excluded it. */
+  private readonly excludedEpoch: number[];
   /** Per node: why its last check failed (cleared when one passes), for `firstContactError`. */
   private readonly checkFailures: Array<NodeError | undefined>;
   /** When first contact began (`performance.now()`), for `firstContactError`. */
@@ -78,6 +80,7 @@ export class NodeGroup {
     this.checkedEpoch = new Array(nodes.length).fill(-1);
     this.checkedAtMs = new Array(nodes.length).fill(Number.NEGATIVE_INFINITY);
     this.excluded = new Array(nodes.length).fill(undefined);
+    this.excludedEpoch = new Array(nodes.length).fill(-1);
     this.checkFailures = new Array(nodes.length).fill(undefined);
   }
 
@@ -352,13 +355,16 @@ export class NodeGroup {
    * then it may vote. On first contact a configuration problem refuses the
    * whole group; found later, it takes this node out of service, and its
    * calls fail with the reason until a check passes again (tried once per
-   * recheck interval).
+   * recheck interval, and on every new connection: one may reach another
+   * server at the address, say the member restarted with its configuration
+   * fixed, or back after a stranger answered there while it was down).
    */
   private check(index: number): Promise<void> {
     const startedMs = performance.now();
     const epoch = this.nodes[index]!.epoch;
     if (
       this.excluded[index] &&
+      this.excludedEpoch[index] === epoch &&
       startedMs - this.checkedAtMs[index]! < this.options.recheckIntervalMs
     ) {
       return Promise.reject(this.excluded[index]);
@@ -396,6 +402,7 @@ export class NodeGroup {
               }
               const node = this.nodes[index]!;
               this.excluded[index] = new NodeError(node.endpoint, error);
+              this.excludedEpoch[index] = epoch;
               this.checkedAtMs[index] = startedMs;
               throw this.excluded[index];
             }

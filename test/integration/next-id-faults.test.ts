@@ -73,9 +73,18 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     // majority stays usable throughout, and every call must succeed.
     const repaired: string[] = [];
     const repairDelayMs = 1_100;
+    // Every node event with its time, for a failure's message.
+    const started = performance.now();
+    const timeline: string[] = [];
     const run = runCallers(8, 2, seed, {
       repairDelayMs,
       onRepair: (event: RepairEvent) => repaired.push(event.endpoint),
+      onEvent: (event: RedquorumEvent) => {
+        if (event.type === "node") {
+          const at = Math.round(performance.now() - started);
+          timeline.push(`${at} ms ${event.endpoint} ${event.state}: ${event.detail}`);
+        }
+      },
     });
     try {
       // Rounds of kill -9 and restart: 3 at the fast scale, 5 at the full one.
@@ -87,16 +96,20 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
         await sleep(150);
         repaired.length = 0;
         for (const v of victims) await cluster().cluster.restart(v);
+        timeline.push(`${Math.round(performance.now() - started)} ms restarted ${endpoints}`);
         // Reconnect backoff (at most 1 s), the repair delay, then rounds
         // until a call meets the node and its repair's reads come back: 3 s
         // for those was too little for a fresh-clone CI run's full tier
         // (four test files at once beside two busy cores), though the seed
-        // passed 6 of 6 times alone. The wait ends as soon as both are repaired.
+        // passed 6 of 6 times alone. The wait ends as soon as both are
+        // repaired; its failure shows the nodes' events (before, a
+        // stranger that took a node's port while it was down kept it out
+        // for the recheck interval: address-taken.test.ts).
         const deadline = performance.now() + 1_000 + repairDelayMs + 10_000;
         while (!endpoints.every((e) => repaired.includes(e))) {
           assert.ok(
             performance.now() < deadline,
-            `${endpoints} not repaired; ${describeSeed(seed)}`,
+            `${endpoints} not repaired; ${describeSeed(seed)}\n${timeline.slice(-60).join("\n")}`,
           );
           await sleep(20);
         }
