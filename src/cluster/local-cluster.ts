@@ -9,13 +9,14 @@ export type { Persistence } from "./persistence.js";
 import { limits } from "../limits.js";
 import { markerKey, markNodeLua, runKey } from "../node/node-state.js";
 import { requireInteger, requireOptionsObject } from "../validate.js";
-import { freePort, portHolder, probe, send } from "./local-sockets.js";
+import { portHolder, probe, send } from "./local-sockets.js";
 import {
   type Persistence,
   persistenceArgs,
   requireArgs,
   requirePersistence,
 } from "./persistence.js";
+import { claimPort, release } from "./port-claims.js";
 import { processState, sleepSync } from "./process-state.js";
 import { findRedisServer, requireRedisServer } from "./redis-server.js";
 
@@ -42,7 +43,9 @@ export interface LocalClusterOptions {
   /**
    * Fixed loopback ports, one per node (their number sets `nodeCount`), to
    * keep the nodes' URLs the same from one run to the next. A port that is
-   * taken fails the start, naming it. Default: free ports the system picks.
+   * taken fails the start, naming it. Default: free ports below the
+   * system's ephemeral range, which the cluster keeps while a node is down
+   * (no other local cluster takes them, and the system never hands them out).
    */
   ports?: readonly number[];
 }
@@ -128,6 +131,7 @@ export class LocalCluster implements AsyncDisposable {
           log: [],
           persistence: cluster.persistence,
           extraArgs: cluster.extraArgs,
+          claimed: false,
         });
       }
       await Promise.all(
@@ -256,6 +260,7 @@ export class LocalCluster implements AsyncDisposable {
     if (this.stopped) return;
     this.stopped = true;
     await Promise.all(this.slots.map(killSlot));
+    this.releasePorts();
     rmSync(this.baseDir, { recursive: true, force: true });
     live.delete(this);
   }
@@ -273,7 +278,15 @@ export class LocalCluster implements AsyncDisposable {
         // already gone
       }
     }
+    this.releasePorts();
     rmSync(this.baseDir, { recursive: true, force: true });
+  }
+
+  private releasePorts(): void {
+    for (const slot of this.slots) {
+      if (slot.claimed) release(slot.port);
+      slot.claimed = false;
+    }
   }
 
   /**
@@ -316,14 +329,21 @@ export class LocalCluster implements AsyncDisposable {
     return slot;
   }
 
-  /** A free port can be taken by someone else before redis binds it: try a few. */
+  /**
+   * A port claimed for the cluster's life (port-claims.ts): nothing else
+   * takes it while the node is down. It can still be taken by someone else
+   * before redis binds it: try a few.
+   */
   private async startOnFreePort(slot: NodeSlot): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      slot.port = await freePort();
+      slot.port = await claimPort();
+      slot.claimed = true;
       try {
         await this.startProcess(slot);
         return;
       } catch (error) {
+        release(slot.port);
+        slot.claimed = false;
         if (attempt >= 5) throw error;
       }
     }
@@ -435,6 +455,8 @@ interface NodeSlot {
   /** The cluster's, unless a restart changed them for this node. */
   persistence: Persistence;
   extraArgs: readonly string[];
+  /** Its port is claimed by this process (port-claims.ts), until the cluster stops. */
+  claimed: boolean;
 }
 
 export interface RestartOptions {

@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
+import { claimPort, claimRange, claimsDir, release } from "../../src/cluster/port-claims.js";
 import { LocalCluster, Redlock, RedquorumError } from "../../src/index.js";
 import { libraryUrl } from "../helpers/built.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
@@ -41,6 +43,15 @@ async function gone(pids: readonly number[]): Promise<boolean[]> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return pids.map(alive);
+}
+
+/** The pid that claims `port` among local clusters, if any (port-claims.ts). */
+function claimant(port: number): number | undefined {
+  try {
+    return Number(readFileSync(join(claimsDir, String(port)), "utf8"));
+  } catch {
+    return undefined;
+  }
 }
 
 async function withClient<T>(url: string, run: (client: Redis) => Promise<T>): Promise<T> {
@@ -157,6 +168,40 @@ describe("LocalCluster", () => {
     assert.equal(await withClient(cluster.urls[1]!, (c) => c.ping()), "PONG");
   });
 
+  it("a node's port is below the system's ephemeral range and claimed while the node is down: no other cluster gets it", async () => {
+    const range = claimRange();
+    assert.ok(range, "this machine leaves room below its ephemeral range");
+    const { port } = cluster.node(2);
+    assert.ok(
+      port >= range.low && port <= range.high,
+      `port ${port} outside ${range.low}-${range.high}`,
+    );
+    await cluster.kill(2);
+    try {
+      assert.equal(claimant(port), process.pid);
+      // Asked for that port alone, a claim gets another (one the system picks).
+      const other = await claimPort({ low: port, high: port });
+      assert.notEqual(other, port);
+    } finally {
+      await cluster.restart(2);
+    }
+    assert.equal(cluster.node(2).port, port);
+  });
+
+  it("a claim whose process is gone is taken over; release gives it up", async () => {
+    const port = await claimPort();
+    release(port);
+    assert.equal(claimant(port), undefined);
+    const exited = spawnSync(process.execPath, ["-e", "console.log(process.pid)"], {
+      encoding: "utf8",
+    });
+    writeFileSync(join(claimsDir, String(port)), exited.stdout.trim());
+    assert.equal(await claimPort({ low: port, high: port }), port);
+    assert.equal(claimant(port), process.pid);
+    release(port);
+    assert.equal(claimant(port), undefined);
+  });
+
   it("pause stops answering; resume answers again", async () => {
     cluster.pause(2);
     const client = new Redis(cluster.urls[2]!, { commandTimeout: 200, maxRetriesPerRequest: 0 });
@@ -210,16 +255,19 @@ describe("LocalCluster", () => {
   it("stop removes every process and directory", async () => {
     const extra = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
     const pids = extra.nodes.map((n) => n.pid!);
+    const ports = extra.nodes.map((n) => n.port);
+    assert.deepEqual(ports.map(claimant), [process.pid, process.pid]);
     await extra.stop();
     assert.deepEqual(pids.map(alive), [false, false]);
     assert.equal(existsSync(extra.baseDir), false);
+    assert.deepEqual(ports.map(claimant), [undefined, undefined]);
   });
 
   it("a process that exits without stop() leaves no redis-server or directory behind", async () => {
     const script = `
       import { LocalCluster } from "${libraryUrl}";
       const c = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
-      console.log(JSON.stringify({ dir: c.baseDir, pids: c.nodes.map((n) => n.pid) }));
+      console.log(JSON.stringify({ dir: c.baseDir, pids: c.nodes.map((n) => n.pid), ports: c.nodes.map((n) => n.port) }));
       process.exit(0);
     `;
     const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
@@ -227,9 +275,14 @@ describe("LocalCluster", () => {
       timeout: 30_000,
     });
     assert.equal(run.status, 0, run.stderr);
-    const { dir, pids } = JSON.parse(run.stdout.trim()) as { dir: string; pids: number[] };
+    const { dir, pids, ports } = JSON.parse(run.stdout.trim()) as {
+      dir: string;
+      pids: number[];
+      ports: number[];
+    };
     assert.equal(existsSync(dir), false);
     assert.deepEqual(await gone(pids), [false, false]);
+    assert.deepEqual(ports.map(claimant), [undefined, undefined]);
   });
 
   it("a process interrupted with SIGTERM leaves nothing behind either", async () => {

@@ -1,0 +1,115 @@
+/**
+ * The ports a local cluster's nodes keep for as long as the cluster lives,
+ * also while a node is down. A node restarted after a kill must come back
+ * at its own address (clients hold its URL), and meanwhile nothing else
+ * should answer there: another cluster's redis-server, a proxy, anything
+ * listening on a port the system handed out. So a node's port is
+ *
+ * - below the system's ephemeral range, which the system hands out to
+ *   `listen(0)` and outgoing connections but never picks below; and
+ * - claimed among local clusters, in every process on this machine, by a
+ *   file named for the port that holds the claiming process's pid. A claim
+ *   whose process is gone is taken over; `release` removes it.
+ *
+ * Where the system's range leaves too little room below it, ports come
+ * from `listen(0)` as before, unclaimed.
+ */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, portHolder } from "./local-sockets.js";
+
+/** The lowest port claimed: above the well-known services' usual ports. */
+const lowestPort = 20_000;
+/** Fewer ports than this below the ephemeral range: not worth claiming from. */
+const roomMin = 2_000;
+
+/** Where the claims are: one file per port, holding the claiming process's pid. */
+export const claimsDir = join(tmpdir(), "redquorum-ports");
+
+/** The first port of the system's ephemeral range. */
+function ephemeralStart(): number {
+  try {
+    const [low] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8")
+      .trim()
+      .split(/\s+/);
+    const value = Number(low);
+    if (Number.isInteger(value) && value > 0) return value;
+  } catch {
+    // Not Linux: the IANA range, which macOS and Windows use.
+  }
+  return process.platform === "linux" ? 32_768 : 49_152;
+}
+
+/** Whether process `pid` runs (a claim of a process gone may be taken over). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Claims `port` for this process: false when a running process holds it. */
+function claim(port: number): boolean {
+  const file = join(claimsDir, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: "wx" });
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") return false;
+    }
+    let owner: number;
+    try {
+      owner = Number(readFileSync(file, "utf8"));
+    } catch {
+      continue;
+    }
+    // An empty file is a claim being written: its process runs.
+    if (owner === process.pid || !Number.isInteger(owner) || owner <= 0 || isRunning(owner)) {
+      return false;
+    }
+    rmSync(file, { force: true });
+  }
+  return false;
+}
+
+/** The ports claimed from: below the system's ephemeral range, undefined where too few are. */
+export function claimRange(): { low: number; high: number } | undefined {
+  const high = Math.min(ephemeralStart(), 65_536) - 1;
+  return high - lowestPort + 1 < roomMin ? undefined : { low: lowestPort, high };
+}
+
+/**
+ * A port of `range` no one else listens on and no other local cluster
+ * claims, claimed for this process; without a range (or when 100 tries
+ * found none), one `listen(0)` gives, unclaimed.
+ */
+export async function claimPort(range = claimRange()): Promise<number> {
+  if (!range) return freePort();
+  const { low, high } = range;
+  try {
+    mkdirSync(claimsDir, { recursive: true });
+  } catch {
+    return freePort();
+  }
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (port === 6379 || !claim(port)) continue;
+    if ((await portHolder(port)) === undefined) return port;
+    release(port);
+  }
+  return freePort();
+}
+
+/** Gives up this process's claim of `port` (a port not claimed is left alone). */
+export function release(port: number): void {
+  const file = join(claimsDir, String(port));
+  try {
+    if (Number(readFileSync(file, "utf8")) === process.pid) rmSync(file, { force: true });
+  } catch {
+    // Not claimed, or claimed by none: nothing to give up.
+  }
+}
