@@ -48,6 +48,37 @@ function disconnected(client: IoredisLike): Promise<void> {
   });
 }
 
+/**
+ * Watches a connection of ours: when its socket opened but it is not ready
+ * `connectTimeoutMs` later, it is dropped (as a dropped connection is:
+ * what waits for it fails, or waits on) and ioredis opens another by its
+ * retry strategy. `onDrop` is told why first.
+ */
+function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void): void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stop = () => {
+    clearTimeout(timer);
+    timer = undefined;
+  };
+  client.on("connect", () => {
+    stop();
+    timer = setTimeout(() => {
+      timer = undefined;
+      if (client.status !== "connect") return;
+      onDrop?.(
+        new Error(
+          `no answer within ${connectTimeoutMs} ms of connecting (is a Redis server listening there?)`,
+        ),
+      );
+      client.disconnect(true);
+    }, connectTimeoutMs);
+    timer.unref?.();
+  });
+  client.on("ready", stop);
+  client.on("close", stop);
+  client.on("end", stop);
+}
+
 export function isIoredisLike(value: unknown): value is IoredisLike {
   return (
     typeof value === "object" &&
@@ -144,34 +175,12 @@ export class IoredisTransport implements NodeTransport {
   /** Commands issued while the owned connection was being opened, in issue order. */
   private readonly parked: Parked[] = [];
   private closes = 0;
-  /** Our connection's socket is open and not ready yet: dropped when this fires (`connectTimeoutMs`). */
-  private readyTimer: ReturnType<typeof setTimeout> | undefined;
-  private readonly onReady = () => {
-    this.stopReadyTimer();
-    this.releaseParked();
-  };
+  private readonly onReady = () => this.releaseParked();
   // "end" alone when the connection could not even be attempted.
-  private readonly onDown = () => {
-    this.stopReadyTimer();
-    this.failParked(this.downError("closed before it was ready"));
-  };
+  private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
   private readonly onClose = () => {
     this.closes++;
     this.onDown();
-  };
-  private readonly onConnect = () => {
-    this.stopReadyTimer();
-    this.readyTimer = setTimeout(() => {
-      this.readyTimer = undefined;
-      if (this.client.status !== "connect") return;
-      this.lastError = new Error(
-        `no answer within ${connectTimeoutMs} ms of connecting (is a Redis server listening there?)`,
-      );
-      // Closed as a dropped connection is: parked commands fail, and
-      // ioredis opens a new one by its retry strategy.
-      this.client.disconnect(true);
-    }, connectTimeoutMs);
-    this.readyTimer.unref?.();
   };
 
   private constructor(
@@ -195,7 +204,9 @@ export class IoredisTransport implements NodeTransport {
       client.on("error", (error) => {
         this.lastError = error;
       });
-      client.on("connect", this.onConnect);
+      dropWhenNotReady(client, (error) => {
+        this.lastError = error;
+      });
     }
   }
 
@@ -343,11 +354,6 @@ export class IoredisTransport implements NodeTransport {
     }
   }
 
-  private stopReadyTimer(): void {
-    clearTimeout(this.readyTimer);
-    this.readyTimer = undefined;
-  }
-
   private failParked(error: Error): void {
     if (this.parked.length === 0) return;
     for (const entry of this.parked.splice(0)) {
@@ -383,6 +389,8 @@ export class IoredisTransport implements NodeTransport {
     ): Subscription => {
       const subscriber = open();
       subscriber.on("error", () => {}); // the command connection reports node trouble
+      // Stuck there, it would miss every notice until the stranger went away.
+      dropWhenNotReady(subscriber as unknown as IoredisLike);
       subscriber.on("message", onMessage);
       let closed = false; // no command after close(): it could open the connection again
       const channels = new Set<string>();

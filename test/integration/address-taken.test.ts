@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server, type Socket } from "node:net";
 import { describe, it } from "node:test";
 import { LocalCluster, NextId, type NodeState, type RedquorumEvent } from "../../src/index.js";
+import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 
@@ -107,31 +108,40 @@ describe("a node's address taken by a stranger while the node was down", () => {
     assert.deepEqual(client.failures.map(String), []);
   });
 
-  it("a process that accepts connections and never answers held it: the connection is dropped, the node is back once it is", async () => {
-    const client = await busyClient();
-    const accepted: Socket[] = [];
-    let server: Server | undefined;
+  /**
+   * While node 0 is down, a listener at its port that accepts connections
+   * and never answers, until one of ours reached it; it then stops
+   * listening but keeps what it accepted, as a process that lives on would:
+   * the node can take its port back. `sockets` holds what it accepted
+   * (the caller destroys them).
+   */
+  async function deadEndWhileDown(sockets: Socket[]): Promise<void> {
+    const port = cluster().cluster.node(0).port;
+    await cluster().cluster.kill(0);
+    const server: Server = createServer((socket) => sockets.push(socket));
     try {
-      await client.ids.next();
-      const port = cluster().cluster.node(0).port;
-      await cluster().cluster.kill(0);
-      server = createServer((socket) => accepted.push(socket));
       await new Promise<void>((resolve, reject) => {
-        server!.once("error", reject);
-        server!.listen(port, "127.0.0.1", resolve);
+        server.once("error", reject);
+        server.listen(port, "127.0.0.1", resolve);
       });
-      // The client's next connection reaches it, and waits for an answer.
       const deadline = performance.now() + reconnectMs + 2_000;
-      while (accepted.length === 0) {
+      while (sockets.length === 0) {
         assert.ok(performance.now() < deadline, "no connection reached the stranger");
         await sleep(20);
       }
-      // It stops listening but keeps what it accepted, as a process that
-      // lives on would: the node can take its port back. (close() calls
-      // back only once those end.)
+    } finally {
+      // close() calls back only once what it accepted ends: not waited for.
       server.close();
-      server = undefined;
-      await cluster().cluster.restart(0);
+    }
+    await cluster().cluster.restart(0);
+  }
+
+  it("a process that accepts connections and never answers held it: the connection is dropped, the node is back once it is", async () => {
+    const client = await busyClient();
+    const accepted: Socket[] = [];
+    try {
+      await client.ids.next();
+      await deadEndWhileDown(accepted);
       const back = performance.now();
       await client.waitFor(
         "repaired",
@@ -140,9 +150,33 @@ describe("a node's address taken by a stranger while the node was down", () => {
       );
     } finally {
       for (const socket of accepted) socket.destroy();
-      server?.close();
       await client.stop();
     }
     assert.deepEqual(client.failures.map(String), []);
+  });
+
+  it("the same for the pub/sub connection: messages arrive again once the node is back", async () => {
+    const transport = IoredisTransport.fromUrl(cluster().urls[0]!, "node 0");
+    const received: string[] = [];
+    const subscription = transport.subscribe!((_, message) => received.push(message));
+    const accepted: Socket[] = [];
+    try {
+      await subscription.add("address-taken");
+      await deadEndWhileDown(accepted);
+      // Redis drops a message nobody is subscribed to: published until one arrives.
+      const deadline = performance.now() + readyTimeoutMs + reconnectMs + 2_000;
+      for (let n = 0; received.length === 0; n++) {
+        assert.ok(performance.now() < deadline, "no message arrived");
+        await cluster()
+          .client(0)
+          .publish("address-taken", String(n))
+          .catch(() => {});
+        await sleep(50);
+      }
+    } finally {
+      for (const socket of accepted) socket.destroy();
+      await subscription.close();
+      await transport.close();
+    }
   });
 });
