@@ -11,10 +11,13 @@
  *   file named for the port that holds the claiming process's pid. A claim
  *   whose process is gone is taken over; `release` removes it.
  *
+ * Claims live in the temp directory: where it is per user (macOS,
+ * Windows, or TMPDIR set), they keep apart that user's clusters only.
  * Where the system's range leaves too little room below it, ports come
  * from `listen(0)` as before, unclaimed.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, portHolder } from "./local-sockets.js";
@@ -51,29 +54,59 @@ function isRunning(pid: number): boolean {
   }
 }
 
-/** Claims `port` for this process: false when a running process holds it. */
+/** A claim file's pid; undefined when there is no such file, NaN when it holds no pid. */
+function ownerOf(file: string): number | undefined {
+  try {
+    return Number(readFileSync(file, "utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Creates the claim `file` holding this process's pid, written whole before
+ * it appears (a link to a file written first): false when it exists.
+ */
+function createClaim(file: string): boolean {
+  const written = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
+  try {
+    writeFileSync(written, String(process.pid), { flag: "wx" });
+    linkSync(written, file);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    rmSync(written, { force: true });
+  }
+}
+
+/**
+ * Claims `port` for this process: false when a running process holds it.
+ * A claim whose process is gone is taken over by one process at a time (a
+ * `.takeover` file created first), so two that both found it stale cannot
+ * both remove it and the second take the first's new claim away.
+ */
 function claim(port: number): boolean {
   const file = join(claimsDir, String(port));
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(file, String(process.pid), { flag: "wx" });
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") return false;
-    }
-    let owner: number;
-    try {
-      owner = Number(readFileSync(file, "utf8"));
-    } catch {
-      continue;
-    }
-    // An empty file is a claim being written: its process runs.
-    if (owner === process.pid || !Number.isInteger(owner) || owner <= 0 || isRunning(owner)) {
-      return false;
-    }
-    rmSync(file, { force: true });
+  if (createClaim(file)) return true;
+  const takeover = `${file}.takeover`;
+  try {
+    writeFileSync(takeover, String(process.pid), { flag: "wx" });
+  } catch {
+    return false;
   }
-  return false;
+  try {
+    const owner = ownerOf(file);
+    if (owner !== undefined) {
+      if (owner === process.pid || (Number.isInteger(owner) && owner > 0 && isRunning(owner))) {
+        return false;
+      }
+      rmSync(file, { force: true });
+    }
+    return createClaim(file);
+  } finally {
+    rmSync(takeover, { force: true });
+  }
 }
 
 /** The ports claimed from: below the system's ephemeral range, undefined where too few are. */
@@ -95,6 +128,12 @@ export async function claimPort(range = claimRange()): Promise<number> {
   } catch {
     return freePort();
   }
+  try {
+    // Shared by every user of the machine, as /tmp is; each claim stays its owner's.
+    chmodSync(claimsDir, 0o1777);
+  } catch {
+    // Another user's directory: its mode is theirs to set.
+  }
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = low + Math.floor(Math.random() * (high - low + 1));
     if (port === 6379 || !claim(port)) continue;
@@ -107,9 +146,5 @@ export async function claimPort(range = claimRange()): Promise<number> {
 /** Gives up this process's claim of `port` (a port not claimed is left alone). */
 export function release(port: number): void {
   const file = join(claimsDir, String(port));
-  try {
-    if (Number(readFileSync(file, "utf8")) === process.pid) rmSync(file, { force: true });
-  } catch {
-    // Not claimed, or claimed by none: nothing to give up.
-  }
+  if (ownerOf(file) === process.pid) rmSync(file, { force: true });
 }

@@ -20,7 +20,7 @@ export interface IoredisLike {
   /** Typed loosely: each ioredis version has its own `RedisOptions`. */
   duplicate?(options?: object): unknown;
   /** The connection's socket (ioredis exposes it); corked to batch a tick's commands. */
-  stream?: { cork(): void; uncork(): void };
+  stream?: { cork(): void; uncork(): void; once?(event: "data", listener: () => void): unknown };
 }
 
 /**
@@ -49,10 +49,12 @@ function disconnected(client: IoredisLike): Promise<void> {
 }
 
 /**
- * Watches a connection of ours: when its socket opened but it is not ready
- * `connectTimeoutMs` later, it is dropped (as a dropped connection is:
- * what waits for it fails, or waits on) and ioredis opens another by its
- * retry strategy. `onDrop` is told why first.
+ * Watches a connection of ours: when its socket opened and nothing answered
+ * on it `connectTimeoutMs` later, it is dropped (as a dropped connection
+ * is: what waits for it fails, or waits on) and ioredis opens another by
+ * its retry strategy. `onDrop` is told why first. Any answer ends the
+ * watch: a server loading its data answers the ready check (ioredis then
+ * waits for the load to end), and must not be dropped every 2 s meanwhile.
  */
 function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void): void {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -62,6 +64,7 @@ function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void):
   };
   client.on("connect", () => {
     stop();
+    client.stream?.once?.("data", stop);
     timer = setTimeout(() => {
       timer = undefined;
       if (client.status !== "connect") return;

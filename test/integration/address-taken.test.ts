@@ -88,6 +88,7 @@ describe("a node's address taken by a stranger while the node was down", () => {
     try {
       await client.ids.next();
       const port = cluster().cluster.node(0).port;
+      cluster().client(0).disconnect();
       await cluster().cluster.kill(0);
       stranger = await LocalCluster.start({ ports: [port], persistence: "none", init: false });
       const since = performance.now();
@@ -117,6 +118,9 @@ describe("a node's address taken by a stranger while the node was down", () => {
    */
   async function deadEndWhileDown(sockets: Socket[]): Promise<void> {
     const port = cluster().cluster.node(0).port;
+    // The suite's own inspection connection must not be the one that
+    // reaches the stranger (a later client(0) opens a fresh one).
+    cluster().client(0).disconnect();
     await cluster().cluster.kill(0);
     const server: Server = createServer((socket) => sockets.push(socket));
     try {

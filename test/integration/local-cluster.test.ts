@@ -168,9 +168,13 @@ describe("LocalCluster", () => {
     assert.equal(await withClient(cluster.urls[1]!, (c) => c.ping()), "PONG");
   });
 
-  it("a node's port is below the system's ephemeral range and claimed while the node is down: no other cluster gets it", async () => {
-    const range = claimRange();
-    assert.ok(range, "this machine leaves room below its ephemeral range");
+  const range = claimRange();
+  const noRoom = range ? false : "the system's ephemeral range leaves no room below it";
+
+  it("a node's port is below the system's ephemeral range and claimed while the node is down: no other cluster gets it", {
+    skip: noRoom,
+  }, async () => {
+    assert.ok(range);
     const { port } = cluster.node(2);
     assert.ok(
       port >= range.low && port <= range.high,
@@ -188,14 +192,24 @@ describe("LocalCluster", () => {
     assert.equal(cluster.node(2).port, port);
   });
 
-  it("a claim whose process is gone is taken over; release gives it up", async () => {
-    const port = await claimPort();
-    release(port);
-    assert.equal(claimant(port), undefined);
+  it("a claim whose process is gone is taken over; release gives it up", {
+    skip: noRoom,
+  }, async () => {
     const exited = spawnSync(process.execPath, ["-e", "console.log(process.pid)"], {
       encoding: "utf8",
     });
-    writeFileSync(join(claimsDir, String(port)), exited.stdout.trim());
+    // A port no one claims, claimed for the process that exited.
+    let port = 0;
+    for (let tries = 0; port === 0; tries++) {
+      assert.ok(tries < 5, "no port to claim");
+      port = await claimPort();
+      release(port);
+      try {
+        writeFileSync(join(claimsDir, String(port)), exited.stdout.trim(), { flag: "wx" });
+      } catch {
+        port = 0;
+      }
+    }
     assert.equal(await claimPort({ low: port, high: port }), port);
     assert.equal(claimant(port), process.pid);
     release(port);
@@ -256,7 +270,8 @@ describe("LocalCluster", () => {
     const extra = await LocalCluster.start({ nodeCount: 2, persistence: "none" });
     const pids = extra.nodes.map((n) => n.pid!);
     const ports = extra.nodes.map((n) => n.port);
-    assert.deepEqual(ports.map(claimant), [process.pid, process.pid]);
+    // Claimed while the cluster runs (where the system leaves room for claims).
+    if (range) assert.deepEqual(ports.map(claimant), [process.pid, process.pid]);
     await extra.stop();
     assert.deepEqual(pids.map(alive), [false, false]);
     assert.equal(existsSync(extra.baseDir), false);
