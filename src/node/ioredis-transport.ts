@@ -414,14 +414,41 @@ export class IoredisTransport implements NodeTransport {
           () => {},
         );
       });
+      /**
+       * A command written on the connection (ready, or still opening: ioredis
+       * writes SUBSCRIBE at once then) that the connection drops before its
+       * answer is never settled by ioredis (no resend of unanswered commands
+       * on a new connection, and no retry limit on this one): it fails here
+       * instead, so the caller can ask again. One queued while the connection
+       * is down goes out once it is back.
+       */
+      const settled = (send: () => Promise<unknown>): Promise<void> => {
+        const status = subscriber.status;
+        if (status !== "ready" && status !== "connect") return send().then(() => {});
+        return new Promise<void>((resolve, reject) => {
+          const dropped = () =>
+            reject(new Error("the pub/sub connection closed before the node answered"));
+          subscriber.once("close", dropped);
+          send().then(
+            () => {
+              subscriber.removeListener("close", dropped);
+              resolve();
+            },
+            (error: unknown) => {
+              subscriber.removeListener("close", dropped);
+              reject(error);
+            },
+          );
+        });
+      };
       return {
         add: async (channel) => {
           channels.add(channel);
-          if (!closed) await subscriber.subscribe(channel);
+          if (!closed) await settled(() => subscriber.subscribe(channel));
         },
         remove: async (channel) => {
           channels.delete(channel);
-          if (!closed) await subscriber.unsubscribe(channel);
+          if (!closed) await settled(() => subscriber.unsubscribe(channel));
         },
         close: async () => {
           closed = true;

@@ -116,7 +116,10 @@ describe("a node's address taken by a stranger while the node was down", () => {
    * the node can take its port back. `sockets` holds what it accepted
    * (the caller destroys them).
    */
-  async function deadEndWhileDown(sockets: Socket[]): Promise<void> {
+  async function deadEndWhileDown(
+    sockets: Socket[],
+    meanwhile: () => Promise<void> = async () => {},
+  ): Promise<void> {
     const port = cluster().cluster.node(0).port;
     // The suite's own inspection connection must not be the one that
     // reaches the stranger (a later client(0) opens a fresh one).
@@ -133,6 +136,7 @@ describe("a node's address taken by a stranger while the node was down", () => {
         assert.ok(performance.now() < deadline, "no connection reached the stranger");
         await sleep(20);
       }
+      await meanwhile();
     } finally {
       // close() calls back only once what it accepted ends: not waited for.
       server.close();
@@ -174,6 +178,55 @@ describe("a node's address taken by a stranger while the node was down", () => {
         await cluster()
           .client(0)
           .publish("address-taken", String(n))
+          .catch(() => {});
+        await sleep(50);
+      }
+    } finally {
+      for (const socket of accepted) socket.destroy();
+      await subscription.close();
+      await transport.close();
+    }
+  });
+
+  it("a SUBSCRIBE written to the stranger fails when that connection is dropped, and a later one holds", async () => {
+    const transport = IoredisTransport.fromUrl(cluster().urls[0]!, "node 0");
+    const received: string[] = [];
+    const subscription = transport.subscribe!((_, message) => received.push(message));
+    const accepted: Socket[] = [];
+    let outcome: string | undefined;
+    try {
+      // Connected once, to the node, with no channel yet.
+      await subscription.add("address-taken:warm-up");
+      await deadEndWhileDown(accepted, async () => {
+        // The connection is open on the stranger and not ready: ioredis
+        // writes SUBSCRIBE on it at once, and no answer ever comes.
+        await sleep(100);
+        subscription.add("address-taken:later").then(
+          () => {
+            outcome = "resolved";
+          },
+          (error: unknown) => {
+            outcome = `rejected: ${String(error)}`;
+          },
+        );
+      });
+      const deadline = performance.now() + readyTimeoutMs + 2_000;
+      while (outcome === undefined) {
+        assert.ok(
+          performance.now() < deadline,
+          "the SUBSCRIBE written to the stranger never settled",
+        );
+        await sleep(20);
+      }
+      assert.match(outcome, /^rejected: .*closed before the node answered/);
+      // Asked again (as the next waiter does), it holds once the node is back.
+      await subscription.add("address-taken:later");
+      const until = performance.now() + reconnectMs + 2_000;
+      for (let n = 0; received.length === 0; n++) {
+        assert.ok(performance.now() < until, "no message arrived");
+        await cluster()
+          .client(0)
+          .publish("address-taken:later", String(n))
           .catch(() => {});
         await sleep(50);
       }
