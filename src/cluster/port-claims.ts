@@ -21,6 +21,7 @@ import { chmodSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, portHolder } from "./local-sockets.js";
+import { isRunning } from "./process-state.js";
 
 /** The lowest port claimed: above the well-known services' usual ports. */
 const lowestPort = 20_000;
@@ -42,16 +43,6 @@ function ephemeralStart(): number {
     // Not Linux: the IANA range, which macOS and Windows use.
   }
   return process.platform === "linux" ? 32_768 : 49_152;
-}
-
-/** Whether process `pid` runs (a claim of a process gone may be taken over). */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /** A claim file's pid; undefined when there is no such file, NaN when it holds no pid. */

@@ -49,6 +49,15 @@ function disconnected(client: IoredisLike): Promise<void> {
 }
 
 /**
+ * How long a connection of ours may take to open its socket, and then again
+ * to be ready (ioredis' ready check answered). ioredis bounds only the
+ * first: a socket that connects to something that never answers (a process
+ * that took the port while the node was down, a proxy holding the
+ * connection) would keep the node unusable for as long as that lives.
+ */
+const connectTimeoutMs = 2_000;
+
+/**
  * Watches a connection of ours: when its socket opened and nothing answered
  * on it `connectTimeoutMs` later, it is dropped (as a dropped connection
  * is: what waits for it fails, or waits on) and ioredis opens another by
@@ -99,15 +108,6 @@ export function isIoredisLike(value: unknown): value is IoredisLike {
  * lock key after we gave up on it); pending commands fail when the connection
  * drops instead of waiting for a reconnect.
  */
-/**
- * How long a connection of ours may take to open its socket, and then again
- * to be ready (ioredis' ready check answered). ioredis bounds only the
- * first: a socket that connects to something that never answers (a process
- * that took the port while the node was down, a proxy holding the
- * connection) would keep the node unusable for as long as that lives.
- */
-const connectTimeoutMs = 2_000;
-
 const ownClientOptions: RedisOptions = {
   lazyConnect: true,
   enableOfflineQueue: false,
@@ -429,16 +429,9 @@ export class IoredisTransport implements NodeTransport {
           const dropped = () =>
             reject(new Error("the pub/sub connection closed before the node answered"));
           subscriber.once("close", dropped);
-          send().then(
-            () => {
-              subscriber.removeListener("close", dropped);
-              resolve();
-            },
-            (error: unknown) => {
-              subscriber.removeListener("close", dropped);
-              reject(error);
-            },
-          );
+          send()
+            .then(() => resolve(), reject)
+            .finally(() => subscriber.removeListener("close", dropped));
         });
       };
       return {

@@ -163,35 +163,52 @@ describe("a node's address taken by a stranger while the node was down", () => {
     assert.deepEqual(client.failures.map(String), []);
   });
 
-  it("the same for the pub/sub connection: messages arrive again once the node is back", async () => {
+  /** A pub/sub connection of redquorum's own to node 0, and the messages it heard. */
+  function subscriberOnNode0() {
     const transport = IoredisTransport.fromUrl(cluster().urls[0]!, "node 0");
     const received: string[] = [];
     const subscription = transport.subscribe!((_, message) => received.push(message));
+    return {
+      subscription,
+      received,
+      async close() {
+        await subscription.close();
+        await transport.close();
+      },
+    };
+  }
+
+  /**
+   * Publishes on `channel` until `received` holds a message, at most
+   * `withinMs`: Redis drops a message nobody is subscribed to.
+   */
+  async function publishUntilHeard(channel: string, received: string[], withinMs: number) {
+    const deadline = performance.now() + withinMs;
+    for (let n = 0; received.length === 0; n++) {
+      assert.ok(performance.now() < deadline, `no message on ${channel} within ${withinMs} ms`);
+      await cluster()
+        .client(0)
+        .publish(channel, String(n))
+        .catch(() => {});
+      await sleep(50);
+    }
+  }
+
+  it("the same for the pub/sub connection: messages arrive again once the node is back", async () => {
+    const { subscription, received, close } = subscriberOnNode0();
     const accepted: Socket[] = [];
     try {
       await subscription.add("address-taken");
       await deadEndWhileDown(accepted);
-      // Redis drops a message nobody is subscribed to: published until one arrives.
-      const deadline = performance.now() + readyTimeoutMs + reconnectMs + 2_000;
-      for (let n = 0; received.length === 0; n++) {
-        assert.ok(performance.now() < deadline, "no message arrived");
-        await cluster()
-          .client(0)
-          .publish("address-taken", String(n))
-          .catch(() => {});
-        await sleep(50);
-      }
+      await publishUntilHeard("address-taken", received, readyTimeoutMs + reconnectMs + 2_000);
     } finally {
       for (const socket of accepted) socket.destroy();
-      await subscription.close();
-      await transport.close();
+      await close();
     }
   });
 
   it("a SUBSCRIBE written to the stranger fails when that connection is dropped, and a later one holds", async () => {
-    const transport = IoredisTransport.fromUrl(cluster().urls[0]!, "node 0");
-    const received: string[] = [];
-    const subscription = transport.subscribe!((_, message) => received.push(message));
+    const { subscription, received, close } = subscriberOnNode0();
     const accepted: Socket[] = [];
     let outcome: string | undefined;
     try {
@@ -221,19 +238,10 @@ describe("a node's address taken by a stranger while the node was down", () => {
       assert.match(outcome, /^rejected: .*closed before the node answered/);
       // Asked again (as the next waiter does), it holds once the node is back.
       await subscription.add("address-taken:later");
-      const until = performance.now() + reconnectMs + 2_000;
-      for (let n = 0; received.length === 0; n++) {
-        assert.ok(performance.now() < until, "no message arrived");
-        await cluster()
-          .client(0)
-          .publish("address-taken:later", String(n))
-          .catch(() => {});
-        await sleep(50);
-      }
+      await publishUntilHeard("address-taken:later", received, reconnectMs + 2_000);
     } finally {
       for (const socket of accepted) socket.destroy();
-      await subscription.close();
-      await transport.close();
+      await close();
     }
   });
 });

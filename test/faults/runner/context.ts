@@ -10,6 +10,7 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
+import { isRunning } from "../../../src/cluster/process-state.js";
 import { LocalCluster } from "../../../src/index.js";
 import { prng } from "../../helpers/seed.js";
 import { HistoryWriter, monotonicMs } from "../history.js";
@@ -37,17 +38,8 @@ let bundling: Promise<string | null> | undefined;
 function removeOrphanBundles(root: string): void {
   for (const name of readdirSync(root)) {
     const pid = Number(/^\.build-(\d+)-/.exec(name)?.[1] ?? Number.NaN);
-    const orphan = name.startsWith(".build-") && (!Number.isInteger(pid) || !alive(pid));
+    const orphan = name.startsWith(".build-") && (!Number.isInteger(pid) || !isRunning(pid));
     if (orphan) rmSync(join(root, name), { recursive: true, force: true });
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
