@@ -126,16 +126,30 @@ const runTimeoutMs = 300_000;
 const live = { dirs: new Set(), children: new Set() };
 for (const signal of ["SIGINT", "SIGTERM"]) {
   process.on(signal, () => {
-    for (const child of live.children) stopGroup(child);
+    for (const child of live.children) stopGroup(child, { now: true });
     for (const dir of live.dirs) rmSync(dir, { recursive: true, force: true });
     process.exit(130);
   });
 }
 
-/** Kills a detached child's whole process group (the runner and its test processes). */
-function stopGroup(child) {
+/**
+ * Stops a detached child's whole process group (the runner and its test
+ * processes): SIGTERM first, so that each test process stops its local
+ * clusters and gives back their ports (cluster/local-cluster.ts), then
+ * SIGKILL for what is left after `stopGraceMs`. `now`: at once (this
+ * process is exiting, and no timer of it would fire).
+ */
+function stopGroup(child, { now = false } = {}) {
+  signalGroup(child, now ? "SIGKILL" : "SIGTERM");
+  if (!now) setTimeout(() => signalGroup(child, "SIGKILL"), stopGraceMs).unref();
+}
+
+/** Time a test run gets between SIGTERM and SIGKILL: more than the runner gives its files (3 s). */
+const stopGraceMs = 5_000;
+
+function signalGroup(child, signal) {
   try {
-    process.kill(-child.pid, "SIGKILL");
+    process.kill(-child.pid, signal);
   } catch {
     // already gone
   }

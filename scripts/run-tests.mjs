@@ -68,6 +68,8 @@ const longFirst = [
 ];
 
 const testTimeoutMsMax = 60_000;
+/** How long a stopped file gets between SIGTERM and SIGKILL. */
+const stopGraceMs = 3_000;
 const scales = ["fast", "full"];
 
 function usage(message) {
@@ -306,14 +308,37 @@ async function main() {
   const stopAll = (signal) => {
     for (const run of running) run.kill(signal);
   };
+  // SIGTERM first: a test process then stops its local clusters, which give
+  // back their claims on ports (src/cluster/port-claims.ts); a SIGKILL
+  // leaves the claims behind. What is still running after the grace gets
+  // SIGKILL. Resolves then, or once every file has ended.
+  const stopGracefully = async () => {
+    stopAll("SIGTERM");
+    let timer;
+    await Promise.race([
+      Promise.all([...running].map((run) => run.done)),
+      new Promise((resolveGrace) => {
+        timer = setTimeout(resolveGrace, stopGraceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    stopAll("SIGKILL");
+  };
+  // Set once a signal began stopping the run.
+  let interrupted;
   // Each file runs in a process group of its own (see FileRun), which a
   // terminal's Ctrl-C does not reach: whatever ends this process ends them.
   process.on("exit", () => stopAll("SIGKILL"));
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     process.on(signal, () => {
-      stopAll("SIGTERM");
-      rmSync(eventsDir, { recursive: true, force: true });
-      process.exit(130);
+      // A second signal: at once.
+      if (interrupted) process.exit(130);
+      stopping = true;
+      for (const run of running) run.stopped = signal;
+      interrupted = stopGracefully().then(() => {
+        rmSync(eventsDir, { recursive: true, force: true });
+        process.exit(130);
+      });
     });
   }
   // A reader of this output that went away (`| head`) must not crash the run into orphans.
@@ -332,7 +357,7 @@ async function main() {
     const finish = (run) => {
       running.delete(run);
       if (run.stopped) {
-        console.log(`- ${seconds(run.ms).padStart(8)}  ${run.file} (stopped by --bail)`);
+        console.log(`- ${seconds(run.ms).padStart(8)}  ${run.file} (stopped by ${run.stopped})`);
         launch();
         return;
       }
@@ -352,13 +377,15 @@ async function main() {
       if (failed && options.bail && !stopping) {
         stopping = true;
         console.log("run-tests: --bail: stopping at the first failing file");
-        for (const other of running) other.stopped = true;
-        stopAll("SIGKILL");
+        for (const other of running) other.stopped = "--bail";
+        void stopGracefully();
       }
       launch();
     };
     launch();
   });
+  // A signal's stop ends the process itself.
+  if (interrupted) await interrupted;
   rmSync(eventsDir, { recursive: true, force: true });
 
   const wall = performance.now() - start;
