@@ -1,6 +1,7 @@
 /**
  * What a node must pass before its votes count, at first contact and at
- * every recheck: one INFO read, the guard rails (a master, not a server
+ * every recheck: the database the list names (a SELECT), one INFO read,
+ * the guard rails (a master, not a server
  * already counted: run_id; a warning when it may evict keys), its
  * membership record (one MGET: a member of the cluster the list names), the owner's
  * scripts loaded on a new connection, the owner's further check (NextId's
@@ -10,7 +11,7 @@
 import { raceAbort } from "../clock.js";
 import { NodeConfigurationError, NodeTimeoutError } from "../errors.js";
 import { type MembershipMode, MembershipView } from "../membership/view.js";
-import { evictsKeysWithTtl, inspectNode, type NodeInfo } from "./inspect.js";
+import { evictsKeysWithTtl, inspectNode, type NodeInfo, selectDatabase } from "./inspect.js";
 import type { LuaScript } from "./lua-script.js";
 import type { RedisNode } from "./redis-node.js";
 
@@ -86,6 +87,8 @@ export class Admission {
   async check(index: number, checkedEpoch: number): Promise<void> {
     const node = this.nodes[index]!;
     const { extraCheck, certify, scripts = [], checkTimeoutMs } = this.options;
+    // First: every read below must come from the database the list names.
+    if (node.database !== undefined) await selectDatabase(node, node.database, checkTimeoutMs);
     const info = await inspectNode(node, checkTimeoutMs);
     this.guardRails(index, info);
     await this.membership.check(index, checkTimeoutMs);

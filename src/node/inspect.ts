@@ -1,3 +1,4 @@
+import { NodeConfigurationError, NodeError } from "../errors.js";
 import type { RedisNode } from "./redis-node.js";
 
 /** What we read from a node on first contact (one `INFO` call). */
@@ -41,6 +42,32 @@ export async function inspectNode(node: RedisNode, timeoutMs: number): Promise<N
   // we need, and works where CONFIG is renamed away.
   const reply = await node.command(["INFO"], { timeoutMs });
   return nodeInfoFrom(node.endpoint, String(reply));
+}
+
+/**
+ * Confirms that the node's connection is on `database`: a server without
+ * that database refuses the `SELECT` (ioredis sends its own at connect,
+ * and on a refusal stays on database 0 without failing a command), and
+ * then the node list is wrong, not the node down.
+ */
+export async function selectDatabase(
+  node: RedisNode,
+  database: number,
+  timeoutMs: number,
+): Promise<void> {
+  try {
+    await node.command(["SELECT", String(database)], { timeoutMs });
+  } catch (error) {
+    const cause = error instanceof NodeError ? error.cause : error;
+    if (cause instanceof Error && /^ERR\b/.test(cause.message)) {
+      throw new NodeConfigurationError(
+        [node.endpoint],
+        `${node.endpoint} has no database ${database} (${cause.message}): ` +
+          "give the number of a database the server has (its databases setting), or none for 0",
+      );
+    }
+    throw error;
+  }
 }
 
 /** Eviction policies that may drop a key with a TTL, i.e. a held lock. */

@@ -9,7 +9,7 @@ import type { NodeTransport, Subscription } from "./transport.js";
  */
 export interface IoredisLike {
   status: string;
-  options: { host?: string; port?: number; path?: string; keyPrefix?: string };
+  options: { host?: string; port?: number; path?: string; keyPrefix?: string; db?: number };
   call(command: string, ...args: string[]): Promise<unknown>;
   connect(): Promise<void>;
   /** `reconnect`: drop the connection and open a new one (ioredis' own argument). */

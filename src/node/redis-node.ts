@@ -49,9 +49,16 @@ export class RedisNode {
    */
   membershipStamp = "";
 
-  constructor(transport: NodeTransport, stallMs: number = defaults.nodeStallMs) {
+  /**
+   * The database the node's URL or ioredis client names, when above 0:
+   * each check confirms the server has it (node/inspect.ts, `selectDatabase`).
+   */
+  readonly database: number | undefined;
+
+  constructor(transport: NodeTransport, stallMs: number = defaults.nodeStallMs, database?: number) {
     this.transport = transport;
     this.stallMs = stallMs;
+    this.database = database;
   }
 
   get endpoint(): string {

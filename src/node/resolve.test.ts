@@ -12,6 +12,28 @@ describe("endpointOfUrl", () => {
     assert.equal(endpointOfUrl("redis://h:7000/3", 0), "h:7000/3");
   });
 
+  it("names the database from the path or a db parameter, and refuses one that is not a number", () => {
+    assert.equal(endpointOfUrl("redis://h:7000?db=4", 0), "h:7000/4");
+    assert.equal(endpointOfUrl("redis://h:7000/", 0), "h:7000");
+    for (const url of [
+      "redis://h:7000/x",
+      "redis://h:7000/1x",
+      "redis://h:7000/-1",
+      "redis://h:7000?db=two",
+    ]) {
+      assert.throws(
+        () => endpointOfUrl(url, 1),
+        (error: unknown) =>
+          error instanceof InvalidArgumentError &&
+          /nodes\[1\]/.test(error.message) &&
+          /the database must be a number/.test(error.message),
+        url,
+      );
+    }
+    // createNodes refuses it before any connection is made.
+    assert.throws(() => createNodes(["redis://127.0.0.1:1/x"]), InvalidArgumentError);
+  });
+
   it("refuses what is not a redis URL", () => {
     assert.throws(() => endpointOfUrl("127.0.0.1:7001", 2), InvalidArgumentError);
     assert.throws(() => endpointOfUrl("http://h:1", 0), /use redis:\/\/ or rediss:\/\//);

@@ -44,13 +44,15 @@ export function createNodes(
     return plan;
   });
   // Only now, with every input valid, are clients created (lazily connecting).
-  return plans.map((plan) => new RedisNode(plan.create(), stallMs));
+  return plans.map((plan) => new RedisNode(plan.create(), stallMs, plan.database));
 }
 
 interface NodePlan {
   identity: unknown;
   endpoint: string;
   create: () => NodeTransport;
+  /** The database a URL or an ioredis client names, above 0: the checks confirm the server has it. */
+  database?: number;
 }
 
 function planNode(input: NodeInput, index: number): NodePlan {
@@ -60,6 +62,7 @@ function planNode(input: NodeInput, index: number): NodePlan {
       identity: endpoint,
       endpoint,
       create: () => IoredisTransport.fromUrl(input, endpoint),
+      database: databaseOfUrl(new URL(input), index),
     };
   }
   if (isNodeTransport(input)) {
@@ -79,10 +82,12 @@ function planNode(input: NodeInput, index: number): NodePlan {
       );
     }
     // Made only once every input is valid: it adds listeners to the client.
+    const db = Number(input.options?.db ?? 0);
     return {
       identity: input,
       endpoint: IoredisTransport.endpointOf(input),
       create: () => IoredisTransport.fromClient(input),
+      ...(Number.isSafeInteger(db) && db > 0 ? { database: db } : {}),
     };
   }
   if (isNodeRedisLike(input)) {
@@ -124,7 +129,27 @@ export function endpointOfUrl(url: string, index: number): string {
   if (!parsed.hostname) {
     throw new InvalidArgumentError(`nodes[${index}]`, "the URL has no host");
   }
-  const db = parsed.pathname.replace(/^\//, "");
+  const db = databaseOfUrl(parsed, index);
   const host = parsed.hostname.toLowerCase();
-  return `${host}:${parsed.port || "6379"}${db && db !== "0" ? `/${db}` : ""}`;
+  return `${host}:${parsed.port || "6379"}${db > 0 ? `/${db}` : ""}`;
+}
+
+/**
+ * The database a redis URL names: its path ("/3"), else a `db` query
+ * parameter (ioredis reads both), else 0. Anything else is refused here:
+ * ioredis would send `SELECT NaN` and fail every command, or stay on
+ * database 0 after a failed `SELECT` (which the node's checks catch for a
+ * number the server does not have: node/inspect.ts, `selectDatabase`).
+ */
+function databaseOfUrl(parsed: URL, index: number): number {
+  const path = parsed.pathname.replace(/^\//, "");
+  const given = path !== "" ? path : (parsed.searchParams.get("db") ?? "0");
+  if (!/^\d{1,9}$/.test(given)) {
+    throw new InvalidArgumentError(
+      `nodes[${index}]`,
+      `${JSON.stringify(withoutPassword(parsed.href))}: the database must be a number ` +
+        `(redis://host:port/0 for the first), not ${JSON.stringify(given)}`,
+    );
+  }
+  return Number(given);
 }

@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.js";
-import { configValue, nodeInfoFrom } from "./inspect.js";
+import { configValue, nodeInfoFrom, selectDatabase } from "./inspect.js";
 import { unjudgedPrefix } from "./node-state.js";
 import type { RedisNode } from "./redis-node.js";
 
@@ -65,6 +65,8 @@ export async function readNodeStatus(
   try {
     // The first PING may open the connection: the second one is the round trip.
     await node.command(["PING"], { timeoutMs });
+    // What follows must be read from the database the list names.
+    if (node.database !== undefined) await selectDatabase(node, node.database, timeoutMs);
     const start = clock.now();
     await node.command(["PING"], { timeoutMs });
     const latencyMs = clock.now() - start;

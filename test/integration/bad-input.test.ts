@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
 import {
   changeMembers,
   InvalidArgumentError,
@@ -271,6 +272,55 @@ describe("bad input gets a typed error and leaves no key", () => {
       await aliased.close();
     }
     assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("a node URL naming a database the server does not have is refused at first contact, naming it", async () => {
+    // ioredis stays on database 0 when its SELECT is refused, without
+    // failing a command: the locks would go to another database than the
+    // list names.
+    const urls = cluster.urls.map((url, i) => (i === 0 ? `${url}/99` : url));
+    const wrongDb = new Redlock(urls, { ...notAboutTimeouts, retry: { retries: 0 } });
+    try {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        // Refused for good, not just once.
+        await assert.rejects(wrongDb.acquire(["r"], 1_000), (error: unknown) => {
+          assert.ok(error instanceof NodeConfigurationError, String(error));
+          assert.match(error.message, /has no database 99/);
+          return true;
+        });
+      }
+    } finally {
+      await wrongDb.close();
+    }
+    assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+  });
+
+  it("a node list naming another database keeps its locks there", async () => {
+    const inDb3 = new Redlock(
+      cluster.urls.map((url) => `${url}/3`),
+      { ...notAboutTimeouts, retry: { retries: 0 } },
+    );
+    const db3 = cluster.urls.map((url) => new Redis(`${url}/3`));
+    try {
+      await inDb3.init();
+      const lock = await inDb3.acquire(["in-db-3"], 5_000);
+      const held = await Promise.all(db3.map((client) => client.get("in-db-3")));
+      assert.ok(held.filter((value) => value === lock.value).length >= 3, String(held));
+      assert.deepEqual(await cluster.keysByNode(), [[], [], [], [], []]);
+      await lock.release();
+    } finally {
+      await inDb3.close();
+      // DEL, not FLUSHDB: a flush of any database counts as the node's
+      // memory replaced (node/server-identity.ts), which would quarantine
+      // the nodes for the tests after this one.
+      await Promise.all(
+        db3.map(async (client) => {
+          const keys = await client.keys("*");
+          if (keys.length > 0) await client.del(...keys);
+          await client.quit();
+        }),
+      );
+    }
   });
 
   it("a replica is refused", async () => {
