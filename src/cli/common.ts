@@ -45,7 +45,17 @@ export const proposalsOption = (): Option =>
       "so many independent clients win more rounds; a counter never goes back to small IDs)",
   )
     .choices(["dense", "clock"])
+    .env("REDQUORUM_PROPOSALS")
     .default(idDefaults.proposals);
+
+/**
+ * The ID counter's key, --key or $REDQUORUM_ID_KEY: every command that
+ * names the counter reads both, so that one environment serves `serve`,
+ * `id init`, `id next` and `status` alike (a command that read only the
+ * flag would act on another counter than the server's).
+ */
+export const idKeyOption = (description: string): Option =>
+  new Option("--key <key>", description).env("REDQUORUM_ID_KEY").default("redquorum:id");
 
 /** The node URLs from --nodes or $REDQUORUM_NODES. */
 export function nodesFrom(options: NodesOptions): string[] {

@@ -6,6 +6,7 @@ import type { IdProposals } from "../id/options.js";
 import { idLimits } from "../limits.js";
 import {
   diagnose,
+  idKeyOption,
   jsonOption,
   type NodesOptions,
   nodesFrom,
@@ -31,8 +32,7 @@ const countMax = idLimits.batchCountMax;
 
 const parseCount = (text: string) => parseInteger(text, "--count", 1, countMax);
 
-const keyOption = () =>
-  new Option("--key <key>", "the counter's Redis key").default("redquorum:id");
+const keyOption = () => idKeyOption("the counter's Redis key");
 
 async function withNextId<T>(
   options: IdOptions & { proposals?: IdProposals },

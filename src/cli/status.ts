@@ -1,5 +1,5 @@
 /** `redquorum status`: Redlock.status(), one row per node, and a verdict. */
-import { Command, Option } from "commander";
+import { Command } from "commander";
 import { NextId } from "../id/next-id.js";
 import { Redlock } from "../lock/redlock.js";
 import { membershipStatus } from "../membership/api.js";
@@ -7,6 +7,7 @@ import type { NodeStatus } from "../node/status.js";
 import { restartUnchecked, type Verdict, verdictOf } from "../node/verdict.js";
 import {
   formatTable,
+  idKeyOption,
   jsonOption,
   type NodesOptions,
   nodesFrom,
@@ -91,11 +92,7 @@ export function statusCommand(): Command {
         "(exit 0 when safe for locks, 3 when not)",
     )
     .addOption(nodesOption())
-    .addOption(
-      new Option("--key <key>", "the ID counter's Redis key, for the IDs verdict").default(
-        "redquorum:id",
-      ),
-    )
+    .addOption(idKeyOption("the ID counter's Redis key, for the IDs verdict"))
     .addOption(jsonOption())
     .action(async (options: StatusOptions) => {
       const urls = nodesFrom(options);

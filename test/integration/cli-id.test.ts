@@ -102,6 +102,28 @@ describe("redquorum id", () => {
     assert.equal(unknown.code, 2, unknown.stderr);
   });
 
+  it("$REDQUORUM_ID_KEY names the counter for id init, id next and status, as it does for serve; $REDQUORUM_PROPOSALS the proposals", async () => {
+    const keyed = { ...env, REDQUORUM_ID_KEY: "redquorum:id:from-env" };
+    const init = await cli(["id", "init"], keyed);
+    assert.equal(init.code, 0, init.stderr);
+    assert.match(init.stderr, /"redquorum:id:from-env"/);
+    const status = await cli(["status", "--json"], keyed);
+    assert.equal(JSON.parse(status.stdout).verdict.ids.safe, true, status.stdout);
+    const first = await cli(["id", "next"], keyed);
+    assert.equal(first.code, 0, first.stderr);
+    // The same counter under the flag: the next ID is above it.
+    const flagged = await cli(["id", "next", "--key", "redquorum:id:from-env"], env);
+    assert.equal(flagged.code, 0, flagged.stderr);
+    assert.ok(BigInt(flagged.stdout.trim()) > BigInt(first.stdout.trim()), flagged.stdout);
+    const before = BigInt(Date.now() - 1_000) * 1_000n;
+    const clock = await cli(["id", "next"], { ...keyed, REDQUORUM_PROPOSALS: "clock" });
+    assert.equal(clock.code, 0, clock.stderr);
+    assert.ok(
+      BigInt(clock.stdout.trim()) >= before,
+      `${clock.stdout.trim()} is not a clock proposal`,
+    );
+  });
+
   it("id next --count 10000 | head -1: exit 141 quietly; the IDs not printed were taken, never handed out again", async () => {
     // Clock proposals: IDs of 16 digits, 170 KB in all, more than the pipe
     // (64 KiB) and the chunk read (at most 64 KiB) hold: the CLI's write
