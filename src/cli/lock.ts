@@ -246,6 +246,17 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
           "give the command to run after --, e.g. `lock jobs -- ./job.sh`",
         );
       }
+      // REDQUORUM_RESOURCES and REDQUORUM_FENCES are comma-separated: a
+      // name holding a comma would read as two, and the command would pair
+      // resources with the wrong tokens.
+      const withComma = resources.find((resource) => resource.includes(","));
+      if (withComma !== undefined) {
+        throw new UsageError(
+          "<resource>",
+          `${JSON.stringify(withComma)} holds a comma, which REDQUORUM_RESOURCES uses between ` +
+            "names: give each resource as its own argument (`lock a b -- …`), without commas",
+        );
+      }
       // The default TTL fits any --max-ttl: a shorter one is the TTL then.
       if (command.getOptionValueSource("ttl") === "default") {
         options.ttl = Math.min(options.ttl, options.maxTtl);
@@ -306,7 +317,10 @@ async function runLocked(
   let exitCode: number | undefined;
   try {
     const lock = await redlock.acquire(resources, options.ttl, {
-      waitMs: options.wait,
+      // --wait 0 is one attempt, as `flock -n`: a waitMs of 0 would bound
+      // the whole acquire, first contact with the nodes included, and leave
+      // it no time. The node and check timeouts bound that attempt.
+      ...(options.wait > 0 ? { waitMs: options.wait } : {}),
       // --wait bounds the waiting, not a count of attempts.
       retry: { retries: options.wait > 0 ? limits.retriesMax : 0 },
       signal: interrupted.signal,

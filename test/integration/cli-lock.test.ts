@@ -273,6 +273,41 @@ describe("redquorum lock, end to end", () => {
     }
   });
 
+  it("--wait 0s tries once: a free resource is taken and the command runs; a held one exits 4", {
+    timeout: 2 * shortRunMs + 10_000,
+  }, async () => {
+    // A fresh process: the one attempt includes first contact with the nodes.
+    const free = await cli(["lock", "cli:wait0", "--wait", "0s", "--", "true"], env, shortRunMs);
+    assert.equal(free.code, 0, show(free));
+    const redlock = new Redlock(cluster.urls, { nodeTimeoutMs: 1_000 });
+    try {
+      const held = await redlock.acquire(["cli:wait0"], 20_000);
+      try {
+        const busy = await cli(
+          ["lock", "cli:wait0", "--wait", "0s", "--", "true"],
+          env,
+          shortRunMs,
+        );
+        assert.equal(busy.code, 4, show(busy));
+        assert.match(busy.stderr, /could not get the lock within 0ms/, show(busy));
+      } finally {
+        await held.release();
+      }
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a resource name holding a comma is refused (exit 2): REDQUORUM_RESOURCES would read it as two", {
+    timeout: shortRunMs + 5_000,
+  }, async () => {
+    const run = await cli(["lock", "cli:a,b", "cli:c", "--", "true"], env, shortRunMs);
+    assert.equal(run.code, 2, show(run));
+    assert.match(run.stderr, /"cli:a,b" holds a comma/, show(run));
+    await assertReleased(clients, "cli:a,b", show(run));
+    await assertReleased(clients, "cli:c", show(run));
+  });
+
   it("exit 126 for a command that is not executable: one stderr line, the lock released", {
     timeout: shortRunMs + releaseSettleMs + 5_000,
   }, async () => {
