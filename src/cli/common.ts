@@ -72,13 +72,16 @@ export function nodesFrom(options: NodesOptions): string[] {
   return nodes;
 }
 
-/** Whether stdout's reader went away (EPIPE): the rest of the output is dropped. */
+/** Whether stdout can no longer be written (its reader went away, or a write failed): the rest of the output is dropped. */
 let stdoutClosed = false;
+/** The exit code a lost output gives (see watchOutputClosed); undefined while none was lost. */
+let outputLostCode: number | undefined;
 /** Whether stderr's reader went away: diagnostics are dropped, the exit code still tells. */
 let stderrClosed = false;
 
-export function isStdoutClosed(): boolean {
-  return stdoutClosed;
+/** The exit code that wins over the command's own when output was lost, if it was. */
+export function outputLostExitCode(): number | undefined {
+  return outputLostCode;
 }
 
 /**
@@ -88,20 +91,26 @@ export function isStdoutClosed(): boolean {
  * ignores SIGPIPE, so it is not killed as a C tool would be: stdout's EPIPE
  * gives the code a shell reports for that (141), and the command goes on
  * writing nothing, closing its connections, so the process ends by itself.
- * stderr's EPIPE only drops diagnostics: its exit code is still the
- * outcome (a `lock` whose command runs must not die of a diagnostic line).
- * Any other write error is thrown, as before.
+ * Any other write error on stdout (a full disk, `> /dev/full`) loses the
+ * output too: one line on stderr says so and the exit code is 1, instead
+ * of a stack. An error on stderr, whatever it is, only drops diagnostics:
+ * the exit code is still the outcome (a `lock` whose command runs, or
+ * whose lock is lost, must not die of a diagnostic line).
  */
 export function watchOutputClosed(): void {
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") throw error;
     stdoutClosed = true;
     // Also when this arrives after main() set the exit code (help is
     // written synchronously, its EPIPE is reported a tick later).
-    process.exitCode = exitCodes.outputClosed;
+    if (error.code === "EPIPE") {
+      outputLostCode = exitCodes.outputClosed;
+    } else {
+      outputLostCode ??= exitCodes.unexpected;
+      diagnose(`could not write the output (${error.code ?? error.message}): it is lost`);
+    }
+    process.exitCode = outputLostCode;
   });
-  process.stderr.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code !== "EPIPE") throw error;
+  process.stderr.on("error", () => {
     stderrClosed = true;
   });
 }

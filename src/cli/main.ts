@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RedquorumError } from "../errors.js";
-import { diagnose, isStdoutClosed, watchOutputClosed } from "./common.js";
+import { diagnose, outputLostExitCode, watchOutputClosed } from "./common.js";
 import { devCommand } from "./dev.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { fencingFloorCommand } from "./fencing-floor.js";
@@ -107,6 +107,7 @@ const cliHints: Record<string, string> = {
 
 watchOutputClosed();
 const exitCode = await main(process.argv.slice(2));
-// A closed stdout wins over the command's own code, as SIGPIPE would have
-// ended a C tool before it exited: what was not printed was not delivered.
-process.exitCode = isStdoutClosed() ? exitCodes.outputClosed : exitCode;
+// Lost output wins over the command's own code: what was not printed was
+// not delivered (a closed stdout gives 141, as SIGPIPE would have ended a
+// C tool before it exited; a failed write gives 1).
+process.exitCode = outputLostExitCode() ?? exitCode;

@@ -13,11 +13,19 @@ export interface Run {
   stderr: string;
 }
 
-/** `redquorum <args>` as a user runs it (dist/cli.js), no shell in between. */
-export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
+/**
+ * `redquorum <args>` as a user runs it (dist/cli.js), no shell in between.
+ * `output`: a file descriptor for stdout or stderr instead of a pipe to the
+ * test (`> /dev/full`); `finished` then reads only the other one.
+ */
+export function startCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  output: { stdout?: number; stderr?: number } = {},
+): ChildProcess {
   return spawn(process.execPath, [cliPath, ...args], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", output.stdout ?? "pipe", output.stderr ?? "pipe"],
   });
 }
 
@@ -25,11 +33,11 @@ export function startCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): 
 export function finished(child: ChildProcess, timeoutMs: number): Promise<Run> {
   let stdout = "";
   let stderr = "";
-  // Null when stdout is not a pipe to the test (`startCliIntoPipe`).
+  // Null when stdout or stderr is not a pipe to the test (`startCliIntoPipe`, `output`).
   child.stdout?.on("data", (chunk) => {
     stdout += chunk;
   });
-  child.stderr!.on("data", (chunk) => {
+  child.stderr?.on("data", (chunk) => {
     stderr += chunk;
   });
   return new Promise((resolve, reject) => {

@@ -4,6 +4,7 @@
  * (dist/cli.js). The other commands: cli.test.ts.
  */
 import assert from "node:assert/strict";
+import { closeSync, openSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { LocalCluster } from "../../src/index.js";
 import { finished, type Run, startCli, startCliIntoPipe } from "../helpers/cli.js";
@@ -122,6 +123,30 @@ describe("redquorum id", () => {
       BigInt(clock.stdout.trim()) >= before,
       `${clock.stdout.trim()} is not a clock proposal`,
     );
+  });
+
+  it("id next > /dev/full: exit 1 and one line saying the output is lost, no stack; the IDs taken are never handed out again", async () => {
+    // A counter of its own: the test runs alone too (--name).
+    const keyed = { ...env, REDQUORUM_ID_KEY: "redquorum:id:full" };
+    const init = await cli(["id", "init"], keyed);
+    assert.equal(init.code, 0, init.stderr);
+    const before = await cli(["id", "next"], keyed);
+    assert.equal(before.code, 0, before.stderr);
+    const full = openSync("/dev/full", "w");
+    let run: Run;
+    try {
+      run = await finished(
+        startCli(["id", "next", "--count", "5"], keyed, { stdout: full }),
+        runTimeoutMs,
+      );
+    } finally {
+      closeSync(full);
+    }
+    assert.equal(run.code, 1, run.stderr);
+    assert.doesNotMatch(run.stderr, crashed);
+    assert.match(run.stderr, /^redquorum: could not write the output \(ENOSPC\): it is lost$/m);
+    const after = await cli(["id", "next"], keyed);
+    assert.ok(BigInt(after.stdout.trim()) > BigInt(before.stdout.trim()) + 5n, after.stdout);
   });
 
   it("id next --count 10000 | head -1: exit 141 quietly; the IDs not printed were taken, never handed out again", async () => {

@@ -10,7 +10,15 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -296,6 +304,35 @@ describe("redquorum lock, end to end", () => {
     } finally {
       await redlock.close();
     }
+  });
+
+  it("stderr on a full disk (2> /dev/full) only drops the diagnostics: the command runs and its exit code is the outcome", {
+    timeout: shortRunMs + 5_000,
+  }, async () => {
+    const marker = join(dir, "ran-with-stderr-full");
+    const full = openSync("/dev/full", "w");
+    let run: Run;
+    try {
+      // --kill-after longer than --ttl allows: a "note:" line on stderr before the command starts.
+      const args = [
+        "lock",
+        "cli:full",
+        "--ttl",
+        "1s",
+        "--kill-after",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        `touch ${marker}; exit 3`,
+      ];
+      run = await finished(startCliProcess(args, env, { stderr: full }), shortRunMs);
+    } finally {
+      closeSync(full);
+    }
+    assert.equal(run.code, 3, show(run));
+    assert.ok(existsSync(marker), "the command did not run");
+    await assertReleased(clients, "cli:full", show(run));
   });
 
   it("a resource name holding a comma is refused (exit 2): REDQUORUM_RESOURCES would read it as two", {
