@@ -127,19 +127,36 @@ export class ResourceLockedError extends RedquorumError {
   /** Nodes that failed in the last attempt besides (quarantined, down, ...). */
   readonly nodeErrors: readonly NodeError[];
 
+  /**
+   * node-redlock's shape, `new ResourceLockedError(message)`: the same class
+   * as the errors redquorum throws (so `instanceof` holds for both), for a
+   * node-redlock program that makes its own; it names no resources, and
+   * its counts are 0.
+   */
+  constructor(message?: string);
   constructor(
     resources: readonly string[],
     heldNodeCount: number,
     nodeCount: number,
     attempts: number,
+    nodeErrors?: readonly NodeError[],
+  );
+  constructor(
+    resourcesOrMessage: readonly string[] | string = "",
+    heldNodeCount = 0,
+    nodeCount = 0,
+    attempts = 0,
     nodeErrors: readonly NodeError[] = [],
   ) {
     const also = nodeErrors.map((error) => error.message).join("; ");
+    const resources = typeof resourcesOrMessage === "string" ? [] : resourcesOrMessage;
     super(
       "ERR_RESOURCE_LOCKED",
-      `${formatResources(resources)} is locked by another holder ` +
-        `(held on ${heldNodeCount} of ${nodeCount} nodes in the last of ${attempts} attempt(s)` +
-        (also ? `; failed: ${also})` : ")"),
+      typeof resourcesOrMessage === "string"
+        ? resourcesOrMessage
+        : `${formatResources(resources)} is locked by another holder ` +
+            `(held on ${heldNodeCount} of ${nodeCount} nodes in the last of ${attempts} attempt(s)` +
+            (also ? `; failed: ${also})` : ")"),
     );
     this.resources = resources;
     this.heldNodeCount = heldNodeCount;

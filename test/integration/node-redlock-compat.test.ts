@@ -182,6 +182,16 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     }
   });
 
+  it("ResourceLockedError is made with node-redlock's constructor, new ResourceLockedError(message)", async () => {
+    const message = "The operation was applied to: 0 of the 1 requested resources.";
+    const made = new ResourceLockedError(message);
+    assert.equal(made.message, message);
+    assert.equal(made.name, "ResourceLockedError");
+    assert.equal(made.code, "ERR_RESOURCE_LOCKED");
+    assert.ok(made instanceof ResourceLockedError);
+    assert.ok(made instanceof Error);
+  });
+
   it("using(resources, duration, settings, routine): the 4-argument form takes the call's settings", async () => {
     const holder = new Redlock(clients());
     const redlock = new Redlock(clients());
