@@ -21,6 +21,13 @@ export interface LockState {
   invalidated: boolean;
   /** A lower expiration set by the caller, on the monotonic clock. */
   capMs: number;
+  /**
+   * The lowest expiration the caller set that was already past when set
+   * (node-redlock's own code sets 0): read back as given, as node-redlock
+   * does. Converted to and from the monotonic clock it could read a
+   * millisecond off (0 read back as -1).
+   */
+  pastCap: number;
 }
 
 const states = new WeakMap<Lock, LockState>();
@@ -66,6 +73,8 @@ export class Lock {
     const { core, clock } = state;
     const validUntilMs = Math.min(core.validUntilMs - state.extraDriftMs, state.capMs);
     if (state.invalidated || core.released || validUntilMs === Number.NEGATIVE_INFINITY) return 0;
+    // Never after the present, so a wall clock stepped back still reads it expired.
+    if (state.pastCap !== Number.POSITIVE_INFINITY) return Math.min(state.pastCap, Date.now() - 1);
     return Math.floor(Date.now() + validUntilMs - clock.now());
   }
 
@@ -76,7 +85,9 @@ export class Lock {
       this.givenExpiration = value;
       return;
     }
-    state.capMs = Math.min(state.capMs, state.clock.now() + (value - Date.now()));
+    const now = Date.now();
+    state.capMs = Math.min(state.capMs, state.clock.now() + (value - now));
+    if (value < now) state.pastCap = Math.min(state.pastCap, value);
   }
 
   release(): Promise<ExecutionResult> {
@@ -103,6 +114,7 @@ export function lockOf(
     extraDriftMs,
     invalidated: false,
     capMs: Number.POSITIVE_INFINITY,
+    pastCap: Number.POSITIVE_INFINITY,
   });
   return lock;
 }

@@ -192,6 +192,26 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     assert.ok(made instanceof Error);
   });
 
+  it("lock.expiration set to 0 (node-redlock's way to invalidate a lock) reads back 0", async () => {
+    const redlock = new Redlock(clients());
+    try {
+      const lock = await redlock.acquire(["exp0"], 5000);
+      lock.expiration = 0;
+      assert.equal(lock.expiration, 0);
+      const past = Date.now() - 1000;
+      const other = await redlock.acquire(["exp1"], 5000);
+      other.expiration = past;
+      assert.equal(other.expiration, past, "a past time reads back as given");
+      // Raising it again has no effect.
+      other.expiration = Date.now() + 60_000;
+      assert.equal(other.expiration, past);
+      await assert.rejects(lock.extend(5000), /already-expired/);
+      await Promise.all([lock.release(), other.release()]);
+    } finally {
+      await redlock.quit();
+    }
+  });
+
   it("using(resources, duration, settings, routine): the 4-argument form takes the call's settings", async () => {
     const holder = new Redlock(clients());
     const redlock = new Redlock(clients());
