@@ -22,11 +22,12 @@ import {
 } from "../errors.js";
 import { requireResources, requireTtl } from "../lock/call-arguments.js";
 import type { InitReport } from "../lock/init.js";
+import { type KeepAliveOptions, runKeepingAlive, usingSchedule } from "../lock/keep-alive.js";
 import type { Lock as CoreLock } from "../lock/lock.js";
 import { Redlock as CoreRedlock } from "../lock/redlock.js";
 import { IoredisTransport, isIoredisLike } from "../node/ioredis-transport.js";
 import { endpointOfUrl } from "../node/resolve.js";
-import type { RedquorumEvent } from "../observe.js";
+import type { NodeState, RedquorumEvent } from "../observe.js";
 import { requireFunction, requireOptionsObject } from "../validate.js";
 import {
   answeredStats,
@@ -58,8 +59,20 @@ export type RedlockAbortSignal = AbortSignal & { error?: Error };
 /** Each attempt is one round: the drop-in makes the retries. */
 const oneAttempt = { retries: 0, delayMs: 0, jitterMs: 0 } as const;
 
-/** Node states worth an "error" event: the node is out of service for this client. */
-const outOfService = new Set(["unreachable", "excluded", "quarantined", "needs repair"]);
+/**
+ * Node states worth an "error" event: the node is out of service for this
+ * client. Typed by the states redquorum tells, so that no name here can
+ * be one it never sends. A stalled node (it answered nothing for a while)
+ * is no state: each call to it fails with a NodeError ("stalled: …"),
+ * which the operation's "error" events carry, as node-redlock tells a
+ * node's failure once per operation.
+ */
+const outOfService: ReadonlySet<NodeState> = new Set<NodeState>([
+  "unreachable",
+  "excluded",
+  "quarantined",
+  "needs repair",
+]);
 
 /** How a call's attempts are judged: which failures another attempt may overcome, which are the call's failure. */
 interface AttemptRules {
@@ -275,21 +288,35 @@ export class Redlock extends EventEmitter {
       );
     }
     await this.ready();
+    // redquorum's using() made of its parts (acquire, then the keep-alive):
+    // its schedule must take the call's driftFactor, which redquorum's
+    // using() cannot be given, and the granted lock's nodes go to the
+    // "error" event as acquire's do. The call's driftFactor takes its share
+    // off the validity using keeps, as it does off acquire's lock: the
+    // extensions and the give-up point come that much earlier.
+    const extraDriftMs = this.extraDriftMs(merged, duration);
+    const schedule = this.usingSchedule(duration, merged, extraDriftMs);
+    const { value: core } = await this.attempt(
+      merged,
+      () => this.core.acquire(resources, duration, { retry: oneAttempt }),
+      (lock) => this.statsOf(lock),
+      { retry: isVoteFailure, failure: isVoteFailure },
+    );
+    this.reportExtensions(core);
 
-    let started = false;
     let thrown: { error: unknown } | undefined;
     let lost: ExecutionError | undefined;
-    const lostError = (reason: unknown) => {
+    let reason: unknown;
+    const lostError = (cause: unknown) => {
       lost ??= new ExecutionError(
         "The lock could not be extended, and was given up before its validity ended: " +
-          (reason instanceof Error ? reason.message : String(reason)),
+          (cause instanceof Error ? cause.message : String(cause)),
         [],
-        { cause: reason },
+        { cause },
       );
       return lost;
     };
     const run = async (signal: AbortSignal) => {
-      started = true;
       Object.defineProperty(signal, "error", {
         configurable: true,
         // Read through `aborted`, which also checks the validity left.
@@ -299,39 +326,20 @@ export class Redlock extends EventEmitter {
         return await routine(signal as RedlockAbortSignal);
       } catch (error) {
         thrown = { error };
-        throw error;
-      }
-    };
-    // node-redlock's threshold where redquorum can keep it; for a duration
-    // too short to extend that late (or that early), redquorum's default.
-    let extendThresholdMs: number | undefined = Math.floor(merged.automaticExtensionThreshold);
-    const attempt = async () => {
-      try {
-        return await this.core.using(resources, duration, run, {
-          retry: oneAttempt,
-          extendThresholdMs,
-        });
-      } catch (error) {
-        if (
-          !started &&
-          extendThresholdMs !== undefined &&
-          error instanceof InvalidArgumentError &&
-          error.argument === "options.extendThresholdMs"
-        ) {
-          extendThresholdMs = undefined;
-          return this.core.using(resources, duration, run, { retry: oneAttempt });
-        }
+        if (signal.aborted) reason = signal.reason;
         throw error;
       }
     };
     try {
-      const { value } = await this.attempt(merged, attempt, () => this.quorumStats(), {
-        retry: (error) => !started && isVoteFailure(error),
-        failure: (error) => !started && isVoteFailure(error),
-      });
-      return value;
+      return await runKeepingAlive(core, run, schedule);
     } catch (error) {
-      if (!started || (thrown && error === thrown.error)) throw error;
+      if (thrown && error === thrown.error) {
+        // The signal's own reason (`signal.throwIfAborted()`, or an API
+        // given the signal, rethrown) is the loss, told as node-redlock
+        // tells it: the ExecutionError `signal.error` is.
+        if (reason !== undefined && error === reason) throw lostError(error);
+        throw error;
+      }
       if (error instanceof LockLostError) throw lostError(error);
       // The release at the end failed (the lock was lost meanwhile, or too few nodes answered).
       if (isVoteFailure(error)) {
@@ -342,6 +350,60 @@ export class Redlock extends EventEmitter {
       }
       throw error;
     }
+  }
+
+  /**
+   * When `using` extends a lock of `duration` and gives it up, as
+   * redquorum's `using` schedules them, on the validity less `extraDriftMs`
+   * (a call's driftFactor above the instance's): node-redlock's
+   * `automaticExtensionThreshold` where redquorum can keep it; for a
+   * duration too short to extend that late (or that early), redquorum's
+   * default.
+   */
+  private usingSchedule(duration: number, settings: Settings, extraDriftMs: number) {
+    const inputs = {
+      ...this.core.options,
+      driftFactor: Math.max(settings.driftFactor, this.settings.driftFactor),
+    };
+    let schedule: KeepAliveOptions;
+    try {
+      schedule = usingSchedule(duration, inputs, Math.floor(settings.automaticExtensionThreshold));
+    } catch (error) {
+      if (
+        !(error instanceof InvalidArgumentError) ||
+        error.argument !== "options.extendThresholdMs"
+      ) {
+        throw error;
+      }
+      schedule = usingSchedule(duration, inputs, undefined);
+    }
+    // The keep-alive reads redquorum's validity: both points move up by
+    // what the call's drift takes off it.
+    return {
+      ...schedule,
+      extendThresholdMs: schedule.extendThresholdMs + extraDriftMs,
+      marginMs: schedule.marginMs + extraDriftMs,
+    };
+  }
+
+  /**
+   * The extensions `using` makes of `core` go to the "error" event as
+   * `extend`'s do: node-redlock's `using` extends with its own `extend`,
+   * which tells each node that failed.
+   */
+  private reportExtensions(core: CoreLock): void {
+    const extend = core.extend;
+    core.extend = (ttlMs, options) =>
+      extend.call(core, ttlMs, options).then(
+        (extended) => {
+          void this.statsOf(core);
+          return extended;
+        },
+        (error: unknown) => {
+          if (isVoteFailure(error)) this.emitFailure(error);
+          throw error;
+        },
+      );
   }
 
   /** A call's settings over the instance's, as node-redlock merges them. */

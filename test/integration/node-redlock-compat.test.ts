@@ -182,6 +182,121 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     }
   });
 
+  it("using(): a routine that calls signal.throwIfAborted() makes using reject with signal.error, an ExecutionError", async () => {
+    const redlock = new Redlock(clients());
+    const cleaner = clients();
+    try {
+      const duration = 1000;
+      let seen: Error | undefined;
+      const error = await redlock
+        .using(["lost-throw"], duration, async (signal) => {
+          await Promise.all(cleaner.map((client) => client.del("lost-throw")));
+          await new Promise<void>((resolve, reject) => {
+            const bound = setTimeout(() => reject(new Error("no abort")), 4 * duration);
+            signal.addEventListener("abort", () => {
+              clearTimeout(bound);
+              resolve();
+            });
+          });
+          seen = signal.error;
+          // Throws the signal's reason: using tells it as node-redlock's signal.error.
+          signal.throwIfAborted();
+          return "not reached";
+        })
+        .then(
+          () => assert.fail("using resolved"),
+          (e: unknown) => e,
+        );
+      assert.ok(error instanceof ExecutionError, String(error));
+      assert.equal(error, seen, "using rejects with the signal's error");
+      assert.ok(error.cause instanceof LockLostError, String(error.cause));
+    } finally {
+      await redlock.quit();
+    }
+  });
+
+  it("using(): a call's driftFactor gives up the lock within the validity that drift gives", async () => {
+    const redlock = new Redlock(clients());
+    const duration = 4000;
+    const driftFactor = 0.3;
+    // The validity a grant made after this moment can have with that drift
+    // (node-redlock's: less the drift and 2 ms): the signal must abort before it ends.
+    const startedAt = Date.now();
+    const validUntil = startedAt + duration - duration * driftFactor - 2;
+    let abortedAt: number | undefined;
+    try {
+      const error = await redlock
+        .using(["drift"], duration, { driftFactor }, async (signal) => {
+          // A majority stops answering: every extension fails.
+          cluster.pause(1);
+          cluster.pause(2);
+          try {
+            await new Promise<void>((resolve, reject) => {
+              const bound = setTimeout(() => reject(new Error("no abort")), 2 * duration);
+              signal.addEventListener("abort", () => {
+                clearTimeout(bound);
+                abortedAt = Date.now();
+                resolve();
+              });
+            });
+          } finally {
+            cluster.resume(1);
+            cluster.resume(2);
+          }
+          throw signal.error;
+        })
+        .catch((e: unknown) => e);
+      assert.ok(error instanceof ExecutionError, String(error));
+      assert.ok(abortedAt !== undefined);
+      // The instance's drift (0.01) would give up ~0.29 * duration later, past this validity.
+      assert.ok(
+        abortedAt < validUntil,
+        `aborted ${abortedAt - startedAt} ms after the call; that drift's validity ends within ${validUntil - startedAt} ms`,
+      );
+    } finally {
+      if (cluster.node(1).state === "paused") cluster.resume(1);
+      if (cluster.node(2).state === "paused") cluster.resume(2);
+      await redlock.quit();
+    }
+  });
+
+  it("using(): a node that fails its grant or an extension goes to the \"error\" event, as acquire's and extend's do", async () => {
+    const redlock = new Redlock(clients());
+    const stalled = cluster.urls[2]!.replace("redis://", "");
+    const nodeErrors: NodeError[] = [];
+    let heard: () => void = () => {};
+    redlock.on("error", (error) => {
+      if (error instanceof NodeError && error.endpoint === stalled) {
+        nodeErrors.push(error);
+        if (nodeErrors.length >= 2) heard();
+      }
+    });
+    const duration = 1000;
+    try {
+      // Up for the init, then stopped: the grant and each extension get 2 of 3.
+      await redlock.acquire(["events-warm"], duration).then((lock) => lock.release());
+      cluster.pause(2);
+      const result = await redlock.using(["events"], duration, async (signal) => {
+        // The grant's failed node, then an extension's (the lock is extended
+        // once half the duration is left): a bounded wait for both.
+        await new Promise<void>((resolve) => {
+          const bound = setTimeout(resolve, 3 * duration);
+          heard = () => {
+            clearTimeout(bound);
+            resolve();
+          };
+          if (nodeErrors.length >= 2) heard();
+        });
+        return signal.aborted;
+      });
+      assert.equal(result, false, "2 of 3 keep the lock");
+      assert.ok(nodeErrors.length >= 2, `${nodeErrors.length} NodeError(s) for the stopped node`);
+    } finally {
+      if (cluster.node(2).state === "paused") cluster.resume(2);
+      await redlock.quit();
+    }
+  });
+
   it("ResourceLockedError is made with node-redlock's constructor, new ResourceLockedError(message)", async () => {
     const message = "The operation was applied to: 0 of the 1 requested resources.";
     const made = new ResourceLockedError(message);
