@@ -6,7 +6,7 @@
 import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults } from "../limits.js";
-import { createNodes, type NodeInput } from "../node/resolve.js";
+import { createNodes, endpointOfInput, type NodeInput } from "../node/resolve.js";
 import { quorumOf } from "../quorum/round.js";
 import { clockOption, randomOption } from "../shared-options.js";
 import {
@@ -145,6 +145,18 @@ export async function changeMembers(
 ): Promise<MemberChangeReport> {
   const timeoutMs = timeoutOf(options);
   const runtime = runtimeOf(options);
+  if (change.add !== undefined) {
+    // Said in the caller's terms: the list check below would report the
+    // list naming one server twice, at a position the caller never wrote.
+    const added = endpointOfInput(change.add, nodes.length);
+    const at = nodes.findIndex((node, i) => endpointOfInput(node, i) === added);
+    if (at >= 0) {
+      throw new InvalidArgumentError(
+        "add",
+        `${added} is already a member (nodes[${at}]): the node to add must be a new one`,
+      );
+    }
+  }
   const all = createNodes(change.add === undefined ? nodes : [...nodes, change.add]);
   const current = all.slice(0, nodes.length);
   const add = change.add === undefined ? undefined : all[nodes.length];

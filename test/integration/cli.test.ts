@@ -288,6 +288,16 @@ describe("redquorum command line", () => {
     );
   });
 
+  it("members add of a node already in the list says so (exit 2), not that the list names a server twice", async () => {
+    const run = await cli(["members", "add", cluster.urls[1]!], env);
+    assert.equal(run.code, 2, run.stderr);
+    const endpoint = cluster.urls[1]!.replace("redis://", "");
+    assert.match(
+      run.stderr,
+      new RegExp(`invalid <url>: ${endpoint} is already a member \\(nodes\\[1\\]\\)`),
+    );
+  });
+
   // Last: it leaves a node taken back after a flush, in the quarantine.
   it("status: a member that lost its memory is named, and the cluster is still safe (exit 0) until a client takes it back", async () => {
     await clients[2]!.flushall();
