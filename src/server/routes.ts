@@ -41,9 +41,7 @@ export class Routes {
   /** node:http's request listener. */
   readonly route = (req: IncomingMessage, res: ServerResponse): void => {
     this.parts.open.add(res);
-    const url = req.url ?? "/";
-    const query = url.indexOf("?");
-    const path = query < 0 ? url : url.slice(0, query);
+    const path = pathOf(req.url ?? "/");
     const get = req.method === "GET" || req.method === "HEAD";
     if (path === "/v1/ids") {
       if (req.method === "POST") this.parts.requests.post(req, res);
@@ -144,4 +142,24 @@ export class Routes {
     );
     req.resume();
   }
+}
+
+/**
+ * The path of a request target, without its query: origin-form
+ * (`/v1/ids?x`) as written, absolute-form (`http://host:port/v1/ids`, which
+ * RFC 9112 §3.2.2 says a server must accept, and which some proxies send)
+ * by its URL's path. Origin-form is not run through URL: that would resolve
+ * `..` and percent-escapes, and a path the client wrote oddly should get
+ * the 404 that names it.
+ */
+export function pathOf(target: string): string {
+  if (!target.startsWith("/")) {
+    try {
+      return new URL(target).pathname;
+    } catch {
+      // Not a URL either (asterisk-form, junk): its 404 names it as written.
+    }
+  }
+  const query = target.indexOf("?");
+  return query < 0 ? target : target.slice(0, query);
 }

@@ -432,6 +432,29 @@ describe("redquorum serve (the HTTP ID server)", () => {
     assert.equal(reply.headers["content-type"], "application/json");
   });
 
+  it("an absolute-form request target (RFC 9112 §3.2.2) is routed by its path", async () => {
+    const { host } = new URL(main.url);
+    const connection = await RawConnection.open(main.url);
+    try {
+      connection.send(
+        `POST http://${host}/v1/ids HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 12\r\n\r\n{"count": 2}` +
+          `GET http://${host}/healthz HTTP/1.1\r\nHost: ${host}\r\n\r\n` +
+          `GET http://${host}/nope?x=1 HTTP/1.1\r\nHost: ${host}\r\n\r\n`,
+      );
+      await connection.until(3);
+      const [ids, health, missing] = connection.replies();
+      assert.equal(ids?.status, 200, ids?.body);
+      assert.equal((JSON.parse(ids.body) as { ids: string[] }).ids.length, 2);
+      assert.equal(health?.status, 200, health?.body);
+      assert.equal(JSON.parse(health.body).status, "ok");
+      // The 404 names the path, not the whole URL.
+      assert.equal(missing?.status, 404, missing?.body);
+      assert.match(errorOf(missing.body).message, /^no route \/nope: /);
+    } finally {
+      connection.destroy();
+    }
+  });
+
   it("answers every bad request with its status and a JSON error naming what is allowed", async () => {
     const table: Array<{
       body?: string;
