@@ -17,6 +17,7 @@ import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
 import { IdServerMetrics } from "../server/metrics.js";
 import { type NodesOptions, nodesFrom, nodesOption, proposalsOption } from "./common.js";
 import { durationOption, formatDuration } from "./duration.js";
+import { UsageError } from "./errors.js";
 import { signalExitCode } from "./exit-codes.js";
 import { parseInteger } from "./integer.js";
 
@@ -53,6 +54,23 @@ const integerOption = (
     .argParser((text) => parseInteger(text, name, min, max));
 };
 
+/**
+ * `--host`, or `REDQUORUM_HOST`: not empty. node listens on every
+ * interface for an empty host, and the server has no authentication: an
+ * unset-looking `REDQUORUM_HOST=` must not expose it where the default
+ * (127.0.0.1) would not. Every interface is `0.0.0.0` or `::`, said so.
+ */
+function parseHost(text: string): string {
+  if (text.trim() === "") {
+    throw new UsageError(
+      "--host (REDQUORUM_HOST)",
+      "empty: expected an address or host name to listen on, such as 127.0.0.1 (the default), " +
+        "or 0.0.0.0 or :: for every interface",
+    );
+  }
+  return text.trim();
+}
+
 export function serveCommand(): Command {
   return new Command("serve")
     .description(
@@ -74,7 +92,8 @@ export function serveCommand(): Command {
     .addOption(
       new Option("--host <address>", "address to listen on (0.0.0.0 for every interface)")
         .env("REDQUORUM_HOST")
-        .default("127.0.0.1"),
+        .default("127.0.0.1")
+        .argParser(parseHost),
     )
     .addOption(
       new Option("--key <key>", "the counter's Redis key (run `redquorum id init` once first)")

@@ -338,9 +338,10 @@ async function inTurns<T, R>(
 async function runServe(
   nodes: readonly string[],
   args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
 ): Promise<{ status: number | null; stderr: string }> {
   const run = await finished(
-    startCli(["serve", ...args], { REDQUORUM_NODES: nodes.join(",") }),
+    startCli(["serve", ...args], { REDQUORUM_NODES: nodes.join(","), ...env }),
     startTimeoutMs,
   );
   return { status: run.code, stderr: run.stderr };
@@ -405,8 +406,13 @@ describe("redquorum serve (the HTTP ID server)", () => {
       [["--body-timeout", "0ms"], "--body-timeout"],
       // Node's 10 s bound on the whole request comes first.
       [["--body-timeout", "11s"], "--body-timeout"],
+      // node would listen on every interface for an empty host (and, here,
+      // run until the test gives up on it).
+      [["--port", "0", "--host", ""], "--host"],
+      [["--port", "0", "--host", " "], "--host"],
+      [["--port", "0"], "REDQUORUM_HOST", { REDQUORUM_HOST: "" }],
     ] as const;
-    const runs = await inTurns(cases, 3, ([args]) => runServe(nodes, args));
+    const runs = await inTurns(cases, 3, ([args, , env]) => runServe(nodes, args, env));
     for (const [i, [args, flag]] of cases.entries()) {
       const run = runs[i]!;
       assert.equal(run.status, 2, `${args.join(" ")}: ${run.stderr}`);
