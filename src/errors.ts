@@ -253,6 +253,10 @@ export class IdOverflowError extends RedquorumError {
 /** The ID counter was never initialised on a majority of nodes. */
 export class NotInitializedError extends RedquorumError {
   readonly key: string;
+  /** How many of the nodes that answered hold no counter. */
+  readonly missingNodeCount: number;
+  /** How many nodes the client has. */
+  readonly nodeCount: number;
 
   constructor(key: string, missingNodeCount: number, nodeCount: number) {
     super(
@@ -262,6 +266,8 @@ export class NotInitializedError extends RedquorumError {
         "(init() would repeat IDs)",
     );
     this.key = key;
+    this.missingNodeCount = missingNodeCount;
+    this.nodeCount = nodeCount;
   }
 }
 

@@ -1354,6 +1354,34 @@ describe("redquorum serve (the HTTP ID server)", () => {
     assert.match(run.stderr, /the largest ID is 9223372036854775807/);
   });
 
+  it("a counter never initialised: 503 ERR_NOT_INITIALIZED naming the command to run, a warning without stack", async () => {
+    const key = "id-server-test:never-initialised";
+    const server = await startServer(nodes, ["--key", key]);
+    try {
+      const reply = await http(server.url, { body: '{"count": 2}' });
+      assert.equal(reply.status, 503, reply.body);
+      const { code, message } = errorOf(reply.body);
+      assert.equal(code, "ERR_NOT_INITIALIZED");
+      // The command, with this server's key; not the library's init().
+      assert.match(
+        message,
+        /run `redquorum id init --key "id-server-test:never-initialised"` once/,
+      );
+      assert.ok(!message.includes("init()"), message);
+      await waitFor(
+        "the warning logged",
+        async () => server.logs.some((l) => l.msg === "ID counter not initialised"),
+        5_000,
+      );
+      const warning = server.logs.find((l) => l.msg === "ID counter not initialised");
+      assert.equal(warning?.level, "warn", JSON.stringify(server.logs));
+      assert.match(String(warning.error), /redquorum id init/);
+      assert.ok(!server.logs.some((l) => l.level === "error"), JSON.stringify(server.logs));
+    } finally {
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
   it("passwords in --nodes never reach the log: nodes are named host:port", async () => {
     const secured = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always" });
     const password = "s3cret-pw-in-url";
