@@ -255,6 +255,24 @@ async function serve(options: ServeOptions): Promise<void> {
       },
       () => {},
     );
+    // First contact now, not at the first request: its checks put each node
+    // in or out of service (redquorum_node_in_service follows), and a node
+    // list that does not fit the cluster is found before a load balancer
+    // sends traffic (/healthz says so). A refusal lasts: said once, here,
+    // not as a stack per request.
+    ids.connect().then(
+      () => {},
+      () => {
+        const refused = ids.refused;
+        if (refused) {
+          log.error(
+            "the node list is refused: every ID request gets 503 until the server is restarted with one that fits",
+            { code: refused.code, error: refused.message },
+          );
+        }
+        // Anything else (closed by a signal meanwhile): the requests say it.
+      },
+    );
     const signal = await stopped;
     log.info("draining", { signal, drainTimeout: formatDuration(options.drainTimeout) });
     const drained = server.close();

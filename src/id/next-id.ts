@@ -7,7 +7,12 @@
  * (counter-rounds.ts); a lost node counter is repaired by repair.ts.
  */
 import { raceAbort } from "../clock.js";
-import { AlreadyInitializedError, ClosedError, QuorumError } from "../errors.js";
+import {
+  AlreadyInitializedError,
+  ClosedError,
+  type NodeConfigurationError,
+  QuorumError,
+} from "../errors.js";
 import { checkDurability } from "../node/durability.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
@@ -111,6 +116,29 @@ export class NextId {
 
   get quorum(): number {
     return this.group.quorum;
+  }
+
+  /**
+   * What stops every call of this instance for good, once found: the node
+   * list does not fit the members the nodes record (`MembershipError`), or
+   * a node failed its configuration check at first contact
+   * (`NodeConfigurationError`: two addresses of one server, a node that
+   * does not persist every write, …). Undefined until then. Every call
+   * rejects with it from then on: only a new instance, with a list that
+   * fits, serves again.
+   */
+  get refused(): NodeConfigurationError | undefined {
+    return this.group.refused;
+  }
+
+  /**
+   * @internal First contact with every node now, as the first call would
+   * make it: the ID server's start check, so that /healthz and the node
+   * metrics know the nodes before the first request. Rejects with `refused`.
+   */
+  async connect(): Promise<void> {
+    this.assertOpen();
+    await this.group.ready();
   }
 
   /** How many lost node counters this instance has repaired. */

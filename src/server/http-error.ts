@@ -6,11 +6,12 @@
  *
  * The statuses a client must tell apart: 400/404/405/408/413/415/431 its
  * request is wrong; 503 try again later, on this or another instance
- * (overloaded, timeout, draining, or the cluster cannot serve); 507 the ID
+ * (overloaded, timeout, draining, or the cluster cannot serve; without
+ * Retry-After when only an operator can end it: a refused node list); 507 the ID
  * space is used up, retrying will not help (see idSpaceExhaustedStatus).
  */
 import { maxHeaderSize } from "node:http";
-import { NotInitializedError, RedquorumError } from "../errors.js";
+import { NodeConfigurationError, NotInitializedError, RedquorumError } from "../errors.js";
 import { idDefaults } from "../limits.js";
 import type { JsonLogger } from "./json-log.js";
 
@@ -21,12 +22,21 @@ export interface ErrorBody {
 }
 
 export class HttpError extends Error {
+  /**
+   * A 503 that lasts until an operator acts (a refused node list): it gets
+   * no Retry-After, which would ask every client to come back within a
+   * second for as long as it lasts.
+   */
+  readonly lasting: boolean;
+
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
+    options: { lasting?: boolean } = {},
   ) {
     super(message);
+    this.lasting = options.lasting ?? false;
   }
 }
 
@@ -51,8 +61,6 @@ const unavailableCodes = new Set([
   "ERR_QUORUM",
   "ERR_NODE",
   "ERR_NODE_TIMEOUT",
-  "ERR_NODE_CONFIG",
-  "ERR_NODE_DURABILITY",
   "ERR_NOT_INITIALIZED",
   "ERR_CONTENTION",
   "ERR_QUEUE_FULL",
@@ -70,6 +78,15 @@ export function httpErrorOf(error: unknown, log: JsonLogger): HttpError {
     // Expected at the end of the ID space, not a bug: no stack.
     log.warn("ID space exhausted", { code: error.code, error: error.message });
     return new HttpError(idSpaceExhaustedStatus, error.code, error.message);
+  }
+  if (error instanceof NodeConfigurationError) {
+    // NextId rejects with one only as its refusal (the node list does not
+    // fit the cluster's members, or a node failed its configuration check
+    // at first contact), which stops this server's every request until it
+    // is restarted with a list that fits: 503, the cluster cannot serve
+    // here, another instance may; no Retry-After, nor a stack per request
+    // (the refusal is logged when found).
+    return new HttpError(503, error.code, error.message, { lasting: true });
   }
   if (error instanceof NotInitializedError) {
     // The library's text says "call init()": the server's operator runs a

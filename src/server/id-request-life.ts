@@ -168,8 +168,9 @@ class IdRequest implements OpenWork, IdWaiter {
     // The rest of a refused or late body must not be read as the next
     // request; the connection is closed after the answer.
     if (answer.status === 413 || answer.status === 408) res.setHeader("Connection", "close");
-    // Every 503 passes (a timeout, a majority back): say when to try again.
-    if (answer.status === 503) res.setHeader("Retry-After", "1");
+    // A 503 passes (a timeout, a majority back): say when to try again.
+    // Not one that lasts until an operator acts (see HttpError.lasting).
+    if (answer.status === 503 && !answer.lasting) res.setHeader("Retry-After", "1");
     answers.fail(res, answer, this.startedMs);
   }
 }

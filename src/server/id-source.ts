@@ -4,9 +4,16 @@
  * ID it handed out before the call (the server's real-time order rests on
  * it, see id-batches.ts).
  */
+import type { RedquorumError } from "../errors.js";
 import type { NodeStatus } from "../node/status.js";
 
 export interface IdSource {
+  /**
+   * Set once the source refuses every call for good (NextId: its node list
+   * does not fit the cluster): /healthz says so, and its 503s carry no
+   * Retry-After.
+   */
+  readonly refused?: RedquorumError | undefined;
   nextBatch(count: number, options?: { signal?: AbortSignal }): Promise<bigint[]>;
   status(): Promise<NodeStatus[]>;
 }

@@ -2,7 +2,8 @@
  * The server's three routes, and the answers to everything else:
  *
  *   POST /v1/ids  {"count": n}  → 200 {"ids": ["…", …]}   (strings: JSON numbers stop at 2^53)
- *   GET  /healthz               → 200 when a majority of nodes is usable for IDs, else 503
+ *   GET  /healthz               → 200 when a majority of nodes is usable for IDs and the
+ *                                 node list is not refused, else 503
  *   GET  /metrics               → Prometheus text format
  *
  * HEAD is answered wherever GET is (RFC 9110 §9.1), with GET's status and
@@ -72,9 +73,16 @@ export class Routes {
     const { answers, metrics } = this.parts;
     let body: Record<string, unknown>;
     let status: number;
+    const refused = this.parts.ids.refused;
     if (answers.draining) {
       status = 503;
       body = { status: "draining" };
+    } else if (refused) {
+      // Every node may be usable, and still no request is served: the
+      // list does not fit the cluster (ERR_MEMBERSHIP), say. It lasts
+      // until the server is restarted with a list that fits.
+      status = 503;
+      body = { status: "refused", code: refused.code, reasons: [refused.message] };
     } else {
       try {
         const verdict = await this.verdict();
@@ -94,7 +102,8 @@ export class Routes {
     // the client gone): one answer per request, and a second one would
     // throw out of this unawaited call and crash the server.
     if (res.headersSent || res.destroyed) return;
-    if (status !== 200) res.setHeader("Retry-After", "1");
+    // No Retry-After for a refusal: it lasts until an operator acts.
+    if (status !== 200 && !(refused && !answers.draining)) res.setHeader("Retry-After", "1");
     answers.json(res, status, body, () => metrics.request(status, undefined, 0));
   }
 

@@ -833,6 +833,50 @@ describe("redquorum serve (the HTTP ID server)", () => {
     );
   });
 
+  it("a node list the cluster refuses (3 of its 5 members): /healthz 503 naming it, requests 503 with its code, no Retry-After, no stacks", async () => {
+    const server = await startServer(nodes.slice(0, 3));
+    try {
+      // Found by the server's start check, before any request: every node
+      // listed is usable, and still no ID can be served.
+      let health: Reply | undefined;
+      await waitFor(
+        "healthz refused",
+        async () => {
+          health = await http(server.url, { method: "GET", path: "/healthz" });
+          return health.status === 503;
+        },
+        10_000,
+      );
+      const body = JSON.parse(health!.body) as { status: string; code: string; reasons: string[] };
+      assert.equal(body.status, "refused", health!.body);
+      assert.equal(body.code, "ERR_MEMBERSHIP");
+      assert.match(body.reasons[0]!, /the node list has 3 nodes but cluster \S+ .*has 5 members/);
+      // It lasts until the server is restarted with the cluster's list:
+      // no Retry-After asking clients back every second.
+      assert.equal(health!.headers["retry-after"], undefined);
+      for (let i = 0; i < 3; i++) {
+        const reply = await http(server.url, { body: '{"count": 2}' });
+        assert.equal(reply.status, 503, reply.body);
+        assert.equal(errorOf(reply.body).code, "ERR_MEMBERSHIP");
+        assert.equal(reply.headers["retry-after"], undefined);
+      }
+      await waitFor(
+        "the refusal logged",
+        async () => server.logs.some((l) => String(l.msg).startsWith("the node list is refused")),
+        5_000,
+      );
+    } finally {
+      assert.equal(await stopServer(server), 0);
+    }
+    const refusals = server.logs.filter((l) =>
+      String(l.msg).startsWith("the node list is refused"),
+    );
+    assert.equal(refusals.length, 1, JSON.stringify(server.logs));
+    assert.equal(refusals[0]!.code, "ERR_MEMBERSHIP");
+    assert.ok(!server.logs.some((l) => l.msg === "request failed"), JSON.stringify(server.logs));
+    for (const line of server.lines) assert.ok(!line.includes("\\n    at "), line);
+  });
+
   it("SIGTERM drains: requests in flight are answered, then the server exits 0", async () => {
     const server = await startServer(nodes);
     const paused = [0, 1, 2];
