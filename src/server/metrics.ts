@@ -131,6 +131,9 @@ export class IdServerMetrics {
       },
     });
     for (const node of endpoints) {
+      // Until the first contact's check of the node says otherwise: `serve`
+      // makes it at start (NextId.connect), so a node never reachable is 0
+      // within a check timeout, not 1 until a request's rounds meet it.
       this.nodeInService.set({ node }, 1);
       // Zero series, so a rate() over them exists before the first error.
       this.nodeErrors.inc({ node, state: "unreachable" }, 0);

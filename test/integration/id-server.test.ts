@@ -9,7 +9,7 @@ import { Agent, type Server as HttpServer, request } from "node:http";
 import { createConnection } from "node:net";
 import { networkInterfaces } from "node:os";
 import { after, before, describe, it } from "node:test";
-import { send } from "../../src/cluster/local-sockets.js";
+import { freePort, send } from "../../src/cluster/local-sockets.js";
 import { LocalCluster, NextId } from "../../src/index.js";
 import { clientTimeoutMs, IdServer } from "../../src/server/id-server.js";
 import { jsonLogger } from "../../src/server/json-log.js";
@@ -641,6 +641,39 @@ describe("redquorum serve (the HTTP ID server)", () => {
       'redquorum_http_requests_total{code="200"}',
     ]) {
       metric(reply.body, name);
+    }
+  });
+
+  it("/metrics: nodes never reachable are out of service (0) from the start check, before any request", async () => {
+    const dead = [await freePort(), await freePort(), await freePort()].map(
+      (port) => `redis://127.0.0.1:${port}`,
+    );
+    const server = await startServer(dead);
+    try {
+      const series = dead.map(
+        (url) => `redquorum_node_in_service{node="${url.replace("redis://", "")}"}`,
+      );
+      // An alert on redquorum_node_in_service == 0 must fire: it said 1
+      // until a request's rounds met the nodes.
+      let text = "";
+      await waitFor(
+        "every node out of service",
+        async () => {
+          text = (await http(server.url, { method: "GET", path: "/metrics" })).body;
+          return series.every((name) => metric(text, name) === 0);
+        },
+        10_000,
+      );
+      for (const url of dead) {
+        const node = url.replace("redis://", "");
+        assert.ok(
+          metric(text, `redquorum_node_errors_total{node="${node}",state="unreachable"}`) >= 1,
+          node,
+        );
+      }
+      assert.equal(metricOrZero(text, 'redquorum_http_requests_total{code="200"}'), 0);
+    } finally {
+      assert.equal(await stopServer(server), 0);
     }
   });
 
