@@ -209,4 +209,56 @@ describe("IdBatches: one ID call per event-loop turn", () => {
     assert.match(String(a.outcome.error), /gave 1 IDs, not the 2 asked for/);
     assert.equal(b.outcome.ids, undefined);
   });
+
+  it("near the end of the ID space, a turn's sum that does not fit is asked again request by request: each gets what it would alone", async () => {
+    /** 17 IDs left: a call for more fails whole, with NextId's code, and hands out nothing. */
+    class NearTheEnd extends CountingSource {
+      readonly last = 17n;
+      override nextBatch(count: number, options: { signal?: AbortSignal } = {}) {
+        if (this.next + BigInt(count) - 1n > this.last) {
+          this.calls.push({ count, signal: options.signal });
+          const error = Object.assign(new Error(`cannot hand out ${count} more ID(s)`), {
+            code: "ERR_ID_OVERFLOW",
+          });
+          return Promise.reject(error);
+        }
+        return super.nextBatch(count, options);
+      }
+    }
+    const source = new NearTheEnd();
+    source.hold = true; // the calls made one by one wait, so that one request can go meanwhile
+    const batches = new IdBatches(source, { requestTimeoutMs: 5_000 });
+    const small = waiter(2);
+    const large = waiter(100);
+    const cancelled = waiter(1);
+    const rest = waiter(15);
+    for (const x of [small, large, cancelled, rest]) batches.add(x.w);
+    await turn(); // the turn's call is made, and fails
+    batches.cancel(cancelled.w); // gone while the others are asked again
+    source.hold = false;
+    source.release();
+    await Promise.all([small.settled, large.settled, rest.settled]);
+    assert.deepEqual(
+      source.calls.map((call) => call.count),
+      [118, 2, 100, 15],
+    );
+    assert.deepEqual(small.outcome.ids, [1n, 2n]);
+    assert.equal((large.outcome.error as { code?: string }).code, "ERR_ID_OVERFLOW");
+    assert.equal(large.outcome.ids, undefined);
+    assert.equal(cancelled.outcome.ids, undefined);
+    assert.equal(cancelled.outcome.error, undefined);
+    assert.deepEqual(
+      rest.outcome.ids,
+      Array.from({ length: 15 }, (_, i) => BigInt(i + 3)),
+    );
+    // A lone request that does not fit gets the error, and is not asked again.
+    const alone = waiter(5);
+    batches.add(alone.w);
+    await alone.settled;
+    assert.equal((alone.outcome.error as { code?: string }).code, "ERR_ID_OVERFLOW");
+    assert.deepEqual(
+      source.calls.map((call) => call.count),
+      [118, 2, 100, 15, 5],
+    );
+  });
 });

@@ -16,7 +16,9 @@
  * before a call. Within a call, IDs go out in arrival order. A request
  * that stops waiting (its client gone, the drain) leaves its IDs
  * unanswered: holes, which the ID contract allows; a call whose every
- * request stopped is aborted, so the source stops working for it.
+ * request stopped is aborted, so the source stops working for it. A call
+ * that fails at the end of the ID space is made again per request, so
+ * that the requests that fit are served (see `oneByOne`).
  */
 import { idLimits } from "../limits.js";
 import { HttpError } from "./http-error.js";
@@ -35,6 +37,18 @@ export interface IdWaiter {
   failed(error: unknown): void;
 }
 
+/**
+ * The source could not hand out the whole count below the end of the ID
+ * space (NextId's ERR_ID_OVERFLOW): a smaller count may still fit.
+ */
+function isCapacityError(error: unknown): boolean {
+  return (
+    typeof error === "object" &&
+    error !== null &&
+    (error as { code?: unknown }).code === "ERR_ID_OVERFLOW"
+  );
+}
+
 /** The reason a call is aborted with when no request waits for it any more: nobody reads it. */
 const nobodyWaits = new Error("no request waits for these IDs any more");
 
@@ -48,7 +62,13 @@ class Batch {
   controller: AbortController | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
   /** When its first request was added: the request timeout counts from there. */
-  readonly firstAtMs = performance.now();
+  readonly firstAtMs: number;
+  /** Called once it is answered (served, failed, or every request gone before it started). */
+  settled: (() => void) | undefined;
+
+  constructor(firstAtMs = performance.now()) {
+    this.firstAtMs = firstAtMs;
+  }
 }
 
 export interface IdBatchOptions {
@@ -95,7 +115,10 @@ export class IdBatches {
 
   private start(batch: Batch): void {
     batch.started = true;
-    if (batch.live === 0) return;
+    if (batch.live === 0) {
+      batch.settled?.();
+      return;
+    }
     const controller = new AbortController();
     batch.controller = controller;
     const timeoutMs = this.timeoutMs;
@@ -141,17 +164,61 @@ export class IdBatches {
       next += count;
       waiter.served(mine);
     }
+    batch.settled?.();
   }
 
   private failed(batch: Batch, error: unknown): void {
     clearTimeout(batch.timer);
     const signal = batch.controller?.signal;
     const reason: unknown = signal?.aborted ? signal.reason : error;
-    for (const waiter of batch.waiters) {
-      if (!waiter.waiting) continue;
+    const waiting = batch.waiters.filter((waiter) => waiter.waiting);
+    if (waiting.length > 1 && isCapacityError(reason)) {
+      // The sum did not fit below the end of the ID space; a request
+      // alone may (2 of 17 IDs left, beside one for 100): each is asked
+      // for again, on its own.
+      this.oneByOne(waiting, batch.firstAtMs, batch.settled);
+      return;
+    }
+    for (const waiter of waiting) {
       waiter.waiting = false;
       waiter.failed(reason);
     }
+    batch.settled?.();
+  }
+
+  /**
+   * `waiters` of a batch that failed for want of room, each in a call of
+   * its own, in arrival order, one after the other: each gets the answer it
+   * would have got alone (its IDs, or the 507 its own count meets), the
+   * IDs stay in arrival order, and each call is made after the one before
+   * returned, so real-time order holds as for any call. A failed call gave
+   * out no ID, so none goes out twice. The request timeout still counts
+   * from the first request's arrival.
+   */
+  private oneByOne(
+    waiters: readonly IdWaiter[],
+    firstAtMs: number,
+    settled: (() => void) | undefined,
+  ): void {
+    let i = 0;
+    const next = (): void => {
+      const waiter = waiters[i++];
+      if (!waiter) {
+        settled?.();
+        return;
+      }
+      const batch = new Batch(firstAtMs);
+      batch.settled = next;
+      waiter.batch = batch;
+      batch.waiters.push(waiter);
+      if (waiter.waiting) {
+        // Cancelled meanwhile: the batch starts with nobody, and settles at once.
+        batch.total = waiter.count;
+        batch.live = 1;
+      }
+      this.start(batch);
+    };
+    next();
   }
 
   /** Ends the wait of `waiter` (added before); its IDs, if they come, go to nobody. */

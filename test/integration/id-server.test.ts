@@ -1431,6 +1431,41 @@ describe("redquorum serve (the HTTP ID server)", () => {
     assert.match(run.stderr, /the largest ID is 9223372036854775807/);
   });
 
+  it("near the end of the ID space, a large request does not fail the smaller ones that fit beside it", async () => {
+    const key = "id-server-test:overflow-mixed";
+    const ids = new NextId(nodes, { key });
+    await ids.init();
+    await ids.close();
+    // 17 IDs left below 2^63 - 1.
+    for (const node of cluster.nodes) await send(node.port, ["SET", key, "9223372036854775790"]);
+    const server = await startServer(nodes, ["--key", key]);
+    const connection = await RawConnection.open(server.url);
+    try {
+      const post = (count: number) => {
+        const body = JSON.stringify({ count });
+        return `POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      };
+      // One write: the requests arrive together and share a call.
+      connection.send(post(2) + post(100) + post(15));
+      await connection.until(3);
+      const [small, large, rest] = connection.replies();
+      assert.equal(small?.status, 200, small?.body);
+      assert.deepEqual(JSON.parse(small.body), {
+        ids: ["9223372036854775791", "9223372036854775792"],
+      });
+      assert.equal(large?.status, 507, large?.body);
+      assert.equal(errorOf(large.body).code, "ERR_ID_OVERFLOW");
+      assert.equal(rest?.status, 200, rest?.body);
+      assert.deepEqual(
+        (JSON.parse(rest.body) as { ids: string[] }).ids,
+        Array.from({ length: 15 }, (_, i) => String(9223372036854775793n + BigInt(i))),
+      );
+    } finally {
+      connection.destroy();
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
   it("a counter never initialised: 503 ERR_NOT_INITIALIZED naming the command to run, a warning without stack", async () => {
     const key = "id-server-test:never-initialised";
     const server = await startServer(nodes, ["--key", key]);
