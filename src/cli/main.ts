@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
-import { RedquorumError } from "../errors.js";
+import { InvalidArgumentError, RedquorumError } from "../errors.js";
 import { diagnose, outputLostExitCode, watchOutputClosed } from "./common.js";
 import { devCommand } from "./dev.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
@@ -86,7 +86,12 @@ export async function main(args: readonly string[]): Promise<number> {
       return error.exitCode === 0 ? exitCodes.ok : exitCodes.usage;
     }
     const code = exitCodeOf(error);
-    const message = error instanceof Error ? error.message : String(error);
+    const message =
+      error instanceof InvalidArgumentError
+        ? inCliTerms(error)
+        : error instanceof Error
+          ? error.message
+          : String(error);
     // A stack only for what is not one of the typed errors (a bug).
     const typed = error instanceof RedquorumError || code !== exitCodes.unexpected;
     diagnose(typed || !(error instanceof Error) ? message : (error.stack ?? message));
@@ -94,6 +99,25 @@ export async function main(args: readonly string[]): Promise<number> {
     if (hint) diagnose(hint);
     return code;
   }
+}
+
+/**
+ * A library argument's name on the command line, where the library checks
+ * what the command passed on: the user gave `--key`, not `options.key`.
+ */
+const cliArgumentNames: Record<string, string> = {
+  "options.key": "--key",
+  "options.atLeast": "<token>",
+};
+
+/** An `InvalidArgumentError` named by what the user gave on the command line, where it is one of those. */
+function inCliTerms(error: InvalidArgumentError): string {
+  const node = /^nodes\[(\d+)\]$/.exec(error.argument);
+  if (node) {
+    return `invalid --nodes (or $REDQUORUM_NODES), URL ${Number(node[1]) + 1}: ${error.detail}`;
+  }
+  const name = cliArgumentNames[error.argument];
+  return name ? `invalid ${name}: ${error.detail}` : error.message;
 }
 
 /** What a library error's advice (an option, a method) is on the command line. */

@@ -148,7 +148,15 @@ export async function changeMembers(
   if (change.add !== undefined) {
     // Said in the caller's terms: the list check below would report the
     // list naming one server twice, at a position the caller never wrote.
-    const added = endpointOfInput(change.add, nodes.length);
+    let added: string;
+    try {
+      added = endpointOfInput(change.add, nodes.length);
+    } catch (error) {
+      // Named as the caller gave it: `add`, not a position past its list.
+      if (error instanceof InvalidArgumentError)
+        throw new InvalidArgumentError("add", error.detail);
+      throw error;
+    }
     const at = nodes.findIndex((node, i) => endpointOfInput(node, i) === added);
     if (at >= 0) {
       throw new InvalidArgumentError(

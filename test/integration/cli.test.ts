@@ -288,6 +288,24 @@ describe("redquorum command line", () => {
     );
   });
 
+  it("a bad value the library refuses is named as the command line's: --nodes and which URL, --key, <token> (exit 2)", async () => {
+    const badUrl = await cli(
+      ["status", "--nodes", `${cluster.urls[0]},redis://127.0.0.1:1/x`],
+      env,
+    );
+    assert.equal(badUrl.code, 2, badUrl.stderr);
+    assert.match(
+      badUrl.stderr,
+      /^redquorum: invalid --nodes \(or \$REDQUORUM_NODES\), URL 2: .*database must be a number/m,
+    );
+    const key = await cli(["id", "next", "--key", ""], env);
+    assert.equal(key.code, 2, key.stderr);
+    assert.match(key.stderr, /^redquorum: invalid --key: expected a non-empty string/m);
+    const token = await cli(["fencing-floor", "abc"], env);
+    assert.equal(token.code, 2, token.stderr);
+    assert.match(token.stderr, /^redquorum: invalid <token>: .*got "abc"/m);
+  });
+
   it("members add of a node already in the list says so (exit 2), not that the list names a server twice", async () => {
     const run = await cli(["members", "add", cluster.urls[1]!], env);
     assert.equal(run.code, 2, run.stderr);
