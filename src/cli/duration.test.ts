@@ -75,6 +75,13 @@ describe("status verdict", () => {
     assert.match(verdict.ids.reasons.join("\n"), /b:1: appendfsync everysec, needs always/);
   });
 
+  it("counts a node with no-appendfsync-on-rewrite yes out for IDs, as NextId does, and in for locks", () => {
+    const verdict = verdictOf([good, { ...good, endpoint: "b:1", noAppendfsyncOnRewrite: "yes" }]);
+    assert.equal(verdict.locks.usable, 2);
+    assert.equal(verdict.ids.usable, 1);
+    assert.deepEqual(verdict.ids.reasons, ["b:1: no-appendfsync-on-rewrite yes, needs no"]);
+  });
+
   it("judges IDs from NextId's view of the nodes (the counter's marker), not the lock marker", () => {
     const verdict = verdictOf(
       [good, good, good],

@@ -15,6 +15,8 @@ export interface NodeStatus {
   readonly appendonly?: string;
   /** Undefined where CONFIG is disabled. */
   readonly appendfsync?: string;
+  /** "yes" lets a rewrite skip fsyncs: NextId refuses such a node. Undefined where CONFIG is disabled. */
+  readonly noAppendfsyncOnRewrite?: string;
   readonly maxmemoryBytes?: number;
   readonly maxmemoryPolicy?: string;
   /**
@@ -70,14 +72,20 @@ export async function readNodeStatus(
     const start = clock.now();
     await node.command(["PING"], { timeoutMs });
     const latencyMs = clock.now() - start;
-    const [infoText, marker, quarantine, quarantineValue, fsync, repaired] = await Promise.all([
-      node.command(["INFO"], { timeoutMs }),
-      node.command(["GET", keys.marker], { timeoutMs }),
-      keys.quarantine === undefined ? -2 : node.command(["PTTL", keys.quarantine], { timeoutMs }),
-      keys.quarantine === undefined ? null : node.command(["GET", keys.quarantine], { timeoutMs }),
-      node.command(["CONFIG", "GET", "appendfsync"], { timeoutMs }).catch(() => undefined),
-      keys.repaired === undefined ? 0 : node.command(["EXISTS", keys.repaired], { timeoutMs }),
-    ]);
+    const [infoText, marker, quarantine, quarantineValue, fsync, repaired, onRewrite] =
+      await Promise.all([
+        node.command(["INFO"], { timeoutMs }),
+        node.command(["GET", keys.marker], { timeoutMs }),
+        keys.quarantine === undefined ? -2 : node.command(["PTTL", keys.quarantine], { timeoutMs }),
+        keys.quarantine === undefined
+          ? null
+          : node.command(["GET", keys.quarantine], { timeoutMs }),
+        node.command(["CONFIG", "GET", "appendfsync"], { timeoutMs }).catch(() => undefined),
+        keys.repaired === undefined ? 0 : node.command(["EXISTS", keys.repaired], { timeoutMs }),
+        node
+          .command(["CONFIG", "GET", "no-appendfsync-on-rewrite"], { timeoutMs })
+          .catch(() => undefined),
+      ]);
     const run =
       keys.run === undefined ? null : await node.command(["GET", keys.run], { timeoutMs });
     const markerValue = marker == null ? undefined : String(marker);
@@ -91,6 +99,10 @@ export async function readNodeStatus(
       redisVersion: info.redisVersion,
       appendonly: info.aofEnabled ? "yes" : "no",
       appendfsync: fsync === undefined ? undefined : configValue(fsync, "appendfsync") || undefined,
+      noAppendfsyncOnRewrite:
+        onRewrite === undefined
+          ? undefined
+          : configValue(onRewrite, "no-appendfsync-on-rewrite") || undefined,
       maxmemoryBytes: info.maxmemoryBytes,
       maxmemoryPolicy: info.maxmemoryPolicy,
       marker: markerValue !== undefined && (keys.markerOk(markerValue) || repaired === 1),

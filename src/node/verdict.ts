@@ -81,6 +81,8 @@ function idProblem(node: NodeStatus, options: VerdictOptions): string | undefine
   if (node.appendfsync !== "always") {
     return `appendfsync ${node.appendfsync ?? "unknown (CONFIG disabled?)"}, needs always`;
   }
+  // NextId refuses it too (node/durability.ts): a rewrite may skip fsyncs.
+  if (node.noAppendfsyncOnRewrite === "yes") return "no-appendfsync-on-rewrite yes, needs no";
   return undefined;
 }
 

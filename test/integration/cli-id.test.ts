@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { closeSync, openSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
 import { LocalCluster } from "../../src/index.js";
 import { finished, type Run, startCli, startCliIntoPipe } from "../helpers/cli.js";
 
@@ -123,6 +124,27 @@ describe("redquorum id", () => {
       BigInt(clock.stdout.trim()) >= before,
       `${clock.stdout.trim()} is not a clock proposal`,
     );
+  });
+
+  it("status counts a node with no-appendfsync-on-rewrite yes out for IDs, naming it, as NextId refuses it", async () => {
+    const keyed = { ...env, REDQUORUM_ID_KEY: "redquorum:id:rewrite" };
+    const init = await cli(["id", "init"], keyed);
+    assert.equal(init.code, 0, init.stderr);
+    const node = new Redis(cluster.urls[1]!);
+    try {
+      await node.config("SET", "no-appendfsync-on-rewrite", "yes");
+      const status = await cli(["status", "--json"], keyed);
+      const { verdict } = JSON.parse(status.stdout);
+      assert.equal(verdict.ids.usable, 2, status.stdout);
+      const endpoint = cluster.urls[1]!.replace("redis://", "");
+      assert.ok(
+        verdict.ids.reasons.includes(`${endpoint}: no-appendfsync-on-rewrite yes, needs no`),
+        status.stdout,
+      );
+    } finally {
+      await node.config("SET", "no-appendfsync-on-rewrite", "no");
+      await node.quit();
+    }
   });
 
   it("id next > /dev/full: exit 1 and one line saying the output is lost, no stack; the IDs taken are never handed out again", async () => {
