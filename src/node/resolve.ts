@@ -67,11 +67,14 @@ interface NodePlan {
 function planNode(input: NodeInput, index: number): NodePlan {
   if (typeof input === "string") {
     const endpoint = endpointOfUrl(input, index);
+    const database = databaseOfUrl(new URL(input), index);
     return {
       identity: endpoint,
       endpoint,
       create: () => IoredisTransport.fromUrl(input, endpoint),
-      database: databaseOfUrl(new URL(input), index),
+      // Database 0 is where every connection starts: nothing to confirm
+      // (and a user without SELECT, as an ACL may leave it, still works).
+      ...(database > 0 ? { database } : {}),
     };
   }
   if (isNodeTransport(input)) {

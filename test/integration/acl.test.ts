@@ -128,4 +128,18 @@ describe("the ACL user of the operations guide", () => {
     assert.equal(status.record?.members.length, 4);
     assert.deepEqual(await refusals(), []);
   });
+
+  it("a node list naming another database (…/2): init and a lock, nothing refused", async () => {
+    const inDb2 = new Redlock(
+      urls.slice(0, 4).map((url) => `${url}/2`),
+      { ...notAboutTimeouts, retry: { retries: 0 } },
+    );
+    try {
+      await inDb2.init();
+      await inDb2.release(await inDb2.acquire(["acl:db2"], 5_000));
+    } finally {
+      await inDb2.close();
+    }
+    assert.deepEqual(await refusals(), []);
+  });
 });
