@@ -38,16 +38,28 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
  * Files only the full tier runs: the fault matrix (every row of the fault
  * catalogue, each with its own cluster and workload processes; the fast
  * tier checks the same safety properties in the integration tests) and the
- * tests of its tools, and the two commands that start a whole local
- * cluster for a person to try things on (`npm start`, `redquorum dev`).
+ * tests of its tools, and `fullTierFiles` below.
  */
 function fullOnly(file) {
-  return (
-    file.startsWith("test/faults/") ||
-    file === "test/integration/npm-start.test.ts" ||
-    file === "test/integration/cli-dev.test.ts"
-  );
+  return file.startsWith("test/faults/") || fullTierFiles.has(file);
 }
+
+/**
+ * The full tier's own files outside test/faults/: the two commands that
+ * start a whole local cluster, and three scenario files of restarts from
+ * older data, lost witnesses and a whole-cluster power loss (a minute of
+ * the fast tier's time between them; the fast tier keeps the same
+ * properties in `fencing`, `fencing-floor`, `restart-quarantine`,
+ * `next-id-faults` and `id-repair`), so that `npm test` stays within 3
+ * minutes on a 2-core machine.
+ */
+const fullTierFiles = new Set([
+  "test/integration/npm-start.test.ts",
+  "test/integration/cli-dev.test.ts",
+  "test/integration/restarted-node.test.ts",
+  "test/integration/repair-witness.test.ts",
+  "test/integration/power-loss.test.ts",
+]);
 
 /** Started first (longest first, as measured here), so no long file is left to run alone at the end. */
 const longFirst = [
