@@ -33,12 +33,15 @@ export async function acquireLock(
   options: AcquireOptions,
 ): Promise<Lock> {
   context.assertOpen();
-  const request = resolveAcquireRequest(context.options, resources, ttlMs, options);
+  const resolved = resolveAcquireRequest(context.options, resources, ttlMs, options);
   const { clock } = context.options;
-  // First contact may take up to checkTimeoutMs: the signal and waitMs bound it too.
-  await raceAbort(context.group.ready(), request.signal, request.deadlineMs - clock.now(), () =>
-    context.group.firstContactError("acquire (first contact)"),
-  );
+  // An instance's first call reaches the nodes first, within checkTimeoutMs
+  // (and the signal). waitMs bounds the wait for the lock from then on: a
+  // first call with a short waitMs (0: one attempt) would otherwise fail
+  // as if the nodes were down, on a healthy cluster, before any attempt.
+  const contactStartMs = clock.now();
+  await raceAbort(context.group.ready(), resolved.signal);
+  const request = { ...resolved, deadlineMs: resolved.deadlineMs + (clock.now() - contactStartMs) };
   return new Acquisition(context, request).run();
 }
 
@@ -209,10 +212,14 @@ class Acquisition {
     const { waits } = this.context;
     if (joining && waits.noticesLost !== this.lostNoticesSeen && waits.isFirst(waiter)) return;
     const { retry, deadlineMs, signal } = this.request;
-    const { clock } = this.context.options;
+    const { clock, nodeTimeoutMs } = this.context.options;
     for (;;) {
       const baseMs = this.nextDelayMs();
-      if (clock.now() + baseMs >= deadlineMs) {
+      // It parks until the deadline less one round (what an attempt takes
+      // at most): a release before then still wakes it for that round.
+      // Keeping a whole poll delay back instead made a short waitMs give
+      // up long before its end, and miss a release it would have got.
+      if (clock.now() + nodeTimeoutMs >= deadlineMs) {
         if (this.failure) throw this.failure();
         return; // queued from the start: one round before giving up
       }
@@ -231,7 +238,7 @@ class Acquisition {
           Math.floor(this.registeredMs / 2 / Math.max(1, baseMs)),
         ),
       );
-      const delayMs = Math.min(baseMs * turns, deadlineMs - clock.now() - baseMs);
+      const delayMs = Math.min(baseMs * turns, deadlineMs - clock.now() - nodeTimeoutMs);
       this.context.assertOpen(); // close() ends parks; none may start after it
       const wake = await waiter.park(delayMs, this.context.timer, signal);
       if (wake.kind === "handoff") {

@@ -87,7 +87,10 @@ export function requireResources(resources: unknown): readonly string[] {
     );
   }
   const seen = new Set<string>();
-  resources.forEach((resource: unknown, index) => {
+  // Every index, holes of a sparse array too (forEach skips them: a hole
+  // would pass as the key "undefined").
+  for (let index = 0; index < resources.length; index++) {
+    const resource: unknown = resources[index];
     if (typeof resource !== "string" || resource.length === 0) {
       throw new InvalidArgumentError(
         `resources[${index}]`,
@@ -112,6 +115,6 @@ export function requireResources(resources: unknown): readonly string[] {
       );
     }
     seen.add(resource);
-  });
+  }
   return Object.freeze([...resources]) as readonly string[];
 }

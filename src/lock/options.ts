@@ -110,7 +110,11 @@ export interface RedlockOptions {
 export interface AcquireOptions {
   /** Aborts the acquire (between and during attempts); it rejects with `signal.reason`. */
   signal?: AbortSignal;
-  /** Upper bound on the whole acquire including retries, in milliseconds. */
+  /**
+   * Upper bound on the wait for the lock, retries included, in
+   * milliseconds (0: one attempt). An instance's first call reaches the
+   * nodes before it (within `checkTimeoutMs`); `signal` bounds everything.
+   */
   waitMs?: number;
   /** Overrides the instance's retry settings for this call. */
   retry?: RetryOptions;

@@ -64,10 +64,6 @@ export class NodeGroup {
   private readonly excluded: Array<NodeError | undefined>;
   /** Per node: the connection epoch of the check that excluded it. */
   private readonly excludedEpoch: number[];
-  /** Per node: why its last check failed (cleared when one passes), for `firstContactError`. */
-  private readonly checkFailures: Array<NodeError | undefined>;
-  /** When first contact began (`performance.now()`), for `firstContactError`. */
-  private firstContactAtMs = 0;
   /** Calls still running after their round ended early; `close()` lets them finish. */
   private readonly inFlight = new InFlight();
 
@@ -81,7 +77,6 @@ export class NodeGroup {
     this.checkedAtMs = new Array(nodes.length).fill(Number.NEGATIVE_INFINITY);
     this.excluded = new Array(nodes.length).fill(undefined);
     this.excludedEpoch = new Array(nodes.length).fill(-1);
-    this.checkFailures = new Array(nodes.length).fill(undefined);
   }
 
   /**
@@ -92,7 +87,6 @@ export class NodeGroup {
    */
   async ready(): Promise<void> {
     if (this.refusal) throw this.refusal;
-    if (!this.firstContact) this.firstContactAtMs = performance.now();
     this.firstContact ??= new Promise<void>((resolve) => {
       // Every check, but a stalled node costs one node timeout, not
       // checkTimeoutMs: once a majority passed, the rest get `graceMs`
@@ -272,38 +266,6 @@ export class NodeGroup {
     return new QuorumError(operation, needed, this.nodes.length, round?.yesCount ?? 0, errors);
   }
 
-  /**
-   * The error of an operation whose caller stopped waiting for first contact
-   * (`ready()`): no round ran, so what the nodes said is their checks. It
-   * counts the nodes that passed theirs (they answered), and names each
-   * other node with why not: its failed check, or no answer yet (a stalled
-   * node holds first contact up to `checkTimeoutMs`). Without this, a short
-   * wait said "reached 0 of N" and named no node, also with a majority less
-   * one answering.
-   */
-  firstContactError(operation: string): QuorumError {
-    const waitedMs = Math.round(performance.now() - this.firstContactAtMs);
-    const errors: NodeError[] = [];
-    let passed = 0;
-    this.nodes.forEach((node, index) => {
-      if (this.isCheckedOnEpoch(index)) {
-        passed++;
-        return;
-      }
-      const failure = this.pendingChecks[index]
-        ? undefined
-        : (this.excluded[index] ?? this.checkFailures[index]);
-      errors.push(
-        failure ??
-          new NodeError(
-            node.endpoint,
-            new Error(`no answer to its first check within ${waitedMs} ms`),
-          ),
-      );
-    });
-    return new QuorumError(operation, this.quorum, this.nodes.length, passed, errors);
-  }
-
   /** What node `index`'s last passed check read. */
   info(index: number): NodeInfo | undefined {
     return this.admission.info(index);
@@ -376,7 +338,6 @@ export class NodeGroup {
         .then(
           () => {
             this.excluded[index] = undefined;
-            this.checkFailures[index] = undefined;
             this.checkedEpoch[index] = epoch;
             this.checkedAtMs[index] = startedMs;
             this.options.observer?.node(this.nodes[index]!.endpoint, "in service", "checks passed");
@@ -386,8 +347,6 @@ export class NodeGroup {
             const first = this.checkedEpoch[index] === -1 && !this.excluded[index];
             const endpoint = this.nodes[index]!.endpoint;
             const reason = error instanceof Error ? error.message : String(error);
-            this.checkFailures[index] =
-              error instanceof NodeError ? error : new NodeError(endpoint, error);
             this.options.observer?.node(
               endpoint,
               error instanceof NodeConfigurationError ? "excluded" : "unreachable",

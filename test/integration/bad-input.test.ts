@@ -32,6 +32,12 @@ describe("bad input gets a typed error and leaves no key", () => {
 
   const acquireCases: Array<[string, () => Promise<unknown>, ErrorClass, RegExp]> = [
     ["ttl 0", () => redlock.acquire(["r"], 0), InvalidArgumentError, /ttlMs.*\[1, 300000\].*got 0/],
+    [
+      'a sparse resources array (its holes would lock the key "undefined")',
+      () => redlock.acquire(new Array(2), 1_000),
+      InvalidArgumentError,
+      /resources\[0\].*non-empty string, got undefined/,
+    ],
     ["ttl -1", () => redlock.acquire(["r"], -1), InvalidArgumentError, /ttlMs/],
     ["ttl 1.5", () => redlock.acquire(["r"], 1.5), InvalidArgumentError, /integer.*got 1.5/],
     ["ttl NaN", () => redlock.acquire(["r"], Number.NaN), InvalidArgumentError, /got NaN/],

@@ -51,6 +51,41 @@ describe("Redlock on 5 real redis-server nodes", () => {
     await cluster.waitForNoKeys();
   });
 
+  it("an instance's first call with waitMs 0 is one attempt, after reaching the nodes: a free resource is granted", async () => {
+    // waitMs bounded first contact too: such a call failed with "reached 0
+    // of 5 nodes" on a healthy cluster, before any attempt.
+    const fresh = new Redlock(cluster.urls, notAboutTimeouts);
+    try {
+      const lock = await fresh.acquire(["first-wait-0"], 5_000, { waitMs: 0 });
+      await lock.release();
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it("a waiter parks until one round before waitMs ends: a release before then reaches it", async () => {
+    // A poll delay (2 s) as long as waitMs: the waiter used to keep a whole
+    // delay back for its last round, so it gave up at its first refusal,
+    // before the release 300 ms later. One round (nodeTimeoutMs, 1 s) leaves
+    // it 700 ms of margin after that release.
+    const waiting = new Redlock(cluster.urls, {
+      ...notAboutTimeouts,
+      retry: { retries: 5, delayMs: 2_000, jitterMs: 0 },
+    });
+    try {
+      const held = await redlock.acquire(["waiter-deadline"], 10_000);
+      const startMs = performance.now();
+      const waiter = waiting.acquire(["waiter-deadline"], 5_000, { waitMs: 2_000 });
+      await sleep(300);
+      await held.release();
+      const lock = await waiter;
+      assert.ok(performance.now() - startMs < 2_000, "granted within waitMs");
+      await lock.release();
+    } finally {
+      await waiting.close();
+    }
+  });
+
   it("remainingMs is ttl minus elapsed minus drift, counting down", async () => {
     const before = performance.now();
     const lock = await redlock.acquire(["r"], 10_000);
