@@ -317,10 +317,9 @@ async function runLocked(
   let exitCode: number | undefined;
   try {
     const lock = await redlock.acquire(resources, options.ttl, {
-      // --wait 0 is one attempt, as `flock -n`: a waitMs of 0 would bound
-      // the whole acquire, first contact with the nodes included, and leave
-      // it no time. The node and check timeouts bound that attempt.
-      ...(options.wait > 0 ? { waitMs: options.wait } : {}),
+      // --wait 0 is one attempt, as `flock -n` (waitMs counts from first
+      // contact with the nodes, which the check timeout bounds).
+      waitMs: options.wait,
       // --wait bounds the waiting, not a count of attempts.
       retry: { retries: options.wait > 0 ? limits.retriesMax : 0 },
       signal: interrupted.signal,
