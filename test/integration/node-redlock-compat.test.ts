@@ -30,6 +30,17 @@ function ended(client: Redis): Promise<void> {
   });
 }
 
+/** Resolves when `signal` aborts (with `Date.now()` then); fails if it does not within `boundMs`. */
+function aborted(signal: AbortSignal, boundMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const bound = setTimeout(() => reject(new Error("no abort")), boundMs);
+    signal.addEventListener("abort", () => {
+      clearTimeout(bound);
+      resolve(Date.now());
+    });
+  });
+}
+
 /** What these tests use of node-redlock v5 itself (its published types do not resolve here). */
 interface NodeRedlockApi {
   acquire(resources: string[], duration: number): Promise<{ release(): Promise<unknown> }>;
@@ -158,13 +169,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
         // Someone else takes the keys away (FLUSHALL, a failover, an admin).
         await Promise.all(cleaner.map((client) => client.del("lost")));
         // The next extension finds them gone: bounded wait for the abort.
-        await new Promise<void>((resolve, reject) => {
-          const bound = setTimeout(() => reject(new Error("no abort")), 4 * duration);
-          signal.addEventListener("abort", () => {
-            clearTimeout(bound);
-            resolve();
-          });
-        });
+        await aborted(signal, 4 * duration);
         assert.equal(signal.aborted, true);
         seen = signal.error;
         if (signal.aborted) throw signal.error;
@@ -191,13 +196,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
       const error = await redlock
         .using(["lost-throw"], duration, async (signal) => {
           await Promise.all(cleaner.map((client) => client.del("lost-throw")));
-          await new Promise<void>((resolve, reject) => {
-            const bound = setTimeout(() => reject(new Error("no abort")), 4 * duration);
-            signal.addEventListener("abort", () => {
-              clearTimeout(bound);
-              resolve();
-            });
-          });
+          await aborted(signal, 4 * duration);
           seen = signal.error;
           // Throws the signal's reason: using tells it as node-redlock's signal.error.
           signal.throwIfAborted();
@@ -231,14 +230,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
           cluster.pause(1);
           cluster.pause(2);
           try {
-            await new Promise<void>((resolve, reject) => {
-              const bound = setTimeout(() => reject(new Error("no abort")), 2 * duration);
-              signal.addEventListener("abort", () => {
-                clearTimeout(bound);
-                abortedAt = Date.now();
-                resolve();
-              });
-            });
+            abortedAt = await aborted(signal, 2 * duration);
           } finally {
             cluster.resume(1);
             cluster.resume(2);
