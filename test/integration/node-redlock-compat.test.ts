@@ -6,6 +6,7 @@ import Redlock, {
   ExecutionError,
   type ExecutionStats,
   Lock,
+  type RedlockAbortSignal,
   ResourceLockedError,
 } from "../../src/compat/node-redlock.js";
 import {
@@ -159,60 +160,49 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     }
   });
 
-  it("README: using()'s signal aborts with signal.error when the lock is lost, and using rejects with it", async () => {
-    const redlock = new Redlock(clients());
-    const cleaner = clients();
-    try {
-      const duration = 1000;
-      let seen: Error | undefined;
-      const run = redlock.using(["lost"], duration, async (signal) => {
-        // Someone else takes the keys away (FLUSHALL, a failover, an admin).
-        await Promise.all(cleaner.map((client) => client.del("lost")));
-        // The next extension finds them gone: bounded wait for the abort.
-        await aborted(signal, 4 * duration);
-        assert.equal(signal.aborted, true);
-        seen = signal.error;
+  // The README's way (`if (signal.aborted) throw signal.error`), and
+  // `signal.throwIfAborted()`, which throws the signal's reason: using
+  // tells both as node-redlock's signal.error.
+  const endings: Array<[string, (signal: RedlockAbortSignal) => void]> = [
+    [
+      "README: a routine that throws signal.error",
+      (signal) => {
         if (signal.aborted) throw signal.error;
-        return "not reached";
-      });
-      const error = await run.then(
-        () => assert.fail("using resolved"),
-        (e: unknown) => e,
-      );
-      assert.ok(error instanceof ExecutionError, String(error));
-      assert.equal(error, seen, "using rejects with the signal's error");
-      assert.ok(error.cause instanceof LockLostError, String(error.cause));
-    } finally {
-      await redlock.quit();
-    }
-  });
-
-  it("using(): a routine that calls signal.throwIfAborted() makes using reject with signal.error, an ExecutionError", async () => {
-    const redlock = new Redlock(clients());
-    const cleaner = clients();
-    try {
-      const duration = 1000;
-      let seen: Error | undefined;
-      const error = await redlock
-        .using(["lost-throw"], duration, async (signal) => {
-          await Promise.all(cleaner.map((client) => client.del("lost-throw")));
-          await aborted(signal, 4 * duration);
-          seen = signal.error;
-          // Throws the signal's reason: using tells it as node-redlock's signal.error.
-          signal.throwIfAborted();
-          return "not reached";
-        })
-        .then(
-          () => assert.fail("using resolved"),
-          (e: unknown) => e,
-        );
-      assert.ok(error instanceof ExecutionError, String(error));
-      assert.equal(error, seen, "using rejects with the signal's error");
-      assert.ok(error.cause instanceof LockLostError, String(error.cause));
-    } finally {
-      await redlock.quit();
-    }
-  });
+      },
+    ],
+    ["a routine that calls signal.throwIfAborted()", (signal) => signal.throwIfAborted()],
+  ];
+  for (const [name, end] of endings) {
+    it(`using(): ${name} when the lock is lost makes using reject with signal.error, an ExecutionError`, async () => {
+      const redlock = new Redlock(clients());
+      const cleaner = clients();
+      const resource = `lost:${name}`;
+      try {
+        const duration = 1000;
+        let seen: Error | undefined;
+        const error = await redlock
+          .using([resource], duration, async (signal) => {
+            // Someone else takes the keys away (FLUSHALL, a failover, an admin).
+            await Promise.all(cleaner.map((client) => client.del(resource)));
+            // The next extension finds them gone: bounded wait for the abort.
+            await aborted(signal, 4 * duration);
+            assert.equal(signal.aborted, true);
+            seen = signal.error;
+            end(signal);
+            return "not reached";
+          })
+          .then(
+            () => assert.fail("using resolved"),
+            (e: unknown) => e,
+          );
+        assert.ok(error instanceof ExecutionError, String(error));
+        assert.equal(error, seen, "using rejects with the signal's error");
+        assert.ok(error.cause instanceof LockLostError, String(error.cause));
+      } finally {
+        await redlock.quit();
+      }
+    });
+  }
 
   it("using(): a call's driftFactor gives up the lock within the validity that drift gives", async () => {
     const redlock = new Redlock(clients());
