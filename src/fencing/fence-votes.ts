@@ -6,7 +6,7 @@
  * had. A token is committed when a majority accepted the same proposal.
  */
 
-import { parseCounter } from "../decimal.js";
+import { maxId, parseCounter } from "../decimal.js";
 import { fenceLimits } from "../limits.js";
 import type { RoundResult } from "../quorum/round.js";
 import { fenceVote } from "./scripts.js";
@@ -53,8 +53,15 @@ export class FenceMemory {
     this.limit = limit;
   }
 
+  /**
+   * One above the highest value seen, at most 2^63 - 1: tokens stay within
+   * a signed 64-bit integer (a store's BIGINT column, Redis' INCR), so a
+   * counter already there refuses it and the grant fails: the resource has
+   * no token left.
+   */
   proposal(resource: string): bigint {
-    return (this.known.get(resource) ?? 0n) + 1n;
+    const next = (this.known.get(resource) ?? 0n) + 1n;
+    return next > maxId ? maxId : next;
   }
 
   learn(resource: string, value: bigint): void {

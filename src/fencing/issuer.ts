@@ -8,6 +8,7 @@
  */
 
 import { type Clock, raceAbort } from "../clock.js";
+import { maxId } from "../decimal.js";
 import { NodeError, QuorumError } from "../errors.js";
 import { fenceLimits } from "../limits.js";
 import type { LuaScript } from "../node/lua-script.js";
@@ -103,7 +104,7 @@ export class FenceIssuer {
       const stale = this.learn(claim, current, tally, fences);
       if (stale === 0) return fences;
       if (fenceRound >= fenceLimits.roundsMax || signal?.aborted) {
-        return this.fenceError(last, tally, claim.counterKeys.length);
+        return this.fenceError(last, tally, claim.counterKeys.length, current.includes(maxId));
       }
       // Every resource is proposed again (one script call per node), above
       // what the nodes reported; committed ones just get a higher token.
@@ -123,7 +124,12 @@ export class FenceIssuer {
    * each node that answered without accepting every proposal (a refusal,
    * or a counter ahead of it).
    */
-  private fenceError(round: RoundResult<unknown>, tally: FenceTally, count: number): QuorumError {
+  private fenceError(
+    round: RoundResult<unknown>,
+    tally: FenceTally,
+    count: number,
+    atLastToken: boolean,
+  ): QuorumError {
     const { group } = this.context;
     const errors: NodeError[] = [];
     round.outcomes.forEach((outcome, index) => {
@@ -137,9 +143,10 @@ export class FenceIssuer {
           new NodeError(endpoint, new Error("did not vote (its lock key or quarantine)")),
         );
       } else if (!acceptedAll(outcome.value, count)) {
-        errors.push(
-          new NodeError(endpoint, new Error("a counter there was ahead of the proposal")),
-        );
+        const why = atLastToken
+          ? "its counter is at 2^63 - 1, the last token: no token is left for this resource"
+          : "a counter there was ahead of the proposal";
+        errors.push(new NodeError(endpoint, new Error(why)));
       }
     });
     const accepted = Math.min(...tally.accepted);

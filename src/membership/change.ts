@@ -503,6 +503,34 @@ function requireEvenRemoval(nodes: readonly RedisNode[], view: MembershipRecord)
   );
 }
 
+/** Whether `reports` are exactly the members of `view` (requireList passes). */
+function fitsList(reports: readonly NodeMembershipReport[], view: MembershipRecord): boolean {
+  try {
+    requireList(reports, view);
+    return true;
+  } catch (error) {
+    if (error instanceof MembershipError) return false;
+    throw error;
+  }
+}
+
+/**
+ * A replacement of the only member: the new node's counters are repaired
+ * from the other members, and there are none (a lone node cannot be
+ * repaired: quorum/round.ts, repairReadsOf). Its IDs and fencing tokens
+ * would stay unknown for good, and the error that says so reads like a
+ * new cluster's (where `init` is the fix, and here would repeat IDs).
+ */
+function requireOtherMember(nodes: readonly RedisNode[], view: MembershipRecord): void {
+  if (view.members.length > 1) return;
+  throw new MembershipError(
+    nodes.map((node) => node.endpoint),
+    "cannot replace the only member: the new node's ID and fencing counters are repaired " +
+      "from the other members, and there would be none. Add the new node first (two " +
+      "members), then remove the old one",
+  );
+}
+
 /** One change of members: add a node, remove one, or both at once (a replacement). */
 export interface MemberChange {
   /** The node to add: it must answer and hold no record. */
@@ -568,6 +596,23 @@ export async function applyMemberChange(
       `${removed.endpoint} is not a member: nothing to remove`,
     );
   }
+  // A run of this removal that landed already: the node to remove is no
+  // member of the view (or does not answer), and the rest of the list are
+  // the view's members. Run again, as after a failure, it changes nothing
+  // (and does not fail on the list, which still names the node removed).
+  if (!add && removed && !(removed.id && memberById(view, removed.id))) {
+    const rest = reports.filter((_, i) => i !== removeIndex);
+    if (fitsList(rest, view)) {
+      return {
+        from: view,
+        to: view,
+        nodes: reports.map((report, i) => ({
+          endpoint: report.endpoint,
+          result: i === removeIndex ? "removed already" : "unchanged",
+        })),
+      };
+    }
+  }
   let newMember: Member | undefined;
   /** A record another change had chosen, written instead of this change's. */
   let another: MembershipRecord | undefined;
@@ -588,6 +633,17 @@ export async function applyMemberChange(
       addReport.record.epoch === view.epoch &&
       addReport.id !== undefined &&
       memberById(view, addReport.id) !== undefined;
+    if (already && reports.some((report) => report.id === addReport?.id)) {
+      // The node to add answers as a member the list names under another
+      // address (another spelling, a proxy): it is that member, not a node
+      // this change joined.
+      const member = memberById(view, addReport.id!)!;
+      throw new MembershipError(
+        [add.endpoint],
+        `${add.endpoint} answers as member ${member.id}, which the list names as ` +
+          `${member.address}: it is a member already`,
+      );
+    }
     if (already && removed?.id && memberById(view, removed.id)) {
       // The node to add is a member, and the one to remove still is: not a
       // run of this replacement, which would have removed it.
@@ -669,6 +725,7 @@ export async function applyMemberChange(
   const fromView = next.epoch === view.epoch ? undefined : view;
   if (fromView) requireList(reports, view);
   if (fromView && removeIndex !== undefined && !add) requireEvenRemoval(nodes, view);
+  if (fromView && removeIndex !== undefined && add) requireOtherMember(nodes, view);
   // Step 2: the members choose the record that follows the view
   // (choose.ts): this change's, or one that another run may have had
   // chosen before it. Members behind the view are brought up to it first,

@@ -3,6 +3,8 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import NodeRedlock from "redlock";
+import { maxId } from "../../src/decimal.js";
+import { fenceKeyOf } from "../../src/fencing/scripts.js";
 import {
   LockExpiredError,
   limits,
@@ -84,6 +86,21 @@ describe("Redlock on 5 real redis-server nodes", () => {
     } finally {
       await waiting.close();
     }
+  });
+
+  it("fencing tokens stop at 2^63 - 1: the grant after the last token is refused, saying so", async () => {
+    // Tokens fit a signed 64-bit integer (a store's BIGINT column): the
+    // next proposal after the last one was 2^63, granted, and the counters
+    // then refused every grant for being out of range.
+    await cluster.onAll((client) => client.set(fenceKeyOf("last-token"), String(maxId - 1n)));
+    const lock = await redlock.acquire(["last-token"], 5_000);
+    assert.equal(lock.fence, maxId);
+    await lock.release();
+    await assert.rejects(redlock.acquire(["last-token"], 5_000), (error: unknown) => {
+      assert.ok(error instanceof QuorumError, String(error));
+      assert.match(error.message, /2\^63 - 1, the last token/);
+      return true;
+    });
   });
 
   it("remainingMs is ttl minus elapsed minus drift, counting down", async () => {

@@ -428,6 +428,25 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.ok(held.remainingMs() > 0 && stolen.remainingMs() > 0, "both hold r: the double grant");
   });
 
+  it("refuses to replace the only member (its successor's counters could not be repaired) and to add a member under another spelling", async () => {
+    await client(urls(0)).init();
+    await assert.rejects(
+      changeMembers(urls(0), { add: cluster.urls[1]!, remove: 0 }),
+      (error: unknown) =>
+        error instanceof MembershipError && /cannot replace the only member/.test(error.message),
+    );
+    await client(urls(1, 2, 3)).init();
+    const port = new URL(cluster.urls[2]!).port;
+    await assert.rejects(
+      changeMembers(urls(1, 2, 3), { add: `redis://localhost:${port}` }),
+      (error: unknown) =>
+        error instanceof MembershipError && /is a member already/.test(error.message),
+    );
+    // Neither changed anything.
+    assert.equal((await membershipStatus(urls(0))).record?.members.length, 1);
+    assert.equal((await membershipStatus(urls(1, 2, 3))).record?.epoch, 1);
+  });
+
   it("adds a member and removes one: each new list works, each old one is refused", async () => {
     await client(urls(0, 1, 2)).init();
     await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
@@ -435,6 +454,11 @@ describe("cluster membership on real redis-server nodes", () => {
     await four.release(await four.acquire(["a"], 2_000));
     await assert.rejects(client(urls(0, 1, 2)).acquire(["a"], 2_000), MembershipError);
     await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[0]! });
+    // Run again (as after a failure): what landed is not repeated, and it
+    // does not fail on the list that still names the node removed.
+    const again = await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[0]! });
+    assert.equal(again.to.epoch, 3);
+    assert.equal(again.nodes[0]!.result, "removed already");
     const three = client(urls(1, 2, 3));
     await three.release(await three.acquire(["a"], 2_000));
     await assert.rejects(four.acquire(["a"], 2_000), MembershipError);
