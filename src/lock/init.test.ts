@@ -14,11 +14,16 @@ describe("initPlan: what init does from what each node is", () => {
     }
   });
 
-  it("marks nodes that are all alike: none marked, or all serving from lost: markers", () => {
+  it("marks nodes that none marked", () => {
     assert.equal(initPlan([unmarked, unmarked, unmarked], false), "mark");
-    assert.equal(initPlan([servesLocks, servesLocks, servesLocks], false), "mark");
     // An unreachable node is left to the write round, which needs every node.
     assert.equal(initPlan([unmarked, unreachable, unmarked], false), "mark");
+  });
+
+  it("leaves nodes that all serve from lost: markers as they are unless told they are new: their fencing counters are lost everywhere", () => {
+    assert.equal(initPlan([servesLocks, servesLocks, servesLocks], false), "lost");
+    assert.equal(initPlan([servesLocks, unreachable, servesLocks], false), "lost");
+    assert.equal(initPlan([servesLocks, servesLocks, servesLocks], true), "lift");
   });
 
   it("waits while a quarantine runs, or unmarked nodes stand beside serving ones, unless told to lift", () => {

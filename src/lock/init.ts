@@ -62,12 +62,15 @@ const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
  *
  * - "in use" (some node is in service: it keeps fencing counters): nothing;
  *   a node that lost its memory serves its quarantine and is repaired.
- * - "mark" (every node without a marker and a quarantine, or every node
- *   serving locks from a "lost:" marker that nothing repaired — fencing off,
- *   or up for longer than any lock when the loss was met): mark every node.
- *   Neither lifts a quarantine; the first is a new cluster (or one whose
- *   every node lost its memory and no client met it since: README), the
- *   second gives its nodes fresh fencing counters, as none keeps one.
+ * - "mark" (every node without a marker and a quarantine): mark every
+ *   node, lifting no quarantine: a new cluster (or one whose every node
+ *   lost its memory and no client met it since: README).
+ * - "lost" (every node serving locks from a "lost:" marker that nothing
+ *   repaired: each lost its memory, and its quarantine is over): nothing.
+ *   Marked, they would start fresh fencing counters, below tokens handed
+ *   out before that a store may hold (a paused old holder's write would
+ *   pass it again). The operator raises the fencing floor first, or says
+ *   no fenced lock was ever used (`liftQuarantines`).
  * - "wait" (some node in quarantine, or nodes unmarked beside nodes serving
  *   locks): nothing yet. A node in quarantine may have forgotten a lock
  *   still held: a rolling restart without persistence leaves every node so
@@ -77,7 +80,7 @@ const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
  * - "lift" ("wait", told the nodes are new): mark every node, lift every
  *   quarantine.
  */
-type InitPlan = "in use" | "mark" | "wait" | "lift";
+type InitPlan = "in use" | "mark" | "lost" | "wait" | "lift";
 
 export function initPlan(
   states: readonly (number | undefined)[],
@@ -86,7 +89,9 @@ export function initPlan(
   if (states.includes(initState.healthy)) return "in use";
   const known = states.filter((state) => state !== undefined);
   if (known.every((state) => state === initState.unmarked)) return "mark";
-  if (known.every((state) => state === initState.servesLocks)) return "mark";
+  if (known.every((state) => state === initState.servesLocks)) {
+    return liftQuarantines ? "lift" : "lost";
+  }
   return liftQuarantines ? "lift" : "wait";
 }
 
@@ -150,7 +155,7 @@ export async function initNodes(
   const reports = group.nodes.map((node, i) =>
     reportOf(node.endpoint, found[i], check.outcomes[i], plan),
   );
-  if (plan === "in use" || plan === "wait") return reports;
+  if (plan === "in use" || plan === "wait" || plan === "lost") return reports;
   if (check.errorCount > 0) throw group.quorumError("init", check, group.nodes.length);
   const mode = plan === "lift" ? "lift" : "keep";
   const write = await group.round(
@@ -199,6 +204,19 @@ function reportOf(
   if (plan === "mark" || plan === "lift") {
     const lifted = plan === "lift" && state === initState.quarantined ? ", quarantine lifted" : "";
     return { endpoint, found: "not marked", action: "marked", detail: marker + lifted };
+  }
+  if (plan === "lost") {
+    return {
+      endpoint,
+      found: "not marked",
+      action: "none",
+      detail:
+        `${marker}: every node lost its memory, so the fencing tokens handed out before are ` +
+        "known nowhere, and marked now the nodes would hand out tokens from 1 again. If fenced " +
+        "locks were used, run redquorum fencing-floor with a token above every one issued " +
+        "(raiseFencingFloor) instead; if none ever was, " +
+        "redquorum init --lift-quarantines (liftQuarantines)",
+    };
   }
   const forgot = "marking it now could let a second client take a lock it forgot";
   if (plan === "in use") {

@@ -96,6 +96,47 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     }
   });
 
+  it("init after every node lost its memory marks nothing, where tokens would start again from 1; with the floor raised they go on above", async () => {
+    await cluster.flushAll();
+    const redlock = new Redlock(cluster.urls, notHurried);
+    try {
+      const issued = await lastTokenOf(redlock, "all-lost", 5);
+      for (const index of [0, 1, 2]) await cluster.cluster.restart(index, { keepData: false });
+      // Each try meets the lost nodes; once their quarantines are over,
+      // every node serves locks from a lost: marker, its counters unknown.
+      const deadline = performance.now() + 60_000;
+      for (;;) {
+        const outcome = await redlock.acquire(["all-lost"], 1_000).then(
+          async (lock) => {
+            await lock.release();
+            return `granted with token ${lock.fence}`;
+          },
+          (error: Error) => error.message,
+        );
+        assert.doesNotMatch(outcome, /^granted/, "a fenced grant with every node's counters lost");
+        if ((outcome.match(/fencing counters unknown/g) ?? []).length === 3) break;
+        assert.ok(performance.now() < deadline, `still not judged: ${outcome}`);
+        await sleep(100);
+      }
+      // Marked, the nodes would start their counters again: token 1, below
+      // the 5 a store holds.
+      const report = await redlock.init();
+      assert.deepEqual(
+        report.map((r) => r.action),
+        ["none", "none", "none"],
+        JSON.stringify(report),
+      );
+      assert.match(report[0]!.detail, /every node lost its memory/);
+      await assert.rejects(redlock.acquire(["all-lost"], 1_000), /fencing counters unknown/);
+      await redlock.raiseFencingFloor({ atLeast: issued });
+      const lock = await redlock.acquire(["all-lost"], 1_000);
+      assert.ok(lock.fence! > issued, `token ${lock.fence} not above ${issued}`);
+      await lock.release();
+    } finally {
+      await redlock.close();
+    }
+  });
+
   it("takes nodes with no marker (restarted empty, met by no client) for lost: marks them, starts their quarantine, sets the floor", async () => {
     await cluster.flushAll();
     const redlock = new Redlock(cluster.urls, notHurried);
