@@ -211,10 +211,11 @@ function reportOf(
       found: "not marked",
       action: "none",
       detail:
-        `${marker}: every node lost its memory, so the fencing tokens handed out before are ` +
-        "known nowhere, and marked now the nodes would hand out tokens from 1 again. If fenced " +
-        "locks were used, run redquorum fencing-floor with a token above every one issued " +
-        "(raiseFencingFloor) instead; if none ever was, " +
+        `${marker}: every node serves locks from a lost: marker, as when every node lost its ` +
+        "memory (or new nodes met a lock call before init): the fencing tokens handed out " +
+        "before, if any, are known nowhere, and marked now the nodes would hand out tokens " +
+        "from 1 again. If fenced locks were ever granted here, run redquorum fencing-floor " +
+        "with a token above every one issued (raiseFencingFloor); if never (new nodes), " +
         "redquorum init --lift-quarantines (liftQuarantines)",
     };
   }

@@ -61,7 +61,8 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
         "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
           "is scheduled (it needs N - Q + 1 of them with known counters; if more nodes lost " +
           "theirs, see redlock.raiseFencingFloor / redquorum fencing-floor; if these are new " +
-          "nodes redquorum never used, call redlock.init() once: redquorum init)",
+          "nodes that never held a fenced lock, call redlock.init({ liftQuarantines: true }) " +
+          "once: redquorum init --lift-quarantines)",
       ),
     );
   }

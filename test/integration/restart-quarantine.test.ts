@@ -127,7 +127,10 @@ async function runIdOf(cluster: TestCluster, index: number): Promise<string | un
 
 /**
  * Waits (at most `boundMs`) until no node of this new cluster is in
- * quarantine; then init marks every node and a fenced lock gets token 1.
+ * quarantine; then a plain init marks nothing (every node serves from a
+ * lost: marker, as after a loss of every node's memory, where fresh
+ * counters would repeat tokens), and init told the nodes are new marks
+ * every node: a fenced lock gets token 1.
  */
 async function initMarksOnceQuarantinesEnd(
   cluster: TestCluster,
@@ -139,7 +142,14 @@ async function initMarksOnceQuarantinesEnd(
     assert.ok(performance.now() < deadline, "quarantines never ended");
     await sleep(50);
   }
-  const report = await redlock.init();
+  const plain = await redlock.init();
+  assert.deepEqual(
+    plain.map((r) => r.action),
+    cluster.urls.map(() => "none"),
+    JSON.stringify(plain),
+  );
+  assert.match(plain[0]!.detail, /every node serves locks from a lost: marker/);
+  const report = await redlock.init({ liftQuarantines: true });
   assert.deepEqual(
     report.map((r) => r.action),
     cluster.urls.map(() => "marked"),
@@ -403,7 +413,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
-  it("init() on a new cluster first called while some nodes were just started waits out their quarantines, then marks every node (fencing works)", async () => {
+  it("init() on a new cluster first called while some nodes were just started waits out their quarantines, then marks every node when told they are new (fencing works)", async () => {
     const shortTtlMs = 1_000;
     const cluster = new TestCluster(
       await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false }),
