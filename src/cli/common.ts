@@ -2,6 +2,7 @@
 
 import { Option } from "commander";
 import { defaults, idDefaults, limits } from "../limits.js";
+import { endpointOfUrl } from "../node/resolve.js";
 import type { NodeWarning } from "../quorum/node-group.js";
 import { durationOption, formatDuration } from "./duration.js";
 import { UsageError } from "./errors.js";
@@ -69,6 +70,26 @@ export function nodesFrom(options: NodesOptions): string[] {
       `give the Redis masters as comma-separated redis:// URLs, with --nodes or $${nodesEnv}`,
     );
   }
+  // One address given twice is a mistake in the list typed (exit 2), not a
+  // cluster misconfigured (the library's NodeConfigurationError, exit 3).
+  // A URL that does not parse is left to the library, which names it.
+  const seen = new Map<string, number>();
+  nodes.forEach((url, index) => {
+    let endpoint: string;
+    try {
+      endpoint = endpointOfUrl(url, index);
+    } catch {
+      return;
+    }
+    const first = seen.get(endpoint);
+    if (first !== undefined) {
+      throw new UsageError(
+        `--nodes (or $${nodesEnv})`,
+        `URLs ${first + 1} and ${index + 1} are the same node (${endpoint}): give each node once`,
+      );
+    }
+    seen.set(endpoint, index);
+  });
   return nodes;
 }
 

@@ -305,6 +305,16 @@ describe("redquorum command line", () => {
     assert.match(token.stderr, /^redquorum: invalid <token>: .*got "abc"/m);
   });
 
+  it("a node given twice in --nodes is a usage error (exit 2) naming both places, before any connection", async () => {
+    const url = cluster.urls[0]!;
+    const run = await cli(["status", "--nodes", `${url},${cluster.urls[1]},${url}/0`], env);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(
+      run.stderr,
+      /invalid --nodes \(or \$REDQUORUM_NODES\): URLs 1 and 3 are the same node/,
+    );
+  });
+
   it("members add of a node already in the list says so (exit 2), not that the list names a server twice", async () => {
     const run = await cli(["members", "add", cluster.urls[1]!], env);
     assert.equal(run.code, 2, run.stderr);
