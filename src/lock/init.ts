@@ -82,6 +82,13 @@ const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
  */
 type InitPlan = "in use" | "mark" | "lost" | "wait" | "lift";
 
+/**
+ * In the `detail` of every node init leaves unmarked because every node
+ * serves locks from a lost: marker (plan "lost"): such nodes serve locks
+ * without fencing (the node-redlock drop-in's) as they are.
+ */
+export const everyNodeLost = "every node serves locks from a lost: marker";
+
 export function initPlan(
   states: readonly (number | undefined)[],
   liftQuarantines: boolean,
@@ -211,7 +218,7 @@ function reportOf(
       found: "not marked",
       action: "none",
       detail:
-        `${marker}: every node serves locks from a lost: marker, as when every node lost its ` +
+        `${marker}: ${everyNodeLost}, as when every node lost its ` +
         "memory (or new nodes met a lock call before init): the fencing tokens handed out " +
         "before, if any, are known nowhere, and marked now the nodes would hand out tokens " +
         "from 1 again. If fenced locks were ever granted here, run redquorum fencing-floor " +

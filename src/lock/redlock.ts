@@ -156,13 +156,16 @@ export class Redlock implements LockOwner {
    * client met them since: to the nodes that cluster is new.
    *
    * If no node is in service yet (none marked or repaired), every node is
-   * marked when they are all alike: none has a marker (a new cluster), or
-   * each serves locks from a marker that says it lost its memory and
-   * nothing repaired. This needs every node, and whatever else the nodes
-   * hold (application keys, other clients' locks, NextId's keys) does not
-   * matter. A quarantine running anywhere is left to run (a node in it may
-   * have forgotten a lock still held), and init marks nothing until it is
-   * over, unless `liftQuarantines` says the nodes are new. If some node is
+   * marked when none has a marker (a new cluster). This needs every node,
+   * and whatever else the nodes hold (application keys, other clients'
+   * locks, NextId's keys) does not matter. When each serves locks from a
+   * marker that says it lost its memory and nothing repaired, init marks
+   * nothing: fresh counters would hand out fencing tokens from 1 again
+   * (raise the fencing floor first, or pass `liftQuarantines` for nodes
+   * that never held a fenced lock). A quarantine running anywhere is left
+   * to run (a node in it may have forgotten a lock still held), and init
+   * marks nothing until it is over, unless `liftQuarantines` says the
+   * nodes are new. If some node is
    * in service, the cluster is in use: a node that lost its memory serves
    * its quarantine (and has its fencing counters repaired), so init leaves
    * it alone. Resolves with what it found and did on each node.

@@ -145,9 +145,10 @@ export async function changeMembers(
 ): Promise<MemberChangeReport> {
   const timeoutMs = timeoutOf(options);
   const runtime = runtimeOf(options);
-  if (change.add !== undefined) {
+  if (typeof change.add === "string") {
     // Said in the caller's terms: the list check below would report the
     // list naming one server twice, at a position the caller never wrote.
+    // URLs only: naming a caller's client would attach to it (node-redis).
     let added: string;
     try {
       added = endpointOfInput(change.add, nodes.length);
@@ -157,7 +158,9 @@ export async function changeMembers(
         throw new InvalidArgumentError("add", error.detail);
       throw error;
     }
-    const at = nodes.findIndex((node, i) => endpointOfInput(node, i) === added);
+    const at = nodes.findIndex(
+      (node, i) => typeof node === "string" && endpointOfInput(node, i) === added,
+    );
     if (at >= 0) {
       throw new InvalidArgumentError(
         "add",

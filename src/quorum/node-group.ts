@@ -253,17 +253,16 @@ export class NodeGroup {
    * The error of a round that did not get `needed` yes votes (a majority
    * unless said otherwise), with each failing node's error, then
    * `answerErrors`: what the owner read in nodes' answers (a node excluded
-   * until repaired); `round` undefined for one that could not start (first
-   * contact timed out).
+   * until repaired).
    */
   quorumError(
     operation: string,
-    round: RoundResult<unknown> | undefined,
+    round: RoundResult<unknown>,
     needed = this.quorum,
     answerErrors: readonly NodeError[] = [],
   ): QuorumError {
-    const errors = [...(round ? nodeErrorsOf(round) : []), ...answerErrors];
-    return new QuorumError(operation, needed, this.nodes.length, round?.yesCount ?? 0, errors);
+    const errors = [...nodeErrorsOf(round), ...answerErrors];
+    return new QuorumError(operation, needed, this.nodes.length, round.yesCount, errors);
   }
 
   /** What node `index`'s last passed check read. */

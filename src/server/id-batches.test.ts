@@ -59,6 +59,21 @@ function waiter(count: number) {
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
+/** 17 IDs left: a call for more fails whole, with NextId's code, and hands out nothing. */
+class NearTheEnd extends CountingSource {
+  readonly last = 17n;
+  override nextBatch(count: number, options: { signal?: AbortSignal } = {}) {
+    if (this.next + BigInt(count) - 1n > this.last) {
+      this.calls.push({ count, signal: options.signal });
+      const error = Object.assign(new Error(`cannot hand out ${count} more ID(s)`), {
+        code: "ERR_ID_OVERFLOW",
+      });
+      return Promise.reject(error);
+    }
+    return super.nextBatch(count, options);
+  }
+}
+
 describe("IdBatches: one ID call per event-loop turn", () => {
   it("requests added in one turn share one call for the sum of their counts, in arrival order", async () => {
     const source = new CountingSource();
@@ -211,20 +226,6 @@ describe("IdBatches: one ID call per event-loop turn", () => {
   });
 
   it("near the end of the ID space, a turn's sum that does not fit is asked again request by request: each gets what it would alone", async () => {
-    /** 17 IDs left: a call for more fails whole, with NextId's code, and hands out nothing. */
-    class NearTheEnd extends CountingSource {
-      readonly last = 17n;
-      override nextBatch(count: number, options: { signal?: AbortSignal } = {}) {
-        if (this.next + BigInt(count) - 1n > this.last) {
-          this.calls.push({ count, signal: options.signal });
-          const error = Object.assign(new Error(`cannot hand out ${count} more ID(s)`), {
-            code: "ERR_ID_OVERFLOW",
-          });
-          return Promise.reject(error);
-        }
-        return super.nextBatch(count, options);
-      }
-    }
     const source = new NearTheEnd();
     source.hold = true; // the calls made one by one wait, so that one request can go meanwhile
     const batches = new IdBatches(source, { requestTimeoutMs: 5_000 });
@@ -259,6 +260,27 @@ describe("IdBatches: one ID call per event-loop turn", () => {
     assert.deepEqual(
       source.calls.map((call) => call.count),
       [118, 2, 100, 15, 5],
+    );
+  });
+
+  it("asked again one by one, a long run of requests cancelled meanwhile is passed over without a call each (no recursion per request)", async () => {
+    const source = new NearTheEnd();
+    source.hold = true;
+    const batches = new IdBatches(source, { requestTimeoutMs: 5_000 });
+    const first = waiter(1);
+    const gone = Array.from({ length: 8_000 }, () => waiter(1));
+    const last = waiter(1);
+    for (const x of [first, ...gone, last]) batches.add(x.w);
+    await turn(); // the turn's one call (8,002 IDs) fails: asked again one by one
+    for (const x of gone) batches.cancel(x.w); // while the first one's call is in flight
+    source.hold = false;
+    source.release();
+    await Promise.all([first.settled, last.settled]);
+    assert.deepEqual(first.outcome.ids, [1n]);
+    assert.deepEqual(last.outcome.ids, [2n]);
+    assert.deepEqual(
+      source.calls.map((call) => call.count),
+      [8_002, 1, 1],
     );
   });
 });

@@ -202,7 +202,11 @@ export class IdBatches {
   ): void {
     let i = 0;
     const next = (): void => {
-      const waiter = waiters[i++];
+      // Requests cancelled meanwhile are passed over here, in a loop: a
+      // batch started with nobody settles at once, and a long run of them
+      // would recurse once each (a stack overflow past a few thousand).
+      let waiter = waiters[i++];
+      while (waiter && !waiter.waiting) waiter = waiters[i++];
       if (!waiter) {
         settled?.();
         return;
@@ -211,11 +215,8 @@ export class IdBatches {
       batch.settled = next;
       waiter.batch = batch;
       batch.waiters.push(waiter);
-      if (waiter.waiting) {
-        // Cancelled meanwhile: the batch starts with nobody, and settles at once.
-        batch.total = waiter.count;
-        batch.live = 1;
-      }
+      batch.total = waiter.count;
+      batch.live = 1;
       this.start(batch);
     };
     next();

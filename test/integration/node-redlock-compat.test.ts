@@ -11,6 +11,7 @@ import Redlock, {
 } from "../../src/compat/node-redlock.js";
 import {
   ClosedError,
+  Redlock as CoreRedlock,
   InvalidArgumentError,
   LocalCluster,
   LockLostError,
@@ -58,6 +59,50 @@ function nodeRedlock(clients: Redis[], settings: object): NodeRedlockApi {
  * unchanged but for the import line, on real redis-servers; and node-redlock
  * itself beside the drop-in on the same keys.
  */
+describe("the drop-in on nodes that all serve from a lost: marker", () => {
+  it("takes them as they are (it has no fencing): no init error at each lock call", async () => {
+    const cluster = await LocalCluster.start({ nodeCount: 3, persistence: "none", init: false });
+    const core = new CoreRedlock(cluster.urls, { maxTtlMs: 1_000, fencing: false });
+    const drop = new Redlock(
+      cluster.urls.map((url) => new Redis(url)),
+      { retryCount: 0, redquorum: { recheckIntervalMs: 200, maxTtlMs: 1_000 } },
+    );
+    const errors: unknown[] = [];
+    drop.on("error", (error) => errors.push(error));
+    try {
+      // A lock call before init meets unmarked nodes: lost: markers, a
+      // quarantine; once it is over they serve locks as they are.
+      const deadline = performance.now() + 15_000;
+      for (;;) {
+        const lock = await core
+          .acquire(["first"], 500, { retry: { retries: 0 } })
+          .catch(() => undefined);
+        if (lock) {
+          await lock.release();
+          break;
+        }
+        assert.ok(performance.now() < deadline, "the quarantine never ended");
+        await sleep(100);
+      }
+      const report = await core.init();
+      assert.deepEqual(
+        report.map((r) => r.action),
+        ["none", "none", "none"],
+        JSON.stringify(report),
+      );
+      for (let i = 0; i < 3; i++) {
+        await (await drop.acquire([`lost-${i}`], 500)).release();
+        await sleep(300); // past recheckIntervalMs: an init not done would run again
+      }
+      assert.deepEqual(errors, []);
+    } finally {
+      await drop.quit();
+      await core.close();
+      await cluster.stop();
+    }
+  });
+});
+
 describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
   let cluster: LocalCluster;
   /** Every client a test made, disconnected at the end whatever happened. */
