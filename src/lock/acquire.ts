@@ -41,7 +41,11 @@ export async function acquireLock(
   // as if the nodes were down, on a healthy cluster, before any attempt.
   const contactStartMs = clock.now();
   await raceAbort(context.group.ready(), resolved.signal);
-  const request = { ...resolved, deadlineMs: resolved.deadlineMs + (clock.now() - contactStartMs) };
+  // A new object only where there is a deadline to move (a call without
+  // waitMs, the common one, keeps its own).
+  const request = Number.isFinite(resolved.deadlineMs)
+    ? { ...resolved, deadlineMs: resolved.deadlineMs + (clock.now() - contactStartMs) }
+    : resolved;
   return new Acquisition(context, request).run();
 }
 

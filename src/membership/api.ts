@@ -6,7 +6,7 @@
 import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
 import { defaults } from "../limits.js";
-import { createNodes, endpointOfInput, type NodeInput } from "../node/resolve.js";
+import { createNodes, endpointOfUrl, type NodeInput } from "../node/resolve.js";
 import { quorumOf } from "../quorum/round.js";
 import { clockOption, randomOption } from "../shared-options.js";
 import {
@@ -148,10 +148,10 @@ export async function changeMembers(
   if (typeof change.add === "string") {
     // Said in the caller's terms: the list check below would report the
     // list naming one server twice, at a position the caller never wrote.
-    // URLs only: naming a caller's client would attach to it (node-redis).
+    // URLs only (a caller's clients are told apart by the list check).
     let added: string;
     try {
-      added = endpointOfInput(change.add, nodes.length);
+      added = endpointOfUrl(change.add, nodes.length);
     } catch (error) {
       // Named as the caller gave it: `add`, not a position past its list.
       if (error instanceof InvalidArgumentError)
@@ -159,7 +159,7 @@ export async function changeMembers(
       throw error;
     }
     const at = nodes.findIndex(
-      (node, i) => typeof node === "string" && endpointOfInput(node, i) === added,
+      (node, i) => typeof node === "string" && endpointOfUrl(node, i) === added,
     );
     if (at >= 0) {
       throw new InvalidArgumentError(

@@ -47,15 +47,6 @@ export function createNodes(
   return plans.map((plan) => new RedisNode(plan.create(), stallMs, plan.database));
 }
 
-/**
- * How node `input` (at `index` of its list, for errors) is named in errors
- * and status, host:port[/db], without opening anything; throws as the
- * list's validation does.
- */
-export function endpointOfInput(input: NodeInput, index: number): string {
-  return planNode(input, index).endpoint;
-}
-
 interface NodePlan {
   identity: unknown;
   endpoint: string;

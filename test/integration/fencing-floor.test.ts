@@ -16,6 +16,33 @@ async function lastTokenOf(redlock: Redlock, resource: string, times: number): P
 }
 
 /**
+ * Tries `resource` until `count` nodes refuse it for unknown fencing
+ * counters (each try meets the lost nodes: quarantine, then its judgement;
+ * once the quarantines are over, what refuses is the counters); never a
+ * grant meanwhile. Resolves with that refusal.
+ */
+async function untilCountersUnknown(
+  redlock: Redlock,
+  resource: string,
+  count: number,
+): Promise<string> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const outcome = await redlock.acquire([resource], 1_000).then(
+      async (lock) => {
+        await lock.release();
+        return `granted with token ${lock.fence}`;
+      },
+      (error: Error) => error.message,
+    );
+    assert.doesNotMatch(outcome, /^granted/, "a fenced grant with the nodes' counters lost");
+    if ((outcome.match(/fencing counters unknown/g) ?? []).length === count) return outcome;
+    assert.ok(performance.now() < deadline, `still not judged: ${outcome}`);
+    await sleep(100);
+  }
+}
+
+/**
  * A short maxTtlMs: the restarted nodes' quarantines end within a test. Not
  * about node timeouts: not on the 50 ms default, which a loaded machine can
  * exceed ("no reply within 50 ms" failed a first lock here).
@@ -41,26 +68,7 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
       const issued = await lastTokenOf(redlock, "r", 5);
       await cluster.cluster.restart(0, { keepData: false });
       await cluster.cluster.restart(1, { keepData: false });
-      // Each try meets the lost nodes (quarantine, then its judgement);
-      // once their quarantines are over, what refuses is the counters.
-      const deadline = performance.now() + 60_000;
-      let refusal = "";
-      for (;;) {
-        const outcome = await redlock.acquire(["r"], 1_000).then(
-          async (lock) => {
-            await lock.release();
-            return `granted with token ${lock.fence}`;
-          },
-          (error: Error) => error.message,
-        );
-        if ((outcome.match(/fencing counters unknown/g) ?? []).length === 2) {
-          refusal = outcome;
-          break;
-        }
-        assert.doesNotMatch(outcome, /^granted/, "a fenced grant with two nodes' counters lost");
-        assert.ok(performance.now() < deadline, `still not judged: ${outcome}`);
-        await sleep(100);
-      }
+      const refusal = await untilCountersUnknown(redlock, "r", 2);
       assert.match(refusal, /fencing counters unknown/);
       // It stays so: no repair can run (one known other; it needs two).
       await sleep(2_500);
@@ -102,22 +110,8 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
     try {
       const issued = await lastTokenOf(redlock, "all-lost", 5);
       for (const index of [0, 1, 2]) await cluster.cluster.restart(index, { keepData: false });
-      // Each try meets the lost nodes; once their quarantines are over,
-      // every node serves locks from a lost: marker, its counters unknown.
-      const deadline = performance.now() + 60_000;
-      for (;;) {
-        const outcome = await redlock.acquire(["all-lost"], 1_000).then(
-          async (lock) => {
-            await lock.release();
-            return `granted with token ${lock.fence}`;
-          },
-          (error: Error) => error.message,
-        );
-        assert.doesNotMatch(outcome, /^granted/, "a fenced grant with every node's counters lost");
-        if ((outcome.match(/fencing counters unknown/g) ?? []).length === 3) break;
-        assert.ok(performance.now() < deadline, `still not judged: ${outcome}`);
-        await sleep(100);
-      }
+      // Every node serves locks from a lost: marker, its counters unknown.
+      await untilCountersUnknown(redlock, "all-lost", 3);
       // Marked, the nodes would start their counters again: token 1, below
       // the 5 a store holds.
       const report = await redlock.init();
