@@ -22,11 +22,13 @@ export function fencingFloorCommand(): Command {
     new Command("fencing-floor")
       .description(
         "after more than N - Q nodes lost their fencing counters before any repair (fenced locks " +
-          "refused for good): set the floor of every node whose counters are unknown to <token>, " +
-          "which must be at least every fencing token issued (your protected resource's highest " +
-          "accepted token plus a margin larger than the grants made since: a holder may have a " +
-          "higher one not yet presented); a value too low lets a token go back or repeat; a node " +
-          "with no marker is taken for one that lost its memory (marked lost, quarantined)",
+          "refused for good): raise every node's fencing floor to <token>, and the nodes whose " +
+          "counters are unknown vote on tokens again; <token> must be at least every fencing token " +
+          "issued (your protected resource's highest accepted token plus a margin larger than the " +
+          "grants made since: a holder may have a higher one not yet presented); a value too low " +
+          "lets a token go back or repeat (run it again with a higher one: a floor is only ever " +
+          "raised); a node with no marker is taken for one that lost its memory (marked lost, " +
+          "quarantined)",
       )
       .argument("<token>", "at least every fencing token issued on this cluster (decimal)")
       .addOption(nodesOption())

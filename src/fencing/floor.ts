@@ -15,10 +15,14 @@
  * still knows, if that is higher — as its floor for every resource, and
  * votes again: every token issued after it is above it. A node with no
  * marker is taken for one that lost its memory, as a lock call would find
- * it: marked lost, and its quarantine starts. Nothing else changes: a
- * quarantine still runs its course, and a node whose counters are known
- * is left alone (a majority that includes it already sees the highest
- * token it took part in).
+ * it: marked lost, and its quarantine starts. A node whose counters are
+ * known gets the operator's bound as its floor if its own is lower (not
+ * the highest value known: its own counters are known): not needed for the
+ * unknown nodes' repair (a majority that includes it already sees the
+ * highest token it took part in), but a floor only moves votes up, and it
+ * lets a second run with a higher bound correct a first one given too low
+ * (by then every node's counters are known). Nothing else changes: a
+ * quarantine still runs its course.
  */
 
 import { maxId, maxOf } from "../decimal.js";
@@ -53,7 +57,12 @@ export interface FencingFloorReport {
    * with no marker is taken for one that lost its memory).
    */
   readonly found: "known" | "unknown" | "unreachable";
-  /** "raised": its floor is set now, and it votes on tokens again. */
+  /**
+   * "raised": its floor is set now (found "unknown": it votes on tokens
+   * again; found "known": its floor was lower, and every later token it
+   * votes for is above the new one). "none": unreachable, a loss not yet
+   * recorded there, or its floor at the value already.
+   */
   readonly action: "raised" | "none";
   readonly detail: string;
 }
@@ -85,7 +94,7 @@ export function requireFloor(options: unknown): bigint {
   return value;
 }
 
-/** Sets the floor of every node whose fencing counters are unknown (see the module comment). */
+/** Raises every node's fencing floor to the bound; nodes whose counters are unknown vote again (see the module comment). */
 export async function raiseFencingFloors(
   context: FencingFloorContext,
   options: FencingFloorOptions,
@@ -107,7 +116,8 @@ export async function raiseFencingFloors(
   }
   assertOpen();
   const write = await group.round(
-    (node) => node.evalScript(fenceFloorScript, fenceRepairKeys, [floor.toString()]),
+    (node) =>
+      node.evalScript(fenceFloorScript, fenceRepairKeys, [floor.toString(), atLeast.toString()]),
     everyNode,
   );
   return group.nodes.map((node, i) => reportOf(node.endpoint, write.outcomes[i], floor, atLeast));
@@ -139,7 +149,21 @@ function reportOf(
           (floor > atLeast ? " (the highest value a node still knew, above the one given)" : ""),
       };
     case fenceFloorReply.known:
-      return { endpoint, found: "known", action: "none", detail: markerText };
+      return {
+        endpoint,
+        found: "known",
+        action: "none",
+        detail: `${markerText}: fencing floor at ${atLeast} or above already`,
+      };
+    case fenceFloorReply.raisedKnown:
+      return {
+        endpoint,
+        found: "known",
+        action: "raised",
+        detail:
+          `${markerText}: fencing floor raised to ${atLeast}; its counters were known, and ` +
+          "every token it votes for from now on is above it",
+      };
     default:
       return {
         endpoint,

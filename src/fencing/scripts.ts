@@ -329,22 +329,30 @@ return ${fenceRepairApplied}`,
 export const fenceFloorReply = {
   /** The node's counters were unknown: its floor is set now. */
   raised: 1,
-  /** Its counters are known (in service, or repaired): nothing to do. */
+  /** Its counters are known (in service, or repaired) and its floor is at the value or above: nothing to do. */
   known: 0,
   /** A loss whose run_id is not recorded on this server: a lock call there records it first. */
   unrecorded: 2,
+  /** Its counters are known, and its floor was below the value (or unset): raised to it. */
+  raisedKnown: 3,
 } as const;
 
 /**
  * An operator's repair of fencing counters that no repair could restore
  * (fencing/floor.ts): KEYS as fenceRepairScript's, ARGV[1] a value at
- * least every token issued. A node without a marker is taken for one
+ * least every token issued (the operator's bound, or the highest value a
+ * node knows if higher), ARGV[2] the operator's bound. A node without a marker is taken for one
  * that lost its memory, as a lock call would find it (the operator says
  * tokens were issued): it is marked "lost:…" and its quarantine starts
  * (quarantineCheck). Then the floor of a node whose counters are unknown
  * (a loss marker, no floor) is set, on the server the loss was recorded
- * on; the marker stays, and so does any quarantine. The reply's third
- * element is 1 when this call found the marker missing.
+ * on; the marker stays, and so does any quarantine. A node whose counters
+ * are known gets its floor raised to the operator's bound if below it (never
+ * lowered): a floor raised on a node only moves its later votes up, so
+ * this is safe at any time, and it is how an operator corrects a floor
+ * given too low (the unknown nodes, floored, count as known on a second
+ * run). The reply's third element is 1 when this call found the marker
+ * missing.
  */
 export const fenceFloorScript = new LuaScript(
   "fence-floor",
@@ -353,7 +361,12 @@ ${quarantineCheck}
 local found = redis.call('get', KEYS[1])
 local marker = checkQuarantine(found, redis.call('get', '${quarantineKey}'), '-1')
 local unmarked = found and 0 or 1
-if marker == '1' or redis.call('exists', KEYS[2]) == 1 then return {${fenceFloorReply.known}, marker, unmarked} end
+if marker == '1' or redis.call('exists', KEYS[2]) == 1 then
+  local floor = redis.call('get', KEYS[2]) or '0'
+  if not less(floor, ARGV[2]) then return {${fenceFloorReply.known}, marker, unmarked} end
+  ${setFloorLua("ARGV[2]")}
+  return {${fenceFloorReply.raisedKnown}, marker, unmarked}
+end
 if not ${lossRecordedHereLua} then return {${fenceFloorReply.unrecorded}, marker, unmarked} end
 ${setFloorLua("ARGV[1]")}
 return {${fenceFloorReply.raised}, marker, unmarked}`,

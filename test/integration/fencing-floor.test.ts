@@ -86,14 +86,15 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
         [
           ["unknown", "raised"],
           ["unknown", "raised"],
-          ["known", "none"],
+          // Its counters known, it gets the floor too: a floor only moves votes up.
+          ["known", "raised"],
         ],
         JSON.stringify(reports),
       );
       const lock = await redlock.acquire(["r"], 1_000);
       assert.ok(lock.fence! > floor, `token ${lock.fence} not above the floor ${floor}`);
       await lock.release();
-      // Run again, it changes nothing: every node's counters are known.
+      // Run again, it changes nothing: every node's floor is there already.
       const again = await redlock.raiseFencingFloor({ atLeast: floor });
       assert.deepEqual(
         again.map((r) => r.action),
@@ -126,6 +127,46 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
       const lock = await redlock.acquire(["all-lost"], 1_000);
       assert.ok(lock.fence! > issued, `token ${lock.fence} not above ${issued}`);
       await lock.release();
+    } finally {
+      await redlock.close();
+    }
+  });
+
+  it("a floor given too low is corrected by a second run with a higher one: every node's floor is raised, known counters or not", async () => {
+    await cluster.flushAll();
+    const redlock = new Redlock(cluster.urls, notHurried);
+    try {
+      await redlock.init();
+      const issued = await lastTokenOf(redlock, "low", 5);
+      for (const index of [0, 1, 2]) await cluster.cluster.restart(index, { keepData: false });
+      await untilCountersUnknown(redlock, "low", 3);
+      // The operator's bound is below a token the store saw: tokens repeat
+      // (for a client that did not see the earlier ones: this one's own
+      // proposals would still go above them).
+      await redlock.raiseFencingFloor({ atLeast: issued - 3n });
+      const other = new Redlock(cluster.urls, notHurried);
+      const repeated = await lastTokenOf(other, "low", 1).finally(() => other.close());
+      assert.ok(repeated <= issued, `token ${repeated}: the floor was not too low after all`);
+      // Found out, the operator runs it again with a bound high enough. The
+      // nodes' counters are known now (floored): each is raised all the same.
+      const floor = issued + 1_000n;
+      const reports = await redlock.raiseFencingFloor({ atLeast: floor });
+      assert.deepEqual(
+        reports.map((r) => [r.found, r.action]),
+        Array(3).fill(["known", "raised"]),
+        JSON.stringify(reports),
+      );
+      assert.match(reports[0]!.detail, new RegExp(`fencing floor raised to ${floor}`));
+      const token = await lastTokenOf(redlock, "low", 1);
+      assert.ok(token > floor, `token ${token} not above the corrected floor ${floor}`);
+      // Never lowered: a lower bound afterwards changes nothing.
+      const lower = await redlock.raiseFencingFloor({ atLeast: issued });
+      assert.deepEqual(
+        lower.map((r) => r.action),
+        ["none", "none", "none"],
+        JSON.stringify(lower),
+      );
+      assert.ok((await lastTokenOf(redlock, "low", 1)) > token);
     } finally {
       await redlock.close();
     }
