@@ -3,18 +3,17 @@ import { describe, it } from "node:test";
 import type { InitReport } from "../lock/init.js";
 import { notReadyReason } from "./init.js";
 
-const report = (found: InitReport["found"], action: InitReport["action"]): InitReport => ({
-  endpoint: "redis://127.0.0.1:1",
-  found,
-  action,
-  detail: "",
-});
-const inService = report("in service", "none");
-const marked = report("not marked", "marked");
-const recovering = report("not marked", "left to recover");
-const unreachable = report("unreachable", "none");
-const waiting = report("not marked", "none");
-const quarantined = report("in quarantine", "none");
+const report = (
+  found: InitReport["found"],
+  action: InitReport["action"],
+  serves: InitReport["serves"],
+): InitReport => ({ endpoint: "redis://127.0.0.1:1", found, action, serves, detail: "" });
+const inService = report("in service", "none", "locks");
+const marked = report("not marked", "marked", "locks");
+const recovering = report("not marked", "left to recover", "none yet");
+const unreachable = report("unreachable", "none", "none yet");
+const waiting = report("not marked", "none", "unfenced locks");
+const quarantined = report("in quarantine", "none", "none yet");
 
 describe("notReadyReason (redquorum init's exit code)", () => {
   it("is ready when a quorum is in service or marked now", () => {

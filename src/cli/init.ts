@@ -52,7 +52,7 @@ export function initCommand(): Command {
  * a quorum of nodes in service (found so, or marked now).
  */
 export function notReadyReason(reports: readonly InitReport[]): string | undefined {
-  const serving = reports.filter((r) => r.found === "in service" || r.action === "marked").length;
+  const serving = reports.filter((r) => r.serves === "locks").length;
   const needed = quorumOf(reports.length);
   if (serving >= needed) return undefined;
   const recovering = reports.filter((r) => r.action === "left to recover").length;

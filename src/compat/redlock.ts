@@ -21,7 +21,7 @@ import {
   ResourceLockedError,
 } from "../errors.js";
 import { requireResources, requireTtl } from "../lock/call-arguments.js";
-import { everyNodeLost, type InitReport } from "../lock/init.js";
+import type { InitReport } from "../lock/init.js";
 import { type KeepAliveOptions, runKeepingAlive, usingSchedule } from "../lock/keep-alive.js";
 import type { Lock as CoreLock } from "../lock/lock.js";
 import { Redlock as CoreRedlock } from "../lock/redlock.js";
@@ -594,12 +594,7 @@ export class Redlock extends EventEmitter {
     // The drop-in has no fencing: nodes that all serve from a lost: marker
     // (init leaves them unmarked, as their counters are lost everywhere)
     // serve its locks as they are, and init has nothing more to do for it.
-    const serving = reports.filter(
-      (report) =>
-        report.found === "in service" ||
-        report.action === "marked" ||
-        report.detail.includes(everyNodeLost),
-    );
+    const serving = reports.filter((report) => report.serves !== "none yet");
     if (serving.length >= this.core.quorum) {
       this.initialized = true;
       return;

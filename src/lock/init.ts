@@ -36,6 +36,15 @@ export interface InitReport {
    * "none": nothing to do, or (`detail` says) nothing done yet.
    */
   readonly action: "marked" | "left to recover" | "none";
+  /**
+   * What the node serves now: "locks", every lock (in service, or marked
+   * now); "unfenced locks", locks taken with `fencing: false` (such as the
+   * node-redlock drop-in's) but no fenced one: it serves locks from a
+   * `lost:` marker and its fencing counters are unknown (`detail` says what
+   * to do); "none yet": it is unreachable, serves a quarantine, or waits
+   * for one.
+   */
+  readonly serves: "locks" | "unfenced locks" | "none yet";
   readonly detail: string;
 }
 
@@ -81,13 +90,6 @@ const initKeys = [markerKey, quarantineKey, fenceFloorKey, runKey];
  *   quarantine.
  */
 type InitPlan = "in use" | "mark" | "lost" | "wait" | "lift";
-
-/**
- * In the `detail` of every node init leaves unmarked because every node
- * serves locks from a lost: marker (plan "lost"): such nodes serve locks
- * without fencing (the node-redlock drop-in's) as they are.
- */
-export const everyNodeLost = "every node serves locks from a lost: marker";
 
 export function initPlan(
   states: readonly (number | undefined)[],
@@ -191,7 +193,7 @@ function reportOf(
 ): InitReport {
   if (!reply) {
     const error = outcome?.kind === "error" ? outcome.error.message : "no answer";
-    return { endpoint, found: "unreachable", action: "none", detail: error };
+    return { endpoint, found: "unreachable", action: "none", serves: "none yet", detail: error };
   }
   const [state] = reply;
   const marker = reply[1] ? `marker ${JSON.stringify(reply[1])}` : "no marker";
@@ -201,24 +203,32 @@ function reportOf(
         endpoint,
         found: "in quarantine",
         action: "none",
+        serves: "none yet",
         detail:
           `${marker}: its fencing counters are known, but it serves the quarantine of a restart ` +
           "or loss first (up to the cluster's longest maxTtlMs): run init again after it, or wait",
       };
     }
-    return { endpoint, found: "in service", action: "none", detail: marker };
+    return { endpoint, found: "in service", action: "none", serves: "locks", detail: marker };
   }
   if (plan === "mark" || plan === "lift") {
     const lifted = plan === "lift" && state === initState.quarantined ? ", quarantine lifted" : "";
-    return { endpoint, found: "not marked", action: "marked", detail: marker + lifted };
+    return {
+      endpoint,
+      found: "not marked",
+      action: "marked",
+      serves: "locks",
+      detail: marker + lifted,
+    };
   }
   if (plan === "lost") {
     return {
       endpoint,
       found: "not marked",
       action: "none",
+      serves: "unfenced locks",
       detail:
-        `${marker}: ${everyNodeLost}, as when every node lost its ` +
+        `${marker}: every node serves locks from a lost: marker, as when every node lost its ` +
         "memory (or new nodes met a lock call before init): the fencing tokens handed out " +
         "before, if any, are known nowhere, and marked now the nodes would hand out tokens " +
         "from 1 again. If fenced locks were ever granted here, run redquorum fencing-floor " +
@@ -232,6 +242,7 @@ function reportOf(
       endpoint,
       found: "not marked",
       action: "left to recover",
+      serves: "none yet",
       detail:
         `${marker} while other nodes are in service: it lost its memory, so it serves its ` +
         "quarantine and has its fencing counters repaired from the others (which needs " +
@@ -247,6 +258,7 @@ function reportOf(
       endpoint,
       found: "not marked",
       action: "none",
+      serves: "unfenced locks",
       detail: `${marker}: it serves locks; other nodes may have forgotten a lock still held: ${again}`,
     };
   }
@@ -254,6 +266,7 @@ function reportOf(
     endpoint,
     found: "not marked",
     action: "left to recover",
+    serves: "none yet",
     detail:
       state === initState.quarantined
         ? `${marker}, in quarantine: it may have forgotten a lock still held (a node restarted ` +
@@ -270,6 +283,7 @@ function afterWrite(report: InitReport, outcome: Outcome<unknown> | undefined): 
   return {
     ...report,
     action: reply?.[0] === initState.quarantined ? "left to recover" : "none",
+    serves: "none yet",
     detail:
       outcome?.kind === "error"
         ? outcome.error.message

@@ -122,6 +122,11 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
         JSON.stringify(report),
       );
       assert.match(report[0]!.detail, /every node lost its memory/);
+      // They serve locks without fencing as they are, and no fenced one.
+      assert.deepEqual(
+        report.map((r) => r.serves),
+        Array(3).fill("unfenced locks"),
+      );
       await assert.rejects(redlock.acquire(["all-lost"], 1_000), /fencing counters unknown/);
       await redlock.raiseFencingFloor({ atLeast: issued });
       const lock = await redlock.acquire(["all-lost"], 1_000);

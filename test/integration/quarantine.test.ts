@@ -126,8 +126,10 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
       const report = reports.find((r) => r.endpoint === endpoint);
       assert.equal(report?.found, "not marked", JSON.stringify(reports));
       assert.equal(report?.action, "left to recover");
+      assert.equal(report?.serves, "none yet");
       assert.match(report!.detail, /quarantine/);
       assert.ok(reports.filter((r) => r.found === "in service").length >= 3);
+      for (const r of reports) if (r.found === "in service") assert.equal(r.serves, "locks");
       assert.equal(await cluster.client(2).get("redquorum:marker"), null);
       await assert.rejects(b.acquire(["r"], 1_000), RedquorumError);
     } finally {
@@ -229,8 +231,8 @@ describe("Redlock.init()", () => {
       );
       const lifted = await redlock.init({ liftQuarantines: true });
       assert.deepEqual(
-        lifted.map((r) => r.action),
-        ["marked", "marked", "marked"],
+        lifted.map((r) => [r.action, r.serves]),
+        Array(3).fill(["marked", "locks"]),
       );
       const lock = await redlock.acquire(["r"], 1_000);
       await lock.release();
