@@ -27,6 +27,7 @@
  * not sent yet, SIGKILL at that time at the latest), `done` (the group is
  * gone, or never ran). It exits once it has nothing left to watch.
  */
+import { monotonicNowMs as nowMs } from "./monotonic.js";
 import { groupRunning, signalGroup } from "./process-group.js";
 
 /** How long the guard lets redquorum ask for SIGTERM before it sends one by itself. */
@@ -34,7 +35,6 @@ const termSlackMs = 50;
 /** How often the guard looks whether the group is gone, once it was told to stop. */
 const pollMs = 50;
 
-const nowMs = () => Number(process.hrtime.bigint() / 1_000_000n);
 // redquorum's stderr, shared: its reader may be gone with redquorum (a
 // pipeline killed whole). A failed write must not end the guard before
 // its SIGKILL, so each signal goes out before the guard says it.

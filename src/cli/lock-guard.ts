@@ -11,8 +11,6 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { diagnose } from "./common.js";
 
-export const monotonicNowMs = () => Number(process.hrtime.bigint() / 1_000_000n);
-
 /** Beside the CLI's bundle (dist/cli.js); run from the source, beside this file as .ts (tsx). */
 function guardScript(): string[] | undefined {
   const built = fileURLToPath(new URL("./cli-guard.js", import.meta.url));

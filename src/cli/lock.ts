@@ -28,7 +28,8 @@ import {
 import { durationOption, formatDuration } from "./duration.js";
 import { InterruptedError, LockNotAcquiredError, UsageError } from "./errors.js";
 import { exitCodes, signalExitCode } from "./exit-codes.js";
-import { LockGuard, monotonicNowMs } from "./lock-guard.js";
+import { LockGuard } from "./lock-guard.js";
+import { monotonicNowMs } from "./monotonic.js";
 import { groupRunning, signalGroup } from "./process-group.js";
 
 interface LockOptions extends NodesOptions, MaxTtlOptions {
