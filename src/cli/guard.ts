@@ -54,7 +54,11 @@ function main(): void {
   let pgid: number | undefined;
   let termAt = Number.POSITIVE_INFINITY;
   let killAt = Number.POSITIVE_INFINITY;
+  /** SIGKILL's time as redquorum asked for it (`term`), apart from the lock's schedule (`at`). */
+  let askedKillAt = Number.POSITIVE_INFINITY;
   let termSent = false;
+  /** The guard sent SIGTERM by itself: redquorum was silent (stopped). */
+  let termOwn = false;
   let finished = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -77,6 +81,7 @@ function main(): void {
     if (finished || pgid === undefined) return;
     const now = nowMs();
     if (!termSent && now >= termAt + termSlackMs && terminate()) {
+      termOwn = true;
       say(
         "redquorum did not extend the lock or stop the command in time (is it stopped?): " +
           `sent SIGTERM to the command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
@@ -111,13 +116,18 @@ function main(): void {
         return;
       }
       if (kind === "group") pgid = Number(first);
-      // Once the command was told to stop, a later schedule (a stopped
-      // redquorum resumed) does not put that off.
-      else if (kind === "at" && !termSent) {
+      // Once the guard stopped the command by itself, a later schedule (a
+      // stopped redquorum resumed) does not put that off. After redquorum's
+      // own `term` (the command exited and what it left runs on, or the
+      // lock was lost), the lock's schedule still moves with each
+      // extension: SIGKILL comes when redquorum asked, or when the lock
+      // would run out, whichever is first.
+      else if (kind === "at" && !termOwn) {
         termAt = Number(first);
-        killAt = Number(second);
+        killAt = Math.min(askedKillAt, Number(second));
       } else if (kind === "term") {
-        killAt = Math.min(killAt, Number(first));
+        askedKillAt = Math.min(askedKillAt, Number(first));
+        killAt = Math.min(killAt, askedKillAt);
         terminate();
       }
     }

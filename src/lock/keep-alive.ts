@@ -110,6 +110,7 @@ export async function runKeepingAlive<T>(
   lock: Lock,
   routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
   options: KeepAliveOptions,
+  running?: Set<KeepAliveHandle>,
 ): Promise<T> {
   assert(
     options.marginMs < options.extendThresholdMs,
@@ -117,6 +118,7 @@ export async function runKeepingAlive<T>(
   );
   const keeper = new KeepAlive(lock, options);
   keeper.start();
+  running?.add(keeper);
   let result: T;
   try {
     result = await routine(keeper.signal, lock);
@@ -125,6 +127,8 @@ export async function runKeepingAlive<T>(
     // The routine's error comes out unchanged; the release is best effort.
     await lock.release().catch(() => {});
     throw error;
+  } finally {
+    running?.delete(keeper);
   }
   // A routine that held the event loop past the validity (no timer could
   // tell it) and returned without looking ran without the lock at the end:
@@ -143,8 +147,19 @@ export async function runKeepingAlive<T>(
 
 const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted")!.get!;
 
+/** A running keep-alive, as its instance's `close()` sees it. */
+export interface KeepAliveHandle {
+  /**
+   * The instance closes: no extension can be sent any more, so the lock
+   * will not be kept. The routine's signal aborts now (`LockLostError`
+   * with `cause` as its cause) rather than near the end of the validity,
+   * and no timer is left.
+   */
+  abandon(cause: Error): void;
+}
+
 /** The timers that keep one lock extended, and the signal that says it was lost. */
-class KeepAlive {
+class KeepAlive implements KeepAliveHandle {
   private readonly lock: Lock;
   private readonly options: KeepAliveOptions;
   private readonly controller = new AbortController();
@@ -189,7 +204,7 @@ class KeepAlive {
     // it now has, and a lock found lost is given up at once.
     this.lock.onValidityChange = () => {
       if (this.stopped) return;
-      if (this.checkDeadline() || this.extending) return;
+      if (this.checkDeadline() || this.stopped || this.extending) return;
       this.armDeadline();
       clearTimeout(this.extendTimer);
       this.scheduleExtension(this.lock.remainingMs() - this.options.extendThresholdMs);
@@ -210,15 +225,31 @@ class KeepAlive {
     if (!this.lock.released) this.checkDeadline(0);
   }
 
+  abandon(cause: Error): void {
+    this.lose(cause);
+  }
+
   private lose(cause: unknown): void {
     if (abortedOf.call(this.controller.signal)) return;
     this.stop();
+    // The validity as it is now, before the abort's listeners run: a lock
+    // found lost has none left, and `redquorum lock` times its SIGKILL
+    // from this (at once then, not at the deadline it was last told).
+    this.tellDeadline();
     this.controller.abort(new LockLostError(this.lock.resources, cause));
   }
 
-  /** Gives the lock up if its validity is down to `leftMs` (the margin); whether it is given up. */
+  /**
+   * Gives the lock up if its validity is down to `leftMs` (the margin);
+   * whether it is given up. A lock the routine released itself reads 0 but
+   * was not lost: there is nothing left to keep, and the keep-alive stops.
+   */
   private checkDeadline(leftMs = this.options.marginMs): boolean {
     if (this.stopped) return abortedOf.call(this.controller.signal);
+    if (this.lock.released) {
+      this.stop();
+      return false;
+    }
     if (this.lock.remainingMs() > leftMs) return false;
     this.lose(
       new LockExpiredError(
@@ -234,18 +265,22 @@ class KeepAlive {
 
   /** Independent of how extensions go: abort before the validity ends. */
   private armDeadline(): void {
+    if (this.stopped) return;
     const { lock } = this;
-    const { marginMs, onDeadline } = this.options;
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = setTimeout(
       () => {
         if (!this.checkDeadline()) this.armDeadline();
       },
-      Math.max(0, lock.remainingMs() - marginMs),
+      Math.max(0, lock.remainingMs() - this.options.marginMs),
     );
     // After the timer: a hook that throws must not leave the lock without its deadline.
+    this.tellDeadline();
+  }
+
+  private tellDeadline(): void {
     try {
-      onDeadline?.(lock.remainingMs());
+      this.options.onDeadline?.(this.lock.remainingMs());
     } catch {
       // the hook's own failure; the keep-alive goes on
     }
@@ -270,6 +305,9 @@ class KeepAlive {
     } catch (error) {
       this.extending = false;
       if (this.stopped) return;
+      // The routine released the lock itself ("cannot extend a released
+      // lock"): not a loss, and nothing left to keep.
+      if (lock.released) return this.stop();
       // A failed extension may have lowered the validity: re-arm first.
       this.armDeadline();
       // Refused: the keys are gone or no longer ours; no retry can help.

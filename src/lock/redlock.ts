@@ -27,7 +27,7 @@ import { createLockContext, createLockGroup, type LockContext } from "./context.
 import { extendLock } from "./extend.js";
 import { QuarantineHorizon } from "./horizon.js";
 import { type InitOptions, type InitReport, initNodes } from "./init.js";
-import { runKeepingAlive, usingSchedule } from "./keep-alive.js";
+import { type KeepAliveHandle, runKeepingAlive, usingSchedule } from "./keep-alive.js";
 import { type Extension, Lock, type LockOwner } from "./lock.js";
 import {
   type AcquireOptions,
@@ -48,6 +48,8 @@ export class Redlock implements LockOwner {
   private readonly group: NodeGroup;
   private closed = false;
   private closing: Promise<void> | undefined;
+  /** @internal The keep-alives of `using` routines running now (close() abandons them). */
+  readonly keepAlives = new Set<KeepAliveHandle>();
   /** Operations running now; `close()` waits for them. */
   private readonly active = new InFlight();
   private readonly observer: Observer;
@@ -121,7 +123,7 @@ export class Redlock implements LockOwner {
     const ttl = requireTtl(ttlMs, this.options);
     const schedule = usingSchedule(ttl, this.options, extendThresholdMs);
     const lock = await this.acquire(resources, ttl, acquireOptions);
-    return runKeepingAlive(lock, routine, schedule);
+    return runKeepingAlive(lock, routine, schedule, this.keepAlives);
   }
 
   /**
@@ -232,6 +234,9 @@ export class Redlock implements LockOwner {
 
   private async closeNow(): Promise<void> {
     this.closed = true;
+    // Routines of `using` still running: their locks cannot be extended
+    // any more; their signals say so now, and their timers end.
+    for (const keeper of this.keepAlives) keeper.abandon(new ClosedError("Redlock"));
     // A kept release's pass not run yet runs now (tracked, so awaited below):
     // other instances' waiters must still be told the key is theirs. One
     // held by an attempt runs when that attempt fails, as it now will.

@@ -378,7 +378,7 @@ describe("redquorum lock, end to end", () => {
     /** The next extension (at half the TTL) is refused, SIGTERM, SIGKILL, exit: generous. */
     const lostExitMs = ttlMs + killAfterMs + 10_000;
 
-    it("a command that ignores SIGTERM gets SIGKILL after --kill-after when the lock is lost; exit 5", {
+    it("a command that ignores SIGTERM gets SIGKILL at once when the lock's keys are found gone (no validity left, another may hold it); exit 5", {
       timeout: cliStartMs + lostExitMs + 10_000,
     }, async () => {
       const ready = join(dir, "kill-ready");
@@ -403,15 +403,12 @@ describe("redquorum lock, end to end", () => {
       const pid = Number(readFileSync(pids, "utf8").trim());
       assert.ok(alive(pid), `the command (pid ${pid}) runs`);
 
-      // Someone deletes the lock: the next extension is refused.
+      // Someone deletes the lock: the next extension is refused. Before,
+      // the command ran on for the whole --kill-after beside a new holder.
       await Promise.all(clients.map((c) => c.del("cli:kill")));
       const done = await run;
       assert.equal(done.code, 5, show(done));
-      assert.match(
-        done.stderr,
-        new RegExp(`lost the lock[\\s\\S]*SIGTERM[\\s\\S]*SIGKILL in ${killAfterMs}ms`),
-        show(done),
-      );
+      assert.match(done.stderr, /lost the lock[\s\S]*SIGTERM[\s\S]*SIGKILL in 0ms/, show(done));
       assert.equal(alive(pid), false, `the command (pid ${pid}) outlived redquorum; ${show(done)}`);
     });
 
@@ -687,6 +684,52 @@ describe("redquorum lock, end to end", () => {
       await assertReleased(clients, "cli:left", show(run));
     } finally {
       if (running(leftBehind)) process.kill(leftBehind, "SIGKILL");
+    }
+  });
+
+  it("what a command leaves running gets the whole --kill-after while the lock is kept, not only the validity left when the command exited", {
+    timeout: cliStartMs + 20_000,
+  }, async () => {
+    const pids = pidFile(dir, "left-grace-pid");
+    const ready = join(dir, "left-grace-ready");
+    // A job that ignores SIGTERM, started in the background; the command
+    // exits at once. --kill-after (10 s) is far longer than --ttl (1 s):
+    // the lock is extended meanwhile, so the job must get the 10 s. Before,
+    // the guard's SIGKILL came when the validity left at the command's exit
+    // ran out (under 1 s), as if the lock had been lost.
+    const child = startCli(
+      [
+        "lock",
+        "cli:left-grace",
+        "--ttl",
+        "1s",
+        "--kill-after",
+        "10s",
+        "--",
+        "sh",
+        "-c",
+        `sh -c 'trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done' >/dev/null 2>&1 & exit 0`,
+      ],
+      env,
+    );
+    const run = finished(child, cliStartMs + 18_000);
+    await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+    const job = Number(readFileSync(pids, "utf8").trim());
+    try {
+      // Three TTLs on: far past the old SIGKILL, far before --kill-after's.
+      await new Promise((r) => setTimeout(r, 3_000));
+      assert.ok(running(job), "the job left running was killed before --kill-after");
+      process.kill(job, "SIGKILL");
+      const done = await run;
+      assert.equal(done.code, 0, show(done));
+      assert.match(
+        done.stderr,
+        /still running: sending them SIGTERM \(SIGKILL in 10s\)/,
+        show(done),
+      );
+      await assertReleased(clients, "cli:left-grace", show(done));
+    } finally {
+      if (running(job)) process.kill(job, "SIGKILL");
     }
   });
 

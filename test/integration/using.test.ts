@@ -218,6 +218,58 @@ describe("redlock.using: auto-extension, loss and release", () => {
     }
   });
 
+  it("a routine that releases its own lock and goes on past the next extension's time: not lost, using returns its result", async () => {
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 200 });
+    try {
+      let aborted: unknown;
+      const result = await holder.using(["released-early"], 1_000, async (signal, lock) => {
+        signal.addEventListener("abort", () => {
+          aborted = signal.reason;
+        });
+        await lock.release();
+        // Past the extension threshold (half the TTL) and the whole TTL:
+        // the keep-alive must not take the release for a loss.
+        await sleep(1_300);
+        assert.equal(signal.aborted, false, "the signal aborted after the routine's own release");
+        return "done";
+      });
+      assert.equal(result, "done");
+      assert.equal(aborted, undefined, `aborted with ${aborted}`);
+    } finally {
+      await holder.close();
+    }
+  });
+
+  it("close() while a routine runs: its signal aborts at once with LockLostError (cause ClosedError), and no keep-alive timer outlives close()", async () => {
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 200 });
+    let resolveStarted!: () => void;
+    const started = new Promise<void>((resolve) => {
+      resolveStarted = resolve;
+    });
+    let routineSignal: AbortSignal | undefined;
+    const running = holder.using(["closing"], 10_000, async (signal) => {
+      routineSignal = signal;
+      resolveStarted();
+      await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+      return "ended";
+    });
+    const outcome = running.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await started;
+    await holder.close();
+    // Told by the time close() resolves, not near the end of the 10 s TTL.
+    assert.equal(routineSignal!.aborted, true, "the routine was not told when close() resolved");
+    const error = await outcome;
+    assert.ok(error instanceof LockLostError, String(error));
+    assert.equal(
+      (error.cause as { code?: string } | undefined)?.code,
+      "ERR_CLOSED",
+      String(error.cause),
+    );
+  });
+
   it("a TTL short next to the node timeout is extended a quarter TTL apart, not back to back", async () => {
     // TTL 60 ms, node timeout 50 ms: the threshold an extension needs
     // (the margin plus a node timeout) is above what one extension gives;
