@@ -102,10 +102,27 @@ export function resolveNodeChecks(options: Record<string, unknown>): ResolvedNod
  */
 export function resolveRuntime(options: Record<string, unknown>): ResolvedRuntime {
   return {
-    onWarning: requireFunction("options.onWarning", options.onWarning ?? emitNodeWarning),
+    onWarning: hookOption("options.onWarning", options.onWarning ?? emitNodeWarning),
     observe: resolveObserveOptions("options", options),
     clock: clockOption(options.clock),
     random: randomOption(options.random),
+  };
+}
+
+/**
+ * A hook of the application's (`onWarning`, `onRepair`), checked to be a
+ * function and called so that it cannot fail what calls it: a hook that
+ * throws is the application's own failure, and must not take a node out of
+ * service or fail a lock or an ID (as `logger` and `onEvent`: observe.ts).
+ */
+export function hookOption<T>(name: string, hook: unknown): (value: T) => void {
+  const call = requireFunction<(value: T) => void>(name, hook);
+  return (value) => {
+    try {
+      call(value);
+    } catch {
+      // the application's hook failed; what told it goes on
+    }
   };
 }
 

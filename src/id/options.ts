@@ -8,6 +8,7 @@ import { idDefaults, idLimits, limits } from "../limits.js";
 import type { NodeWarning } from "../node/admission.js";
 import type { Logger, RedquorumEvent } from "../observe.js";
 import {
+  hookOption,
   type ResolvedSharedOptions,
   requireNodeStallMs,
   requireNodeTimeoutMs,
@@ -19,7 +20,6 @@ import {
   describe,
   rejectUnknownOptions,
   requireBoolean,
-  requireFunction,
   requireInteger,
   requireOptionsObject,
 } from "../validate.js";
@@ -205,7 +205,7 @@ export function resolveNextIdOptions(input: unknown): ResolvedNextIdOptions {
       "options.unsafeSkipMarkerCheck",
       options.unsafeSkipMarkerCheck ?? false,
     ),
-    onRepair: requireFunction("options.onRepair", options.onRepair ?? emitRepairWarning),
+    onRepair: hookOption("options.onRepair", options.onRepair ?? emitRepairWarning),
     ...resolveRuntime(options),
   };
   if (proposals === "clock" && typeof resolved.clock.epochMicros !== "function") {

@@ -261,4 +261,35 @@ describe("logger and events", () => {
       JSON.stringify(warned),
     );
   });
+
+  it("an onWarning hook that throws takes no node out of service: locks and IDs go on, and it is still told", async () => {
+    // Every node evicts keys with a TTL: each check warns, and before, the
+    // hook's exception failed the check, so every node was out of service.
+    await cluster.onAll((client) => client.config("SET", "maxmemory", "100mb"));
+    await cluster.onAll((client) => client.config("SET", "maxmemory-policy", "volatile-lru"));
+    const warned: string[] = [];
+    const onWarning = (warning: { code: string }) => {
+      warned.push(warning.code);
+      throw new Error("hook broke");
+    };
+    const redlock = new Redlock(cluster.urls, { ...notAboutTimeouts, onWarning });
+    const ids = new NextId(cluster.urls, {
+      ...notAboutTimeouts,
+      key: "hooked:id",
+      unsafeAllowNonDurableNodes: true,
+      onWarning,
+    });
+    try {
+      const lock = await redlock.acquire(["hooked"], 1_000);
+      await lock.release();
+      await ids.init();
+      assert.ok((await ids.next()) > 0n);
+      assert.deepEqual(warned, Array(6).fill("REDQUORUM_EVICTION"));
+    } finally {
+      await redlock.close();
+      await ids.close();
+      await cluster.onAll((client) => client.config("SET", "maxmemory", "0"));
+      await cluster.onAll((client) => client.config("SET", "maxmemory-policy", "noeviction"));
+    }
+  });
 });
