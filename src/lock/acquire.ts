@@ -187,19 +187,27 @@ class Acquisition {
    */
   private async leaveNodeQueues(where: (index: number) => boolean): Promise<void> {
     const { group, options, watch } = this.context;
-    if (this.context.isClosed() || !group.nodes.some((_, index) => where(index))) return;
+    if (!group.nodes.some((_, index) => where(index))) return;
+    // Also while the instance closes (close() ended the wait): close()
+    // waits for this, with the connections still open, and a waiter left
+    // queued would be the heir of the next release, keeping the key from
+    // every other caller until its reservation lapsed.
     const args = [this.waiterId!, String(limits.heirReservationMs), watch.available ? "1" : "0"];
     const skipped = Promise.resolve(0);
-    const leaving = group.round(
-      (node) => node.evalScript(leaveQueueScript, this.request.keys, args),
-      {
-        isYes: () => true,
-        skip: (index) => (where(index) ? undefined : skipped),
-        stop: "all",
-        timeoutMs: options.nodeTimeoutMs,
-      },
-    );
-    await this.context.track(leaving).catch(() => {});
+    try {
+      const leaving = group.round(
+        (node) => node.evalScript(leaveQueueScript, this.request.keys, args),
+        {
+          isYes: () => true,
+          skip: (index) => (where(index) ? undefined : skipped),
+          stop: "all",
+          timeoutMs: options.nodeTimeoutMs,
+        },
+      );
+      await this.context.track(leaving);
+    } catch {
+      // the registrations expire anyway
+    }
   }
 
   /**

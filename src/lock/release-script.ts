@@ -109,7 +109,11 @@ export function heirOf(reply: unknown): string | undefined {
 /**
  * KEYS: a lock's keys; ARGV: waiter id, reservation ms, notify. A waiter
  * that gives up leaves each key's queue; a reservation it had passes to
- * the next. Returns how many reservations it had.
+ * the next. So does a free key reserved for no one with waiters queued: the
+ * leaving waiter may have taken its reservation up with an attempt it then
+ * undid (aborted, or granted by too few nodes), which frees the key without
+ * reserving it (the undo keeps the waiter's own place, and telling it would
+ * only wake it into the same refusals). Returns how many reservations it had.
  */
 export const leaveQueueScript = new LuaScript(
   "leave-queue",
@@ -118,13 +122,15 @@ ${heirQueueLua}
 local had = 0
 for _, key in ipairs(KEYS) do
   leave(key, ARGV[1])
-  if reservedFor(key) == ARGV[1] then
+  local reserved = reservedFor(key)
+  if reserved == ARGV[1] then
     had = had + 1
     redis.call('del', heirKey(key))
-    if redis.call('exists', key) == 0 then
-      local heir = reserve(key, tonumber(ARGV[2]))
-      if heir and ARGV[3] == '1' then notifyHeir(key, heir) end
-    end
+    reserved = false
+  end
+  if not reserved and redis.call('exists', key) == 0 then
+    local heir = reserve(key, tonumber(ARGV[2]))
+    if heir and ARGV[3] == '1' then notifyHeir(key, heir) end
   end
 end
 return had`,

@@ -5,7 +5,7 @@ import { createClient } from "redis";
 import NodeRedlock from "redlock";
 import { type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
 import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
-import { releaseScript } from "../../src/lock/release-script.js";
+import { leaveQueueScript, releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
@@ -268,6 +268,26 @@ describe("waiters of different instances take turns through the nodes' queue", (
     }
   });
 
+  it("a waiter whose instance closes leaves every node's queue before close() resolves", async () => {
+    const holder = new Redlock(cluster.urls, strict);
+    const waiter = new Redlock(cluster.urls, { ...strict, clock: noTimers });
+    try {
+      const lock = await holder.acquire(["c"], 10_000);
+      const waiting = waiter.acquire(["c"], 10_000);
+      await until("the waiter to queue", () => waiter.waitingCount === 1);
+      assert.deepEqual(await cluster.onAll((c) => c.zcard("redquorum:queue:c")), [1, 1, 1, 1, 1]);
+      await waiter.close();
+      await assert.rejects(waiting, { code: "ERR_CLOSED" });
+      // Left queued, it would be the heir of the next release: the key
+      // reserved for a caller that is gone, the next waiter kept out until
+      // the reservation lapses.
+      assert.deepEqual(await cluster.onAll((c) => c.zcard("redquorum:queue:c")), [0, 0, 0, 0, 0]);
+      await lock.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
+
   it("waiters far back in the queue renew their registrations before they lapse", async () => {
     // A first registration lasts 4 × 500 ms; a waiter with 5 ahead would
     // next poll after 6 × 500 ms. It must poll before its registration
@@ -460,6 +480,36 @@ describe("waiters of different instances take turns through the nodes' queue", (
       );
       // A node's messages reach a subscriber in order: all the release's
       // notices came before this one.
+      await node.publish("redquorum:heir-of:inst", "end");
+      await until("the end marker", () => heard.includes("end"));
+      assert.deepEqual(heard, ["inst:1", "end"]);
+    } finally {
+      listener.disconnect();
+    }
+  });
+
+  it("a waiter that leaves where the key is free and reserved for no one reserves it for the next waiter and tells it; a held key stays unreserved", async () => {
+    // "gone:1" was the heir: its attempt took the reservation up, then was
+    // undone (aborted, or granted by too few nodes), which frees the key
+    // without a reservation. Before, its leaving told no one, and the next
+    // waiter waited for its poll.
+    const node = cluster.client(0);
+    const { listener, heard } = await listenAsInst();
+    try {
+      await node.set("h", "v", "PX", 10_000);
+      for (const key of ["l", "h"]) {
+        for (const [score, id] of [
+          [1, "gone:1"],
+          [2, "inst:1"],
+        ] as const) {
+          await node.zadd(`redquorum:queue:${key}`, score, id);
+          await node.zadd(`redquorum:queue-expiry:${key}`, Date.now() + 60_000, id);
+        }
+      }
+      for (const key of ["l", "h"]) {
+        assert.equal(await node.eval(leaveQueueScript.source, 1, key, "gone:1", "1000", "1"), 0);
+      }
+      assert.deepEqual(await node.mget("redquorum:heir:l", "redquorum:heir:h"), ["inst:1", null]);
       await node.publish("redquorum:heir-of:inst", "end");
       await until("the end marker", () => heard.includes("end"));
       assert.deepEqual(heard, ["inst:1", "end"]);
