@@ -14,9 +14,9 @@ import type { LockContext } from "./context.js";
 import { type Handoff, handoffOutcome } from "./handoff.js";
 import type { Lock } from "./lock.js";
 import type { AcquireOptions } from "./options.js";
+import { leaveNodeQueues } from "./queue-leave.js";
 import { agreedTicket, highestFence, waitersAhead } from "./queue-place.js";
 import type { QueueArgs } from "./queue-registration.js";
-import { leaveQueueScript } from "./release-script.js";
 import { Waiter } from "./waiter.js";
 
 export type AcquireContext = AttemptContext &
@@ -59,8 +59,18 @@ class Acquisition {
   private handoff: Handoff | undefined;
   /** Why the last attempt failed, built when thrown (see Verdict). */
   private failure: (() => Error) | undefined;
-  /** Attempts made, including turns that passed while others went first. */
+  /**
+   * Attempts counted against `retries`, including turns that passed while
+   * others went first; not those a release's notice woke it for (below).
+   */
   private attempt = 0;
+  /** Attempts a release's notice woke it for (counted apart: see `run`). */
+  private noticed = 0;
+  /**
+   * The end of the time its retries stand for (each wait at most delayMs +
+   * jitterMs), from its first attempt: what bounds its notice-woken ones.
+   */
+  private readonly budgetEndMs: number;
   private granted = false;
   /**
    * Its id in the nodes' queues (heir-queue.ts), for a caller that may wait
@@ -88,6 +98,8 @@ class Acquisition {
     this.context = context;
     this.request = request;
     this.lostNoticesSeen = context.waits.noticesLost;
+    const { delayMs, jitterMs, retries } = request.retry;
+    this.budgetEndMs = context.options.clock.now() + retries * (delayMs + jitterMs);
     // A caller that may wait queues with its id; a single-key one that may
     // not needs it only where its instance's turn may keep the key for it.
     const { keys, retry } = request;
@@ -102,8 +114,15 @@ class Acquisition {
       // A caller that may wait joins the queue behind this instance's
       // waiters for these keys instead of racing them for the next release.
       if (retry.retries > 0 && this.context.waits.hasWaiters(keys)) await this.awaitTurn();
+      // A round a release's notice woke it for is not counted as a retry: a
+      // multi-resource waiter is told each time one of its keys is reserved
+      // for it, and refused while another is held; counted, a busy key
+      // beside a held one used its retries up in a few hundred ms. Its
+      // retries still bound the wait: in time (budgetEndMs).
+      let woken = false;
       for (;;) {
-        this.attempt++;
+        if (woken) this.noticed++;
+        else this.attempt++;
         const from = this.handoff;
         this.handoff = undefined;
         const queue = this.queueArgs();
@@ -122,7 +141,10 @@ class Acquisition {
           // Still queued where it was not granted (refused, or answered
           // after the majority did): left there, it would be the heir of a
           // release it no longer waits for.
-          if (this.queued) void verdict.refused.then((refused) => this.leaveNodeQueues(refused));
+          if (this.queued)
+            void verdict.refused.then((refused) =>
+              leaveNodeQueues(this.context, this.request.keys, this.waiterId!, refused),
+            );
           return verdict.lock;
         }
         this.failure = verdict.failure;
@@ -134,12 +156,14 @@ class Acquisition {
           if (fence !== undefined && counterKey) this.context.fences.noteCounter(counterKey, fence);
         }
         if (this.attempt > retry.retries) throw this.failure();
+        if (woken && this.context.options.clock.now() >= this.budgetEndMs) throw this.failure();
+        woken = false;
         // Queued before this instance heard its channel: a release since
         // may have told nobody. Once it hears, one more try at once.
         if (!listening && this.queued && !this.listenAwaited && (await this.awaitListening())) {
           continue;
         }
-        await this.awaitTurn();
+        woken = await this.awaitTurn();
       }
     } finally {
       if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);
@@ -147,7 +171,8 @@ class Acquisition {
       this.handoff?.settle(handoffOutcome(undefined, false, this.context.group.nodes.length));
       // Awaited: a caller that retries at once must not find the key
       // reserved for the waiter it was.
-      if (this.queued && !this.granted) await this.leaveNodeQueues(() => true);
+      if (this.queued && !this.granted)
+        await leaveNodeQueues(this.context, this.request.keys, this.waiterId!, () => true);
     }
   }
 
@@ -160,8 +185,10 @@ class Acquisition {
     const { keys } = this.request;
     const holding = turns.attemptStarted(keys);
     let verdict: Verdict | undefined;
+    // The number an error reports: every attempt made.
+    const made = this.attempt + this.noticed;
     try {
-      verdict = await runAttempt(this.context, this.request, this.attempt, from, queue);
+      verdict = await runAttempt(this.context, this.request, made, from, queue);
       return verdict;
     } finally {
       const granted = verdict !== undefined && "lock" in verdict;
@@ -181,48 +208,21 @@ class Acquisition {
   }
 
   /**
-   * Leaves the queues of the nodes `where` says (a caller that gave up: all;
-   * one granted: those that refused), and a reservation made for it
-   * there passes on. Never rejects (the registrations expire anyway).
-   */
-  private async leaveNodeQueues(where: (index: number) => boolean): Promise<void> {
-    const { group, options, watch } = this.context;
-    if (!group.nodes.some((_, index) => where(index))) return;
-    // Also while the instance closes (close() ended the wait): close()
-    // waits for this, with the connections still open, and a waiter left
-    // queued would be the heir of the next release, keeping the key from
-    // every other caller until its reservation lapsed.
-    const args = [this.waiterId!, String(limits.heirReservationMs), watch.available ? "1" : "0"];
-    const skipped = Promise.resolve(0);
-    try {
-      const leaving = group.round(
-        (node) => node.evalScript(leaveQueueScript, this.request.keys, args),
-        {
-          isYes: () => true,
-          skip: (index) => (where(index) ? undefined : skipped),
-          stop: "all",
-          timeoutMs: options.nodeTimeoutMs,
-        },
-      );
-      await this.context.track(leaving);
-    } catch {
-      // the registrations expire anyway
-    }
-  }
-
-  /**
    * Until it is this caller's turn for a round: woken by a release, handed
    * a release, or its fallback timer (a poll, if no waiter of this
    * instance is ahead; else the turn passes and counts as an attempt).
    * Throws the last failure once the deadline leaves no time to wait.
+   * True when a release's notice woke it.
    */
-  private async awaitTurn(): Promise<void> {
+  private async awaitTurn(): Promise<boolean> {
     const joining = this.waiter === undefined;
     const waiter = this.joinQueue();
     // Notices were lost during its attempt, before it was queued here to be
     // woken for that (a pub/sub connection came back): it tries at once.
     const { waits } = this.context;
-    if (joining && waits.noticesLost !== this.lostNoticesSeen && waits.isFirst(waiter)) return;
+    if (joining && waits.noticesLost !== this.lostNoticesSeen && waits.isFirst(waiter)) {
+      return false;
+    }
     const { retry, deadlineMs, signal } = this.request;
     const { clock, nodeTimeoutMs } = this.context.options;
     for (;;) {
@@ -233,7 +233,7 @@ class Acquisition {
       // up long before its end, and miss a release it would have got.
       if (clock.now() + nodeTimeoutMs >= deadlineMs) {
         if (this.failure) throw this.failure();
-        return; // queued from the start: one round before giving up
+        return false; // queued from the start: one round before giving up
       }
       // Queued on the nodes, a waiter is told when it is the heir: the more
       // waiters are ahead, the less often it polls, each poll counting for
@@ -255,14 +255,15 @@ class Acquisition {
       const wake = await waiter.park(delayMs, this.context.timer, signal);
       if (wake.kind === "handoff") {
         this.handoff = wake.handoff;
-        return;
+        return false;
       }
       if (wake.kind === "timer") this.attempt += turns - 1;
-      if (wake.kind === "released" || this.context.waits.isFirst(waiter)) return;
+      if (wake.kind === "released") return true;
+      if (this.context.waits.isFirst(waiter)) return false;
       // Behind a waiter of its own instance it makes no attempt, but its
       // registration on the nodes must not lapse: it renews it with one.
-      if (this.queued && clock.now() - this.registeredAtMs >= this.registeredMs / 2) return;
-      if (this.attempt >= retry.retries) return; // the last attempt is always a round
+      if (this.queued && clock.now() - this.registeredAtMs >= this.registeredMs / 2) return false;
+      if (this.attempt >= retry.retries) return false; // the last attempt is always a round
       this.attempt++;
     }
   }

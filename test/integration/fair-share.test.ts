@@ -409,6 +409,47 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
       }
     });
 
+    it("a multi-key waiter beside a busy key keeps its retries: told of each release of the busy key while the other is held, it still gets both once that one is released", async () => {
+      // Y waits for [a, b] while b is held; another instance loops on a.
+      // Each release of a reserves it for Y and tells Y, whose round is
+      // refused for b. Counted as retries, those rounds used Y's 5 up in
+      // a few hundred ms, long before b was released.
+      const holder = new Redlock(cluster.urls, strict);
+      const looper = new Redlock(cluster.urls, strict);
+      const multi = new Redlock(cluster.urls, {
+        ...strict,
+        retry: { retries: 5, delayMs: 1_000, jitterMs: 0 },
+      });
+      let looping = true;
+      let loops = 0;
+      const loop = (async () => {
+        while (looping) {
+          const lock = await looper.acquire(["a"], 5_000, {
+            retry: { retries: 10_000, delayMs: 20, jitterMs: 5 },
+          });
+          loops++;
+          await sleep(1);
+          await lock.release();
+        }
+      })();
+      try {
+        const held = await holder.acquire(["b"], 10_000);
+        await until("the loop on a to run", () => loops >= 5);
+        const waiting = multi.acquire(["a", "b"], 5_000);
+        // Y is woken for a again and again meanwhile (the loop goes on).
+        const before = loops;
+        await until("several releases of a while Y waits", () => loops >= before + 10);
+        await held.release();
+        const both = await waiting;
+        assert.deepEqual(both.resources, ["a", "b"]);
+        await both.release();
+      } finally {
+        looping = false;
+        await loop.catch(() => {});
+        await Promise.all([holder.close(), looper.close(), multi.close()]);
+      }
+    });
+
     it("a multi-key waiter that gives up leaves every key's queue on every node", async () => {
       const holder = new Redlock(cluster.urls, strict);
       const multi = new Redlock(cluster.urls, toldOnly);
