@@ -141,6 +141,15 @@ export class NextId {
     await this.group.ready();
   }
 
+  /**
+   * @internal Checks the nodes out of service or due a check now, without
+   * waiting (the ID server's /healthz and /metrics: an idle server's node
+   * metrics follow the nodes). Nothing once closed.
+   */
+  refreshNodes(): void {
+    if (!this.closing) this.group.refresh();
+  }
+
   /** How many lost node counters this instance has repaired. */
   get repairedCount(): number {
     return this.repairs.repairedCount;

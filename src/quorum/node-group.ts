@@ -120,6 +120,20 @@ export class NodeGroup {
     if (this.refusal) throw this.refusal;
   }
 
+  /**
+   * Checks now every node whose last check is not current (out of service,
+   * or due a recheck), without waiting for them: the node states (and what
+   * follows them, the ID server's node metrics) track the nodes even while
+   * no round uses them. After first contact only; `close()` waits for them.
+   */
+  refresh(): void {
+    if (!this.firstContact || this.refusal) return;
+    const now = performance.now();
+    for (let i = 0; i < this.nodes.length; i++) {
+      if (!this.isCurrent(i, now)) this.inFlight.add(this.check(i).catch(() => {}));
+    }
+  }
+
   /** The refusal found by a late check, if any (operations then stop). */
   get refused(): NodeConfigurationError | undefined {
     return this.refusal;

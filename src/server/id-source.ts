@@ -16,4 +16,10 @@ export interface IdSource {
   readonly refused?: RedquorumError | undefined;
   nextBatch(count: number, options?: { signal?: AbortSignal }): Promise<bigint[]>;
   status(): Promise<NodeStatus[]>;
+  /**
+   * Checks the nodes out of service or due a check, without waiting: called
+   * on /healthz and /metrics, so that the node metrics of a server without
+   * traffic follow the nodes (a node back is counted in service again).
+   */
+  refreshNodes?(): void;
 }

@@ -111,6 +111,7 @@ export class Routes {
   private verdict(): Promise<Verdict> {
     const now = performance.now();
     if (!this.health || now - this.health.atMs >= this.parts.healthCacheMs) {
+      this.parts.ids.refreshNodes?.();
       const verdict = this.parts.ids.status().then((nodes) => verdictOf(nodes).ids);
       this.health = { atMs: now, verdict };
     }
@@ -119,6 +120,9 @@ export class Routes {
 
   private async metrics(res: ServerResponse): Promise<void> {
     const { answers, metrics, log } = this.parts;
+    // The node gauges as the next scrape reads them: checked now, not only
+    // when a request's rounds meet the nodes.
+    this.parts.ids.refreshNodes?.();
     try {
       const text = await metrics.text();
       if (res.headersSent || res.destroyed) return; // answered by the drain meanwhile

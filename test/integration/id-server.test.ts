@@ -677,6 +677,29 @@ describe("redquorum serve (the HTTP ID server)", () => {
     }
   });
 
+  it("/metrics: a node that was out of service and came back reads 1 again without any ID request (scrapes check it)", async () => {
+    const paused = [3];
+    const server = await startServer(nodes);
+    const series = `redquorum_node_in_service{node="${nodes[3]!.replace("redis://", "")}"}`;
+    const inService = async () =>
+      metric((await http(server.url, { method: "GET", path: "/metrics" })).body, series);
+    try {
+      for (const i of paused) cluster.pause(i);
+      await waitFor(
+        "the paused node out of service",
+        async () => (await inService()) === 0,
+        10_000,
+      );
+      for (const i of paused) cluster.resume(i);
+      // No request: before, it stayed 0 until one came, and an idle
+      // server's alert fired on a healthy node.
+      await waitFor("the node back in service", async () => (await inService()) === 1, 10_000);
+    } finally {
+      for (const i of paused) if (cluster.node(i).state === "paused") cluster.resume(i);
+      assert.equal(await stopServer(server), 0);
+    }
+  });
+
   it("HEAD works wherever GET does: the same status and headers, no body; a 405 lists HEAD beside GET", async () => {
     for (const path of ["/metrics", "/healthz"]) {
       const get = await http(main.url, { method: "GET", path });
