@@ -89,7 +89,7 @@ export function statusCommand(): Command {
     .description(
       "each node's state, and whether the cluster is safe for locks and for IDs (the counter " +
         "at --key) " +
-        "(exit 0 when safe for locks, 3 when not)",
+        "(exit 0 when safe for locks, 3 when not or when the node list is refused)",
     )
     .addOption(nodesOption())
     .addOption(idKeyOption("the ID counter's Redis key, for the IDs verdict"))

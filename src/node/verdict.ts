@@ -32,7 +32,11 @@ function reachMasterProblem(node: NodeStatus): string | undefined {
 }
 
 /** Why a node cannot take part in locks, or undefined when it can. */
-function lockProblem(node: NodeStatus, options: VerdictOptions): string | undefined {
+function lockProblem(
+  node: NodeStatus,
+  options: VerdictOptions,
+  inUse: boolean,
+): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
   if ((node.quarantineRemainingMs ?? 0) > 0 && node.quarantineJudged === false) {
@@ -42,10 +46,18 @@ function lockProblem(node: NodeStatus, options: VerdictOptions): string | undefi
     return `quarantined for ${Math.ceil(node.quarantineRemainingMs! / 1000)} s more`;
   }
   if (!node.marker) {
-    return node.markerValue === undefined
-      ? "no marker: run `redquorum init` on a new cluster"
-      : `marker ${JSON.stringify(node.markerValue)}: it lost or may have lost data, and is out ` +
-          "of service until repaired from the other nodes (a client's next call schedules it)";
+    if (node.markerValue === undefined) {
+      // Beside nodes with a marker, init is the wrong advice: it came back
+      // empty, and the next lock call quarantines it (init leaves it so).
+      return inUse
+        ? "no marker, beside nodes that have one: it came back empty (do not run init; the next " +
+            "lock call starts its restart quarantine and fencing repair)"
+        : "no marker: run `redquorum init` on a new cluster";
+    }
+    return (
+      `marker ${JSON.stringify(node.markerValue)}: it lost or may have lost data, and is out ` +
+      "of service until repaired from the other nodes (a client's next call schedules it)"
+    );
   }
   if (node.restartUnchecked && options.restartsUncheckedOut) {
     return (
@@ -62,14 +74,22 @@ function lockProblem(node: NodeStatus, options: VerdictOptions): string | undefi
  * `NextId.status()` (its marker is the counter's; the lock quarantine and
  * marker do not concern IDs).
  */
-function idProblem(node: NodeStatus, options: VerdictOptions): string | undefined {
+function idProblem(node: NodeStatus, options: VerdictOptions, inUse: boolean): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
   if (!node.marker) {
-    return node.markerValue === undefined
-      ? "no ID counter marker: run `redquorum id init` (with your --key) on a new cluster"
-      : `ID counter marker ${JSON.stringify(node.markerValue)}: it lost or may have lost the ` +
-          "counter, and is out of service until repaired from the other nodes (a client's next call schedules it)";
+    if (node.markerValue === undefined) {
+      // Beside nodes that hold the counter, id init is the wrong advice
+      // (refused, and never to be forced): the node came back empty.
+      return inUse
+        ? "no ID counter marker, beside nodes that hold the counter: it came back empty (do not " +
+            "run id init; the next ID call repairs it from the others)"
+        : "no ID counter marker: run `redquorum id init` (with your --key) on a new cluster";
+    }
+    return (
+      `ID counter marker ${JSON.stringify(node.markerValue)}: it lost or may have lost the ` +
+      "counter, and is out of service until repaired from the other nodes (a client's next call schedules it)"
+    );
   }
   if (node.restartUnchecked && options.restartsUncheckedOut) {
     return (
@@ -88,14 +108,16 @@ function idProblem(node: NodeStatus, options: VerdictOptions): string | undefine
 
 function verdictBy(
   nodes: readonly NodeStatus[],
-  problemOf: (node: NodeStatus, options: VerdictOptions) => string | undefined,
+  problemOf: (node: NodeStatus, options: VerdictOptions, inUse: boolean) => string | undefined,
   options: VerdictOptions,
 ): Verdict {
   const needed = Math.floor(nodes.length / 2) + 1;
   const reasons: string[] = [];
   let usable = 0;
+  // Some node has a marker (any value): the cluster (or counter) is in use.
+  const inUse = nodes.some((node) => node.marker || node.markerValue !== undefined);
   for (const node of nodes) {
-    const problem = problemOf(node, options);
+    const problem = problemOf(node, options, inUse);
     if (problem) reasons.push(`${node.endpoint}: ${problem}`);
     else usable++;
   }

@@ -1,0 +1,78 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { verdictOf } from "./verdict.js";
+
+describe("status verdict", () => {
+  const good = {
+    endpoint: "a:1",
+    reachable: true,
+    role: "master",
+    marker: true,
+    quarantineRemainingMs: 0,
+    appendonly: "yes",
+    appendfsync: "always",
+  };
+
+  it("needs a majority of usable masters for locks, and durable ones for IDs", () => {
+    const verdict = verdictOf([
+      good,
+      { ...good, endpoint: "b:1", appendfsync: "everysec" },
+      { endpoint: "c:1", reachable: false, error: "ECONNREFUSED" },
+    ]);
+    assert.equal(verdict.locks.safe, true);
+    assert.deepEqual(verdict.locks.reasons, ["c:1: unreachable (ECONNREFUSED)"]);
+    assert.equal(verdict.ids.safe, false);
+    assert.equal(verdict.ids.usable, 1);
+    assert.match(verdict.ids.reasons.join("\n"), /b:1: appendfsync everysec, needs always/);
+  });
+
+  it("counts a node with no-appendfsync-on-rewrite yes out for IDs, as NextId does, and in for locks", () => {
+    const verdict = verdictOf([good, { ...good, endpoint: "b:1", noAppendfsyncOnRewrite: "yes" }]);
+    assert.equal(verdict.locks.usable, 2);
+    assert.equal(verdict.ids.usable, 1);
+    assert.deepEqual(verdict.ids.reasons, ["b:1: no-appendfsync-on-rewrite yes, needs no"]);
+  });
+
+  it("judges IDs from NextId's view of the nodes (the counter's marker), not the lock marker", () => {
+    const verdict = verdictOf(
+      [good, good, good],
+      [
+        { ...good, marker: false },
+        { ...good, endpoint: "b:1", marker: false, markerValue: "suspect" },
+        { ...good, endpoint: "c:1", quarantineRemainingMs: 5_000 },
+      ],
+    );
+    assert.equal(verdict.locks.safe, true);
+    assert.equal(verdict.ids.safe, false);
+    assert.equal(verdict.ids.usable, 1, "a lock quarantine does not concern IDs");
+    // Beside a node that holds the counter: it came back empty, not "run id init".
+    assert.match(
+      verdict.ids.reasons[0]!,
+      /no ID counter marker, beside nodes that hold the counter: it came back empty \(do not run id init/,
+    );
+    assert.match(verdict.ids.reasons[1]!, /ID counter marker "suspect".*until repaired/);
+  });
+
+  it("advises init for a node without a marker only where no node has one (a new cluster, a new counter)", () => {
+    const unmarked = { ...good, marker: false, markerValue: undefined };
+    const fresh = verdictOf([unmarked, { ...unmarked, endpoint: "b:1" }]);
+    assert.match(fresh.locks.reasons[0]!, /no marker: run `redquorum init` on a new cluster/);
+    assert.match(fresh.ids.reasons[0]!, /no ID counter marker: run `redquorum id init`/);
+    const inUse = verdictOf([unmarked, { ...good, endpoint: "b:1", markerValue: "1" }]);
+    assert.match(
+      inUse.locks.reasons[0]!,
+      /no marker, beside nodes that have one: it came back empty \(do not run init/,
+    );
+    assert.doesNotMatch(inUse.locks.reasons[0]!, /run `redquorum init`/);
+  });
+
+  it("does not count replicas, quarantined or unmarked nodes", () => {
+    const verdict = verdictOf([
+      { ...good, role: "slave" },
+      { ...good, endpoint: "b:1", quarantineRemainingMs: 5_000 },
+      { ...good, endpoint: "c:1", marker: false },
+    ]);
+    assert.equal(verdict.locks.safe, false);
+    assert.equal(verdict.locks.reasons.length, 3);
+  });
+});
