@@ -66,7 +66,10 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
       "init: fewer than a quorum of nodes serve locks after it (say, quarantines to wait out: run it again)",
   ],
   ["4", "lock: the lock could not be had within --wait (the command was not run)"],
-  ["5", "lock: the lock was lost while the command ran (SIGTERM, then SIGKILL after --kill-after)"],
+  [
+    "5",
+    "lock: the lock was lost while the command ran (SIGTERM, then SIGKILL after --kill-after; at once when its keys were found gone)",
+  ],
   [
     "6",
     "id next: the ID space is used up (the counter would pass 2^63 - 1; a smaller --count may still fit); " +
