@@ -1,5 +1,6 @@
 import { InvalidArgumentError, NodeConfigurationError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
+import { describe } from "../validate.js";
 import { type IoredisLike, IoredisTransport, isIoredisLike } from "./ioredis-transport.js";
 import { isNodeRedisLike, type NodeRedisLike, NodeRedisTransport } from "./node-redis-transport.js";
 import { RedisNode } from "./redis-node.js";
@@ -30,8 +31,11 @@ export function createNodes(
     );
   }
   const seen = new Map<unknown, number>();
-  const plans = inputs.map((input, index) => {
-    const plan = planNode(input, index);
+  const plans: NodePlan[] = [];
+  // Every index, holes of a sparse array too (map skips them: the hole
+  // would stay in the list and fail every call later).
+  for (let index = 0; index < inputs.length; index++) {
+    const plan = planNode(inputs[index]!, index);
     const first = seen.get(plan.identity);
     if (first !== undefined) {
       throw new NodeConfigurationError(
@@ -41,8 +45,8 @@ export function createNodes(
       );
     }
     seen.set(plan.identity, index);
-    return plan;
-  });
+    plans.push(plan);
+  }
   // Only now, with every input valid, are clients created (lazily connecting).
   return plans.map((plan) => new RedisNode(plan.create(), stallMs, plan.database));
 }
@@ -99,7 +103,7 @@ function planNode(input: NodeInput, index: number): NodePlan {
   }
   throw new InvalidArgumentError(
     `nodes[${index}]`,
-    "expected a redis:// URL, an ioredis client, a node-redis client or a NodeTransport",
+    `expected a redis:// URL, an ioredis client, a node-redis client or a NodeTransport, got ${describe(input)}`,
   );
 }
 

@@ -251,6 +251,26 @@ describe("bad input gets a typed error and leaves no key", () => {
     });
   }
 
+  it("a sparse node list is refused when the instance is made, naming the hole", () => {
+    // A hole used to pass and fail every later call with a TypeError.
+    const withHole = new Array<string>(3);
+    withHole[0] = cluster.urls[0]!;
+    withHole[2] = cluster.urls[2]!;
+    for (const [nodes, hole] of [
+      [withHole, 1],
+      [new Array<string>(3), 0],
+    ] as const) {
+      for (const make of [() => new Redlock(nodes), () => new NextId(nodes)]) {
+        assert.throws(make, (error: unknown) => {
+          assert.ok(error instanceof InvalidArgumentError, String(error));
+          assert.equal(error.argument, `nodes[${hole}]`);
+          assert.match(error.message, /got undefined/);
+          return true;
+        });
+      }
+    }
+  });
+
   it("one server under two addresses (127.0.0.1 and localhost) is refused before any key is written", async () => {
     const port = new URL(cluster.urls[0]!).port;
     // Not about timeouts: the refusal comes before any key only if the
