@@ -97,7 +97,11 @@ export function isIoredisLike(value: unknown): value is IoredisLike {
     value !== null &&
     typeof (value as IoredisLike).status === "string" &&
     typeof (value as IoredisLike).call === "function" &&
-    typeof (value as IoredisLike).connect === "function"
+    typeof (value as IoredisLike).connect === "function" &&
+    // Listened to from the start (and let go on close): an object without
+    // them would fail deep inside the transport, untyped.
+    typeof (value as IoredisLike).on === "function" &&
+    typeof (value as IoredisLike).removeListener === "function"
   );
 }
 

@@ -40,6 +40,28 @@ describe("endpointOfUrl", () => {
     assert.throws(() => endpointOfUrl("not a url", 0), /nodes\[0\]/);
   });
 
+  it("refuses whitespace around a URL and control characters in it, which ioredis reads otherwise", () => {
+    // The URL parser drops them; ioredis threw a TypeError for a leading space.
+    for (const url of [
+      " redis://127.0.0.1:7701",
+      "\tredis://127.0.0.1:7701",
+      "redis://127.0.0.1:7701 ",
+      "redis://127.0.0.1:7701\n",
+      "redis://127.0.0.1:77\t01",
+    ]) {
+      assert.throws(
+        () => createNodes(["redis://127.0.0.1:7700", url]),
+        (error: unknown) =>
+          error instanceof InvalidArgumentError &&
+          error.argument === "nodes[1]" &&
+          /leading or trailing whitespace or a control character/.test(error.message),
+        JSON.stringify(url),
+      );
+    }
+    // A space inside (a password's) is the URL's to encode, and ioredis reads it the same.
+    assert.equal(endpointOfUrl("redis://:pa ss@127.0.0.1:7701", 0), "127.0.0.1:7701");
+  });
+
   it("a URL that does not parse is refused without its password in the message", () => {
     for (const url of ["redis://:s3cret@ho st:1", "redis://:s3/cret@host:1"]) {
       assert.throws(
@@ -103,6 +125,15 @@ describe("createNodes", () => {
 
   it("refuses something that is neither URL nor client", () => {
     assert.throws(() => createNodes([42 as never]), /nodes\[0\]/);
+  });
+
+  it("refuses an ioredis look-alike without on/removeListener when the nodes are made", () => {
+    // Before, it passed as an ioredis client and failed "client.on is not a function".
+    const lookAlike = { status: "ready", call() {}, connect() {}, disconnect() {}, options: {} };
+    assert.throws(
+      () => createNodes([lookAlike as never]),
+      (error: unknown) => error instanceof InvalidArgumentError && error.argument === "nodes[0]",
+    );
   });
 
   it("refuses more nodes than the limit", () => {

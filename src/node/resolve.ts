@@ -118,6 +118,14 @@ export function withoutPassword(url: string): string {
 }
 
 export function endpointOfUrl(url: string, index: number): string {
+  // The URL parser drops these silently, ioredis does not (a leading space
+  // throws a TypeError from inside it): one spelling for both, or refused.
+  if (/^\s|\s$|\p{Cc}/u.test(url)) {
+    throw new InvalidArgumentError(
+      `nodes[${index}]`,
+      `${JSON.stringify(withoutPassword(url))} has leading or trailing whitespace or a control character`,
+    );
+  }
   let parsed: URL;
   try {
     parsed = new URL(url);
