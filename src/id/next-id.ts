@@ -236,7 +236,7 @@ export class NextId {
    * checked it since (its marker still says "1"). Never rejects for a
    * failing node: it is reported unreachable, with the reason.
    */
-  status(): Promise<NodeStatus[]> {
+  async status(): Promise<NodeStatus[]> {
     this.assertOpen();
     return Promise.all(
       this.group.nodes.map((node) =>

@@ -529,7 +529,23 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       o.status === "fulfilled" ? (Array.isArray(o.value) ? o.value : [o.value]) : [],
     );
     assert.equal(new Set(handedOut).size, handedOut.length);
-    await assert.rejects(ids.next(), { code: "ERR_CLOSED" });
+    // Each call rejects, none throws at the call (status() did: a caller's
+    // .catch() never saw it).
+    for (const [name, call] of [
+      ["next", () => ids.next()],
+      ["nextBatch", () => ids.nextBatch(2)],
+      ["init", () => ids.init()],
+      ["connect", () => ids.connect()],
+      ["status", () => ids.status()],
+    ] as const) {
+      let settled: Promise<unknown>;
+      try {
+        settled = call();
+      } catch (error) {
+        assert.fail(`${name}() after close() threw at the call: ${String(error)}`);
+      }
+      await assert.rejects(settled, { code: "ERR_CLOSED" }, name);
+    }
   });
 
   it("a repair applies only to the loss it was read for (loss token)", async () => {
