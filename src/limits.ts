@@ -267,4 +267,8 @@ assert(
   idDefaults.nodeTimeoutMs <= limits.nodeTimeoutMsMax,
   "NextId's node timeout within the limit",
 );
+assert(
+  fenceDefaults.fencedSetTimeoutMs <= limits.nodeTimeoutMsMax,
+  "fencedSet's timeout within the node timeout cap",
+);
 assert(idDefaults.pipelineDepth <= idLimits.pipelineDepthMax, "pipeline depth within the limit");

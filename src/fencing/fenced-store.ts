@@ -4,12 +4,22 @@
  */
 
 import { raceAbort } from "../clock.js";
-import { parseCounter } from "../decimal.js";
+import { maxId, parseCounter } from "../decimal.js";
 import { InvalidArgumentError, NodeError, NodeTimeoutError, RedquorumError } from "../errors.js";
-import { fenceDefaults } from "../limits.js";
+import { fenceDefaults, limits } from "../limits.js";
+import { isIoredisLike } from "../node/ioredis-transport.js";
 import { LuaScript } from "../node/lua-script.js";
+import { isNodeRedisLike } from "../node/node-redis-transport.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
+import { isNodeTransport } from "../node/transport.js";
+import {
+  describe,
+  rejectUnknownOptions,
+  requireInteger,
+  requireOptionsObject,
+  requireWellFormed,
+} from "../validate.js";
 
 /**
  * One node per caller's client, made on first use: making one per call
@@ -20,10 +30,27 @@ const nodesByClient = new WeakMap<object, RedisNode>();
 function nodeOf(client: Exclude<NodeInput, string>): RedisNode {
   let node = nodesByClient.get(client);
   if (!node) {
-    [node] = createNodes([client]);
+    try {
+      [node] = createNodes([client]);
+    } catch (error) {
+      // createNodes names it nodes[0] (an ioredis client's keyPrefix); here it is `client`.
+      if (error instanceof InvalidArgumentError) {
+        throw new InvalidArgumentError("client", error.detail);
+      }
+      throw error;
+    }
     nodesByClient.set(client, node!);
   }
   return node!;
+}
+
+/** A key `fencedSet` writes: a non-empty, well-formed string (ioredis would write `String(key)`). */
+function requireKey(name: string, key: unknown): string {
+  if (typeof key !== "string" || key.length === 0) {
+    throw new InvalidArgumentError(name, `expected a non-empty string, got ${describe(key)}`);
+  }
+  requireWellFormed(name, key);
+  return key;
 }
 
 /** fencedSetScript's reply: {written}, or {refused, seen}. */
@@ -62,7 +89,8 @@ export interface FencedSetResult {
  * `token` is at least every token used on this key before. `client` is the
  * caller's own ioredis or node-redis client (left open). The highest token
  * is kept under `fenceKey` (default `<key>:fence`); `timeoutMs` (default
- * 1000) bounds the call.
+ * and at most 1000, as a node timeout) bounds the call. `token` is at most
+ * `maxId` (2^63 - 1), as every fencing token is.
  */
 export async function fencedSet(
   client: NodeInput,
@@ -74,22 +102,42 @@ export async function fencedSet(
   if (typeof client === "string") {
     throw new InvalidArgumentError("client", "expected an ioredis or node-redis client, not a URL");
   }
-  if (typeof token !== "bigint" || token < 0n) {
+  if (!isIoredisLike(client) && !isNodeRedisLike(client) && !isNodeTransport(client)) {
     throw new InvalidArgumentError(
-      "token",
-      "expected a fencing token (a non-negative bigint, lock.fence)",
+      "client",
+      `expected an ioredis or node-redis client, got ${describe(client)}`,
     );
   }
-  const fenceKey = options.fenceKey ?? `${key}:fence`;
+  requireKey("key", key);
+  if (typeof value !== "string") {
+    throw new InvalidArgumentError("value", `expected a string, got ${describe(value)}`);
+  }
+  // Above 2^63 - 1 the store would keep a token no later write could be
+  // compared with (each would fail as "not a counter value").
+  if (typeof token !== "bigint" || token < 0n || token > maxId) {
+    throw new InvalidArgumentError(
+      "token",
+      `expected a fencing token (a bigint in [0, 2^63 - 1], lock.fence), got ${describe(token)}`,
+    );
+  }
+  const checked = requireOptionsObject("options", options);
+  rejectUnknownOptions("options", checked, ["fenceKey", "timeoutMs"]);
+  const fenceKey = requireKey("options.fenceKey", checked.fenceKey ?? `${key}:fence`);
   if (fenceKey === key) {
     // The value would overwrite the token it is checked against.
     throw new InvalidArgumentError(
-      "fenceKey",
+      "options.fenceKey",
       `must differ from the key written (${JSON.stringify(key)}): the highest token is kept there`,
     );
   }
+  // Bounded as a node timeout is: a timer above 2^31 - 1 ms would fire at once.
+  const timeoutMs = requireInteger(
+    "options.timeoutMs",
+    checked.timeoutMs ?? fenceDefaults.fencedSetTimeoutMs,
+    1,
+    limits.nodeTimeoutMsMax,
+  );
   const node = nodeOf(client);
-  const timeoutMs = options.timeoutMs ?? fenceDefaults.fencedSetTimeoutMs;
   // Whatever the node answers (WRONGTYPE, a corrupt token), the caller gets a typed error.
   try {
     const reply = (await raceAbort(

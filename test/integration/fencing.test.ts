@@ -5,8 +5,10 @@ import { after, before, describe, it } from "node:test";
 import {
   defaults,
   fencedSet,
+  InvalidArgumentError,
   type Lock,
   LockExpiredError,
+  maxId,
   QuorumError,
   Redlock,
   ResourceLockedError,
@@ -336,6 +338,48 @@ describe("the GC pause (FAULTS.md L15 / I12): a paused client is fenced off", ()
       message: /fenceKey/,
     });
     assert.equal(await store.get("k"), "b", "nothing written");
+  });
+
+  it("fencedSet refuses bad arguments and options before writing anything, naming them", async () => {
+    const store = cluster.client(1);
+    await store.del("k2", "k2:fence", "undefined", "undefined:fence");
+    const lookAlike = { status: "ready", call() {}, connect() {}, options: {} };
+    const cases: Array<[string, () => Promise<unknown>]> = [
+      ["client", () => fencedSet(null as never, "k2", "v", 1n)],
+      ["client", () => fencedSet({} as never, "k2", "v", 1n)],
+      ["client", () => fencedSet(lookAlike as never, "k2", "v", 1n)],
+      ["key", () => fencedSet(store, undefined as never, "v", 1n)],
+      ["key", () => fencedSet(store, {} as never, "v", 1n)],
+      ["key", () => fencedSet(store, "", "v", 1n)],
+      ["key", () => fencedSet(store, "k2\uD800", "v", 1n)],
+      ["value", () => fencedSet(store, "k2", undefined as never, 1n)],
+      ["value", () => fencedSet(store, "k2", { a: 1 } as never, 1n)],
+      // Kept, it would fail every later write to the key ("not a counter value").
+      ["token", () => fencedSet(store, "k2", "v", 2n ** 63n)],
+      ["token", () => fencedSet(store, "k2", "v", -1n)],
+      ["options", () => fencedSet(store, "k2", "v", 1n, null as never)],
+      ["options.timeout", () => fencedSet(store, "k2", "v", 1n, { timeout: 5 } as never)],
+      ["options.fenceKey", () => fencedSet(store, "k2", "v", 1n, { fenceKey: 5 as never })],
+      ["options.fenceKey", () => fencedSet(store, "k2", "v", 1n, { fenceKey: "" })],
+      // NaN or a string set no bound at all; above 2^31 - 1 the timer fired at once.
+      ["options.timeoutMs", () => fencedSet(store, "k2", "v", 1n, { timeoutMs: Number.NaN })],
+      ["options.timeoutMs", () => fencedSet(store, "k2", "v", 1n, { timeoutMs: "100" as never })],
+      ["options.timeoutMs", () => fencedSet(store, "k2", "v", 1n, { timeoutMs: -5 })],
+      ["options.timeoutMs", () => fencedSet(store, "k2", "v", 1n, { timeoutMs: 3e9 })],
+    ];
+    for (const [argument, call] of cases) {
+      await assert.rejects(call(), (error: unknown) => {
+        assert.ok(error instanceof InvalidArgumentError, `${argument}: ${String(error)}`);
+        assert.equal(error.argument, argument);
+        return true;
+      });
+    }
+    assert.deepEqual(await store.exists("k2", "k2:fence", "undefined", "undefined:fence"), 0);
+    // The largest token is taken, and a lower one after it refused as usual.
+    assert.deepEqual(await fencedSet(store, "k2", "a", maxId, { timeoutMs: 1_000 }), {
+      written: true,
+    });
+    assert.deepEqual(await fencedSet(store, "k2", "b", 1n), { written: false, seenToken: maxId });
   });
 
   it("negative control: without the helper, A's late write overwrites B's (the lost update)", async () => {
