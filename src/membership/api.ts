@@ -5,10 +5,16 @@
  */
 import type { Clock, RandomSource } from "../clock.js";
 import { InvalidArgumentError } from "../errors.js";
-import { defaults } from "../limits.js";
-import { createNodes, endpointOfUrl, type NodeInput } from "../node/resolve.js";
+import { defaults, limits } from "../limits.js";
+import { createNodes, endpointOfUrl, type NodeInput, requireNodeList } from "../node/resolve.js";
 import { quorumOf } from "../quorum/round.js";
 import { clockOption, randomOption } from "../shared-options.js";
+import {
+  describe,
+  rejectUnknownOptions,
+  requireInteger,
+  requireOptionsObject,
+} from "../validate.js";
 import {
   applyMemberChange,
   type MemberChangeReport,
@@ -24,7 +30,7 @@ export type { MemberChangeReport, NodeMembershipReport } from "./change.js";
 export type { Member, MembershipRecord } from "./record.js";
 
 export interface MembershipOptions {
-  /** Bound on each node's answer, in milliseconds. Default `defaults.checkTimeoutMs`. */
+  /** Bound on each node's answer, in milliseconds. Default `defaults.checkTimeoutMs`, at most `limits.checkTimeoutMsMax`. */
   readonly timeoutMs?: number;
   /** `changeMembers`: the clock its backoff between contending ballots sleeps on. Default `systemClock`. */
   readonly clock?: Clock;
@@ -54,18 +60,24 @@ export interface MembershipStatus {
   readonly lostMemory?: readonly string[];
 }
 
-function timeoutOf(options: MembershipOptions): number {
-  const { timeoutMs = defaults.checkTimeoutMs } = options;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-    throw new InvalidArgumentError(
-      "timeoutMs",
-      `expected a whole number of milliseconds ≥ 1, got ${String(timeoutMs)}`,
-    );
-  }
-  return timeoutMs;
+/** The options of both calls, checked: an object of known names (clock and random serve changeMembers only). */
+function optionsOf(options: unknown): Record<string, unknown> {
+  const checked = requireOptionsObject("options", options);
+  rejectUnknownOptions("options", checked, ["timeoutMs", "clock", "random"]);
+  return checked;
 }
 
-function runtimeOf(options: MembershipOptions): MembershipRuntime {
+/** Bounded as the node checks' timeout is: a timer above 2^31 - 1 ms would fire at once. */
+function timeoutOf(options: Record<string, unknown>): number {
+  return requireInteger(
+    "options.timeoutMs",
+    options.timeoutMs ?? defaults.checkTimeoutMs,
+    1,
+    limits.checkTimeoutMsMax,
+  );
+}
+
+function runtimeOf(options: Record<string, unknown>): MembershipRuntime {
   return { clock: clockOption(options.clock), random: randomOption(options.random) };
 }
 
@@ -74,7 +86,7 @@ export async function membershipStatus(
   nodes: readonly NodeInput[],
   options: MembershipOptions = {},
 ): Promise<MembershipStatus> {
-  const timeoutMs = timeoutOf(options);
+  const timeoutMs = timeoutOf(optionsOf(options));
   const group = createNodes(nodes);
   try {
     const reports = await readMembership(group, timeoutMs);
@@ -143,15 +155,27 @@ export async function changeMembers(
   change: MemberChangeRequest,
   options: MembershipOptions = {},
 ): Promise<MemberChangeReport> {
-  const timeoutMs = timeoutOf(options);
-  const runtime = runtimeOf(options);
-  if (typeof change.add === "string") {
+  const checked = optionsOf(options);
+  const timeoutMs = timeoutOf(checked);
+  const runtime = runtimeOf(checked);
+  requireNodeList(nodes);
+  const request = requireOptionsObject("change", change) as MemberChangeRequest;
+  rejectUnknownOptions("change", request, ["add", "remove"]);
+  if (typeof request.remove === "number") {
+    requireInteger("remove", request.remove, 0, nodes.length - 1);
+  } else if (request.remove !== undefined && typeof request.remove !== "string") {
+    throw new InvalidArgumentError(
+      "remove",
+      `expected a position in nodes or a node's URL or host:port, got ${describe(request.remove)}`,
+    );
+  }
+  if (typeof request.add === "string") {
     // Said in the caller's terms: the list check below would report the
     // list naming one server twice, at a position the caller never wrote.
     // URLs only (a caller's clients are told apart by the list check).
     let added: string;
     try {
-      added = endpointOfUrl(change.add, nodes.length);
+      added = endpointOfUrl(request.add, nodes.length);
     } catch (error) {
       // Named as the caller gave it: `add`, not a position past its list.
       if (error instanceof InvalidArgumentError)
@@ -168,13 +192,13 @@ export async function changeMembers(
       );
     }
   }
-  const all = createNodes(change.add === undefined ? nodes : [...nodes, change.add]);
+  const all = createNodes(request.add === undefined ? nodes : [...nodes, request.add]);
   const current = all.slice(0, nodes.length);
-  const add = change.add === undefined ? undefined : all[nodes.length];
+  const add = request.add === undefined ? undefined : all[nodes.length];
   let removeIndex: number | undefined;
-  if (typeof change.remove === "number") removeIndex = change.remove;
-  else if (typeof change.remove === "string") {
-    const given = change.remove;
+  if (typeof request.remove === "number") removeIndex = request.remove;
+  else if (typeof request.remove === "string") {
+    const given = request.remove;
     removeIndex = nodes.findIndex(
       (node, i) =>
         node === given ||

@@ -18,18 +18,7 @@ export function createNodes(
   inputs: readonly NodeInput[],
   stallMs: number = defaults.nodeStallMs,
 ): RedisNode[] {
-  if (!Array.isArray(inputs) || inputs.length === 0) {
-    throw new InvalidArgumentError(
-      "nodes",
-      "expected a non-empty array of redis:// URLs or Redis clients",
-    );
-  }
-  if (inputs.length > limits.nodeCountMax) {
-    throw new InvalidArgumentError(
-      "nodes",
-      `${inputs.length} nodes given, at most ${limits.nodeCountMax} are allowed`,
-    );
-  }
+  requireNodeList(inputs);
   const seen = new Map<unknown, number>();
   const plans: NodePlan[] = [];
   // Every index, holes of a sparse array too (map skips them: the hole
@@ -49,6 +38,22 @@ export function createNodes(
   }
   // Only now, with every input valid, are clients created (lazily connecting).
   return plans.map((plan) => new RedisNode(plan.create(), stallMs, plan.database));
+}
+
+/** The node list as a whole: an array of 1 to `limits.nodeCountMax` entries (each checked by createNodes). */
+export function requireNodeList(inputs: unknown): asserts inputs is readonly NodeInput[] {
+  if (!Array.isArray(inputs) || inputs.length === 0) {
+    throw new InvalidArgumentError(
+      "nodes",
+      "expected a non-empty array of redis:// URLs or Redis clients",
+    );
+  }
+  if (inputs.length > limits.nodeCountMax) {
+    throw new InvalidArgumentError(
+      "nodes",
+      `${inputs.length} nodes given, at most ${limits.nodeCountMax} are allowed`,
+    );
+  }
 }
 
 interface NodePlan {

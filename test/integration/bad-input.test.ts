@@ -4,6 +4,7 @@ import { Redis } from "ioredis";
 import {
   changeMembers,
   InvalidArgumentError,
+  membershipStatus,
   NextId,
   NodeConfigurationError,
   type NodeWarning,
@@ -153,6 +154,35 @@ describe("bad input gets a typed error and leaves no key", () => {
         (error: unknown) => error instanceof InvalidArgumentError && message.test(error.message),
         `changeMembers, ${name}`,
       );
+    }
+  });
+
+  it("changeMembers and membershipStatus refuse bad arguments and options, naming them", async () => {
+    const urls = cluster.urls;
+    // A node already a member: refused before anything is written, whatever the old code made of the rest.
+    const member = { add: urls[0]! };
+    const cases: Array<[string, () => Promise<unknown>]> = [
+      ["options", () => membershipStatus(urls, null as never)],
+      ["options.timeout", () => membershipStatus(urls, { timeout: 1 } as never)],
+      // A timer above 2^31 - 1 ms fires at once.
+      ["options.timeoutMs", () => membershipStatus(urls, { timeoutMs: 1e12 })],
+      ["options", () => changeMembers(urls, member, null as never)],
+      ["options.timeot", () => changeMembers(urls, member, { timeot: 1 } as never)],
+      ["options.timeoutMs", () => changeMembers(urls, member, { timeoutMs: 1e12 })],
+      ["change", () => changeMembers(urls, null as never)],
+      ["change.rm", () => changeMembers(urls, { rm: 1 } as never)],
+      ["remove", () => changeMembers(urls, { remove: Number.NaN })],
+      ["remove", () => changeMembers(urls, { remove: 0.5 })],
+      ["remove", () => changeMembers(urls, { remove: 5 })],
+      ["remove", () => changeMembers(urls, { remove: 1n as never })],
+      ["nodes", () => changeMembers(undefined as never, { add: "redis://127.0.0.1:1" })],
+    ];
+    for (const [argument, call] of cases) {
+      await assert.rejects(call(), (error: unknown) => {
+        assert.ok(error instanceof InvalidArgumentError, `${argument}: ${String(error)}`);
+        assert.equal(error.argument, argument);
+        return true;
+      });
     }
   });
 
