@@ -8,7 +8,13 @@ export type { Persistence } from "./persistence.js";
 
 import { limits } from "../limits.js";
 import { markerKey, markNodeLua, runKey } from "../node/node-state.js";
-import { requireInteger, requireOptionsObject } from "../validate.js";
+import {
+  describe,
+  rejectUnknownOptions,
+  requireBoolean,
+  requireInteger,
+  requireOptionsObject,
+} from "../validate.js";
 import { portHolder, probe, send } from "./local-sockets.js";
 import {
   type Persistence,
@@ -95,6 +101,18 @@ export class LocalCluster implements AsyncDisposable {
 
   static async start(options: LocalClusterOptions = {}): Promise<LocalCluster> {
     const input = requireOptionsObject("cluster options", options) as LocalClusterOptions;
+    // A misspelt option would start a cluster other than the one asked for.
+    rejectUnknownOptions("cluster options", input, [
+      "nodeCount",
+      "persistence",
+      "redisServerPath",
+      "baseDir",
+      "startTimeoutMs",
+      "extraArgs",
+      "init",
+      "ports",
+    ]);
+    const init = requireBoolean("init", input.init ?? true);
     const ports = input.ports === undefined ? undefined : requirePorts(input.ports);
     const nodeCount = requireInteger(
       "nodeCount",
@@ -112,7 +130,7 @@ export class LocalCluster implements AsyncDisposable {
     const cluster = new LocalCluster({
       persistence,
       redisServerPath: requireRedisServer(input.redisServerPath ?? findRedisServer()),
-      baseDir: input.baseDir ?? tmpdir(),
+      baseDir: requireDirectory("baseDir", input.baseDir ?? tmpdir()),
       startTimeoutMs: requireInteger("startTimeoutMs", input.startTimeoutMs ?? 10_000, 1, 600_000),
       extraArgs: requireArgs(input.extraArgs ?? []),
     });
@@ -139,7 +157,7 @@ export class LocalCluster implements AsyncDisposable {
           ports ? cluster.startProcess(slot) : cluster.startOnFreePort(slot),
         ),
       );
-      if (input.init ?? true) {
+      if (init) {
         await Promise.all(
           cluster.slots.map((slot) =>
             send(slot.port, ["EVAL", markNodeLua("KEYS[1]", "KEYS[2]"), "2", markerKey, runKey]),
@@ -221,10 +239,16 @@ export class LocalCluster implements AsyncDisposable {
   async restart(index: number, options: RestartOptions = {}): Promise<void> {
     const slot = this.slot(index);
     const input = requireOptionsObject("restart options", options) as RestartOptions;
-    if (input.persistence !== undefined) slot.persistence = requirePersistence(input.persistence);
-    if (input.extraArgs !== undefined) slot.extraArgs = requireArgs(input.extraArgs);
+    // A misspelt or non-boolean keepData kept the data of a restart meant to lose it.
+    rejectUnknownOptions("restart options", input, ["keepData", "persistence", "extraArgs"]);
+    const keepData = requireBoolean("keepData", input.keepData ?? true);
+    const persistence =
+      input.persistence === undefined ? slot.persistence : requirePersistence(input.persistence);
+    const extraArgs = input.extraArgs === undefined ? slot.extraArgs : requireArgs(input.extraArgs);
+    slot.persistence = persistence;
+    slot.extraArgs = extraArgs;
     await this.kill(index);
-    if (options.keepData === false) {
+    if (!keepData) {
       rmSync(slot.dataDir, { recursive: true, force: true });
       mkdirSync(slot.dataDir);
     }
@@ -432,6 +456,13 @@ async function killSlot(slot: NodeSlot): Promise<void> {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.kill("SIGKILL");
   await exited;
+}
+
+function requireDirectory(name: string, value: unknown): string {
+  if (typeof value !== "string" || value.length === 0) {
+    throw new InvalidArgumentError(name, `expected a directory path, got ${describe(value)}`);
+  }
+  return value;
 }
 
 function requirePorts(value: unknown): readonly number[] {

@@ -6,7 +6,14 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { claimPort, claimRange, claimsDir, release } from "../../src/cluster/port-claims.js";
-import { LocalCluster, Redlock, RedquorumError } from "../../src/index.js";
+import {
+  InvalidArgumentError,
+  LocalCluster,
+  type LocalClusterOptions,
+  Redlock,
+  RedquorumError,
+  type RestartOptions,
+} from "../../src/index.js";
 import { libraryUrl } from "../helpers/built.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
 
@@ -138,6 +145,38 @@ describe("LocalCluster", () => {
     assert.equal(await withClient(cluster.urls[0]!, (c) => c.get("kept")), "1");
     await cluster.restart(0, { keepData: false });
     assert.equal(await withClient(cluster.urls[0]!, (c) => c.get("kept")), null);
+  });
+
+  it("refuses unknown options and a keepData that is not a boolean, before any node starts or stops", async () => {
+    // Before, each was ignored: a cluster started with AOF, a restart meant to lose the data kept it.
+    const startCases: Array<[string, LocalClusterOptions]> = [
+      ["cluster options.persistance", { nodeCount: 1, persistance: "none" } as never],
+      ["baseDir", { nodeCount: 1, baseDir: 5 as never }],
+      ["init", { nodeCount: 1, init: "false" as never }],
+    ];
+    for (const [argument, options] of startCases) {
+      await assert.rejects(LocalCluster.start(options), (error: unknown) => {
+        assert.ok(error instanceof InvalidArgumentError, `${argument}: ${String(error)}`);
+        assert.equal(error.argument, argument);
+        return true;
+      });
+    }
+    await withClient(cluster.urls[1]!, (c) => c.set("kept", "1"));
+    const pid = cluster.node(1).pid;
+    const restartCases: Array<[string, RestartOptions]> = [
+      ["restart options.keepdata", { keepdata: false } as never],
+      ["keepData", { keepData: "false" as never }],
+      ["keepData", { keepData: 0 as never }],
+    ];
+    for (const [argument, options] of restartCases) {
+      await assert.rejects(cluster.restart(1, options), (error: unknown) => {
+        assert.ok(error instanceof InvalidArgumentError, `${argument}: ${String(error)}`);
+        assert.equal(error.argument, argument);
+        return true;
+      });
+    }
+    assert.equal(cluster.node(1).pid, pid, "not restarted");
+    assert.equal(await withClient(cluster.urls[1]!, (c) => c.get("kept")), "1");
   });
 
   it("restart can change a node's persistence and arguments, for later restarts too", async () => {
