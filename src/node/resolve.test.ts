@@ -136,6 +136,16 @@ describe("createNodes", () => {
     );
   });
 
+  it("refuses a NodeTransport without an endpoint to name it by", () => {
+    const transport = { endpoint: " ", send: async () => "OK", close: async () => {} };
+    assert.throws(
+      () => createNodes([transport]),
+      (error: unknown) =>
+        error instanceof InvalidArgumentError &&
+        /nodes\[0\].*non-empty endpoint/.test(error.message),
+    );
+  });
+
   it("refuses more nodes than the limit", () => {
     const urls = Array.from({ length: 16 }, (_, i) => `redis://127.0.0.1:${7000 + i}`);
     assert.throws(() => createNodes(urls), /at most 15/);

@@ -78,6 +78,13 @@ function planNode(input: NodeInput, index: number): NodePlan {
     };
   }
   if (isNodeTransport(input)) {
+    // Its endpoint names it in errors, events and the membership record.
+    if (input.endpoint.trim() === "") {
+      throw new InvalidArgumentError(
+        `nodes[${index}]`,
+        "a NodeTransport needs a non-empty endpoint (host:port, its name in errors and events)",
+      );
+    }
     return { identity: input, endpoint: input.endpoint, create: () => input };
   }
   if (isIoredisLike(input)) {
@@ -112,7 +119,6 @@ function planNode(input: NodeInput, index: number): NodePlan {
   );
 }
 
-/** host:port[/db] of a redis URL: the node's name in errors (credentials left out). */
 /**
  * A URL as given, for an error message, with its credentials (from "//"
  * to the last "@": a password that does not parse may hold "/" or "@")
@@ -122,6 +128,7 @@ export function withoutPassword(url: string): string {
   return url.replace(/\/\/.*@/, "//***@");
 }
 
+/** host:port[/db] of a redis URL: the node's name in errors (credentials left out). */
 export function endpointOfUrl(url: string, index: number): string {
   // The URL parser drops these silently, ioredis does not (a leading space
   // throws a TypeError from inside it): one spelling for both, or refused.
