@@ -192,7 +192,7 @@ export async function changeMembers(
       );
     }
   }
-  const all = createNodes(request.add === undefined ? nodes : [...nodes, request.add]);
+  const all = createNodesNamingAdd(nodes, request.add);
   const current = all.slice(0, nodes.length);
   const add = request.add === undefined ? undefined : all[nodes.length];
   let removeIndex: number | undefined;
@@ -218,5 +218,21 @@ export async function changeMembers(
     );
   } finally {
     await Promise.allSettled(all.map((node) => node.close()));
+  }
+}
+
+/** The members' nodes and the node to add, which a refusal names `add` (not a position past the list). */
+function createNodesNamingAdd(
+  nodes: readonly NodeInput[],
+  add: NodeInput | undefined,
+): ReturnType<typeof createNodes> {
+  if (add === undefined) return createNodes(nodes);
+  try {
+    return createNodes([...nodes, add]);
+  } catch (error) {
+    if (error instanceof InvalidArgumentError && error.argument === `nodes[${nodes.length}]`) {
+      throw new InvalidArgumentError("add", error.detail);
+    }
+    throw error;
   }
 }

@@ -176,6 +176,8 @@ describe("bad input gets a typed error and leaves no key", () => {
       ["remove", () => changeMembers(urls, { remove: 5 })],
       ["remove", () => changeMembers(urls, { remove: 1n as never })],
       ["nodes", () => changeMembers(undefined as never, { add: "redis://127.0.0.1:1" })],
+      // Not a URL or client: named `add`, not the position it would take.
+      ["add", () => changeMembers(urls, { add: 5 as never })],
     ];
     for (const [argument, call] of cases) {
       await assert.rejects(call(), (error: unknown) => {
