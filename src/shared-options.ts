@@ -126,15 +126,21 @@ export function hookOption<T>(name: string, hook: unknown): (value: T) => void {
   };
 }
 
+/** The clock and random source used when none is given: the one place that names them. */
+export const defaultRuntime: { readonly clock: Clock; readonly random: RandomSource } = {
+  clock: systemClock,
+  random: cryptoRandom,
+};
+
 /** `options.clock`: `systemClock` when not given, else an object with `now` and `sleep`. */
 export function clockOption(clock: unknown): Clock {
-  if (clock === undefined) return systemClock;
+  if (clock === undefined) return defaultRuntime.clock;
   return requireMethods<Clock>("options.clock", clock, ["now", "sleep"]);
 }
 
 /** `options.random`: the CSPRNG when not given, else an object with `bytes` and `integer`. */
 export function randomOption(random: unknown): RandomSource {
-  if (random === undefined) return cryptoRandom;
+  if (random === undefined) return defaultRuntime.random;
   return requireMethods<RandomSource>("options.random", random, ["bytes", "integer"]);
 }
 

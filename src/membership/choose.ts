@@ -28,10 +28,11 @@
  * before the loss and counted by a change still under way is not kept
  * either: its accept carries the incarnation the promise was given under.
  */
-import { type Clock, cryptoRandom, type RandomSource, systemClock } from "../clock.js";
+import type { Clock, RandomSource } from "../clock.js";
 import { MembershipError } from "../errors.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
+import { defaultRuntime } from "../shared-options.js";
 import { formatRecord, type MembershipRecord, parseRecord, stampOf } from "./record.js";
 import { acceptScript, prepareScript, proposalReply } from "./scripts.js";
 
@@ -44,7 +45,7 @@ export interface MembershipRuntime {
   readonly random: RandomSource;
 }
 
-export const systemRuntime: MembershipRuntime = { clock: systemClock, random: cryptoRandom };
+export const systemRuntime: MembershipRuntime = defaultRuntime;
 
 const hexOf = (random: RandomSource, count: number) =>
   Buffer.from(random.bytes(count)).toString("hex");
