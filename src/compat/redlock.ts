@@ -331,7 +331,7 @@ export class Redlock extends EventEmitter {
       }
     };
     try {
-      return await runKeepingAlive(core, run, schedule, this.core.keepAlives);
+      return await runKeepingAlive(core, run, schedule, this.core);
     } catch (error) {
       if (thrown && error === thrown.error) {
         // The signal's own reason (`signal.throwIfAborted()`, or an API

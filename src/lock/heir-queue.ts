@@ -280,11 +280,18 @@ local function passOrKeep(keys, waiter, blocking)
       elseif not (isNext and redis.call('pttl', kept) > ${9 * limits.heirReservationMs}) then
         nextHeir(key)
         local heads = redis.call('zrange', (queueKeys(key)), 0, 1)
-        local heir = heads[1] == waiter and heads[2] or heads[1]
+        -- The next waiter other than this one (\`a == w and b or a\` would
+        -- give this one back when it is alone: reserved and told again, it
+        -- was refused again at once, in a loop).
+        local heir = heads[1]
+        if heir == waiter then heir = heads[2] end
         if heir then
           redis.call('set', heirKey(key), heir, 'PX', ${limits.heirReservationMs})
           redis.call('set', heirLastKey(key), heir, 'PX', ${10 * limits.heirReservationMs})
           notifyHeir(key, heir)
+        else
+          -- Nobody else waits: the key is free for whoever comes.
+          redis.call('del', heirKey(key))
         end
       end
     end

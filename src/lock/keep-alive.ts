@@ -5,7 +5,7 @@
  */
 
 import { assert } from "../assert.js";
-import { LockExpiredError, LockLostError } from "../errors.js";
+import { ClosedError, LockExpiredError, LockLostError } from "../errors.js";
 import { driftAllowanceMs } from "../quorum/validity.js";
 import { requireInteger } from "../validate.js";
 import type { Lock } from "./lock.js";
@@ -110,15 +110,22 @@ export async function runKeepingAlive<T>(
   lock: Lock,
   routine: (signal: AbortSignal, lock: Lock) => Promise<T>,
   options: KeepAliveOptions,
-  running?: Set<KeepAliveHandle>,
+  running?: KeepAliveRegistry,
 ): Promise<T> {
   assert(
     options.marginMs < options.extendThresholdMs,
     "the margin must be below the extension threshold",
   );
+  // Closed between the grant and now (a hook of the acquire's called
+  // close(), say): the routine does not start, as an acquire granted
+  // after close() is given up; close() abandoned the keep-alives already.
+  if (running?.isClosed()) {
+    await lock.release().catch(() => {});
+    throw new ClosedError("Redlock");
+  }
   const keeper = new KeepAlive(lock, options);
   keeper.start();
-  running?.add(keeper);
+  running?.keepAlives.add(keeper);
   let result: T;
   try {
     result = await routine(keeper.signal, lock);
@@ -128,7 +135,7 @@ export async function runKeepingAlive<T>(
     await lock.release().catch(() => {});
     throw error;
   } finally {
-    running?.delete(keeper);
+    running?.keepAlives.delete(keeper);
   }
   // A routine that held the event loop past the validity (no timer could
   // tell it) and returned without looking ran without the lock at the end:
@@ -146,6 +153,12 @@ export async function runKeepingAlive<T>(
 }
 
 const abortedOf = Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted")!.get!;
+
+/** Where an instance keeps its running keep-alives, and whether it is closed. */
+export interface KeepAliveRegistry {
+  readonly keepAlives: Set<KeepAliveHandle>;
+  isClosed(): boolean;
+}
 
 /** A running keep-alive, as its instance's `close()` sees it. */
 export interface KeepAliveHandle {

@@ -50,6 +50,11 @@ export class Redlock implements LockOwner {
   private closing: Promise<void> | undefined;
   /** @internal The keep-alives of `using` routines running now (close() abandons them). */
   readonly keepAlives = new Set<KeepAliveHandle>();
+
+  /** @internal Whether close() was called. */
+  isClosed(): boolean {
+    return this.closed;
+  }
   /** Operations running now; `close()` waits for them. */
   private readonly active = new InFlight();
   private readonly observer: Observer;
@@ -123,7 +128,7 @@ export class Redlock implements LockOwner {
     const ttl = requireTtl(ttlMs, this.options);
     const schedule = usingSchedule(ttl, this.options, extendThresholdMs);
     const lock = await this.acquire(resources, ttl, acquireOptions);
-    return runKeepingAlive(lock, routine, schedule, this.keepAlives);
+    return runKeepingAlive(lock, routine, schedule, this);
   }
 
   /**

@@ -450,6 +450,42 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
       }
     });
 
+    it("a multi-key waiter alone in a free key's queue, refused for a held key, is not reserved that key and told again in a loop", async () => {
+      // Refused for B past the time A is kept for it, the waiter passed A on
+      // to the next waiter in A's queue, and, alone there, to itself: told,
+      // it tried again at once, was refused again, and so on, about 700
+      // rounds a second until it gave up.
+      const holder = new Redlock(cluster.urls, strict);
+      const trier = new Redlock(cluster.urls, { ...strict, retry: { retries: 0 } });
+      const waiter = new Redlock(cluster.urls, {
+        ...strict,
+        retry: { retries: 10_000, delayMs: 200, jitterMs: 0 },
+      });
+      const node = cluster.client(0);
+      const scriptCalls = async () =>
+        Number(/cmdstat_evalsha:calls=(\d+)/.exec(await node.info("commandstats"))?.[1] ?? 0);
+      try {
+        const held = await holder.acquire(["B"], 10_000);
+        const before = await scriptCalls();
+        const waiting = waiter.acquire(["A", "B"], 5_000, { waitMs: 1_500 });
+        await until("the waiter to queue", () => waiter.waitingCount === 1);
+        // A release of A reserves it for the waiter and tells it; refused
+        // for B, it has A kept for it (200 ms). A second release after that
+        // makes it pass A on.
+        await (await trier.acquire(["A"], 5_000)).release();
+        await sleep(300);
+        await (await trier.acquire(["A"], 5_000)).release();
+        await assert.rejects(waiting, { code: "ERR_RESOURCE_LOCKED" });
+        // Its polls (every 200 ms for 1.5 s), the releases' notices, the
+        // others' few calls: a handful, not hundreds.
+        const calls = (await scriptCalls()) - before;
+        assert.ok(calls < 60, `${calls} script calls on one node in 1.5 s`);
+        await held.release();
+      } finally {
+        await Promise.all([holder.close(), trier.close(), waiter.close()]);
+      }
+    });
+
     it("a multi-key waiter that gives up leaves every key's queue on every node", async () => {
       const holder = new Redlock(cluster.urls, strict);
       const multi = new Redlock(cluster.urls, toldOnly);

@@ -270,6 +270,28 @@ describe("redlock.using: auto-extension, loss and release", () => {
     );
   });
 
+  it("close() called as using()'s lock is granted (from an onEvent hook): the routine does not run, and using rejects with ClosedError", async () => {
+    // Before, the keep-alive was registered after close() had abandoned
+    // the others: the routine ran on a closed instance with a signal that
+    // never aborted, its timers alive after close() resolved.
+    let closing: Promise<void> | undefined;
+    const holder: Redlock = new Redlock(cluster().urls, {
+      nodeTimeoutMs: 200,
+      onEvent: (event) => {
+        if (event.type === "acquire" && event.outcome === "ok") closing = holder.close();
+      },
+    });
+    let ran = false;
+    await assert.rejects(
+      holder.using(["raced"], 2_000, async () => {
+        ran = true;
+      }),
+      { code: "ERR_CLOSED" },
+    );
+    assert.equal(ran, false, "the routine ran after close()");
+    await closing;
+  });
+
   it("a TTL short next to the node timeout is extended a quarter TTL apart, not back to back", async () => {
     // TTL 60 ms, node timeout 50 ms: the threshold an extension needs
     // (the margin plus a node timeout) is above what one extension gives;
