@@ -134,6 +134,14 @@ export const limits = {
    */
   heirReservationMs: 200,
   /**
+   * How many rounds a release's notice woke a multi-resource waiter for
+   * count as one of its retries (lock/acquire.ts): the notice concerns one
+   * of its keys, and its round may be refused for another still held, so
+   * one each would use its retries up beside a busy key; none would leave
+   * its rounds bounded only in time.
+   */
+  noticedRoundsPerRetry: 10,
+  /**
    * How long a release within its instance's turn keeps a key with waiters
    * for that instance's next acquire (lock/turns.ts): one round trip is
    * enough; if the instance is gone, the key is free again this soon.

@@ -61,7 +61,8 @@ class Acquisition {
   private failure: (() => Error) | undefined;
   /**
    * Attempts counted against `retries`, including turns that passed while
-   * others went first; not those a release's notice woke it for (below).
+   * others went first; not those a release's notice woke a multi-resource
+   * waiter for (see `run`).
    */
   private attempt = 0;
   /** Attempts a release's notice woke it for (counted apart: see `run`). */
@@ -114,14 +115,17 @@ class Acquisition {
       // A caller that may wait joins the queue behind this instance's
       // waiters for these keys instead of racing them for the next release.
       if (retry.retries > 0 && this.context.waits.hasWaiters(keys)) await this.awaitTurn();
-      // A round a release's notice woke it for is not counted as a retry: a
-      // multi-resource waiter is told each time one of its keys is reserved
-      // for it, and refused while another is held; counted, a busy key
-      // beside a held one used its retries up in a few hundred ms. Its
-      // retries still bound the wait: in time (budgetEndMs).
+      // A round a release's notice woke a multi-resource waiter for counts
+      // as a fraction of a retry (limits.noticedRoundsPerRetry): the notice
+      // concerns one of its keys, and its round may be refused for another
+      // still held (the nodes pass such a key on, and do not reserve it for
+      // the waiter again for a while: heir-queue.ts, passOrKeep). Such
+      // rounds also end with the time its retries stand for (budgetEndMs).
+      // A single-key waiter's woken round is a contest for the only key it
+      // needs, and counts as one.
       let woken = false;
       for (;;) {
-        if (woken) this.noticed++;
+        if (woken && keys.length > 1) this.noticed++;
         else this.attempt++;
         const from = this.handoff;
         this.handoff = undefined;
@@ -155,8 +159,12 @@ class Acquisition {
           const counterKey = this.request.counterKeys[0];
           if (fence !== undefined && counterKey) this.context.fences.noteCounter(counterKey, fence);
         }
-        if (this.attempt > retry.retries) throw this.failure();
-        if (woken && this.context.options.clock.now() >= this.budgetEndMs) throw this.failure();
+        const noticedRetries = Math.floor(this.noticed / limits.noticedRoundsPerRetry);
+        if (this.attempt + noticedRetries > retry.retries) throw this.failure();
+        const noticeFree = woken && keys.length > 1;
+        if (noticeFree && this.context.options.clock.now() >= this.budgetEndMs) {
+          throw this.failure();
+        }
         woken = false;
         // Queued before this instance heard its channel: a release since
         // may have told nobody. Once it hears, one more try at once.

@@ -62,8 +62,14 @@
  * other needs (nodes' queues disagreeing for a moment: a registration
  * from before its ticket was agreed, one that expired) thus do not wait
  * on each other: one not next in line for the other's key passes its own
- * on. Failing all that (a refusal that never came), a reservation lapses
- * after `heirReservationMs`: nothing waits on one for ever.
+ * on. A key it passed on is not reserved for it again for a while
+ * (`…:heir-skip:<key>`, ten reservations' life): each release of that key
+ * would tell it, and its round would be refused again for the same held
+ * key, one wasted round per release of a busy key. The release of the key
+ * that refused it still reserves that key for it and tells it; refused
+ * for the key it passed on, it is that key's waiter again at once. Failing
+ * all that (a refusal that never came), a reservation lapses after
+ * `heirReservationMs`: nothing waits on one for ever.
  *
  * A try-lock (a caller that will not wait: no waiter id, or registration
  * time 0) has no use for a place in the queue. It barges, as node-redlock
@@ -77,7 +83,7 @@
  *
  * The queue's keys are derived from the lock key inside the scripts
  * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`,
- * `…:heir-last:<key>`, `…:heir-kept:<key>`): like the marker, they only
+ * `…:heir-last:<key>`, `…:heir-kept:<key>`, `…:heir-skip:<key>`): like the marker, they only
  * work on independent masters, not Redis Cluster.
  */
 
@@ -98,6 +104,9 @@ export const heirLastKeyPrefix = "redquorum:heir-last:";
 
 /** The waiter a free key is being kept for while its other keys are held (see `passOrKeep`) is this prefix and the lock key. */
 export const heirKeptKeyPrefix = "redquorum:heir-kept:";
+
+/** The waiter a free key is not reserved for a while, as it passed the key on (see `passOrKeep`), is this prefix and the lock key. */
+export const heirSkipKeyPrefix = "redquorum:heir-skip:";
 
 /** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
 export const heirChannelPrefix = "redquorum:heir-of:";
@@ -160,6 +169,15 @@ local function nextHeir(key)
 end
 local function heirLastKey(key)
   return '${heirLastKeyPrefix}' .. key
+end
+-- The head to reserve a key for: the first live waiter, but for one that
+-- passed this key on lately (passOrKeep): then the one after it, if any.
+local function headFor(key)
+  local heir = nextHeir(key)
+  if heir and heir == redis.call('get', '${heirSkipKeyPrefix}' .. key) then
+    heir = redis.call('zrange', (queueKeys(key)), 1, 1)[1]
+  end
+  return heir
 end
 -- A queue and its expiries hold the same waiters (each is added to, and
 -- removed from, both at once), so they exist together, and every enqueue
@@ -230,7 +248,7 @@ local function overtake(key, heir)
 end
 local function reserve(key, ms)
   local last = heirLastKey(key)
-  local heir = nextHeir(key)
+  local heir = headFor(key)
   if not heir then return nil end
   -- One turn each: a head that was reserved the key before and has not
   -- tried here since (enqueue clears the record) never came (crashed,
@@ -240,7 +258,7 @@ local function reserve(key, ms)
   -- written again below with the next one.
   if heir == redis.call('set', last, heir, 'PX', 10 * ms, 'GET') then
     leave(key, heir)
-    heir = nextHeir(key)
+    heir = headFor(key)
     if not heir then return nil end
     redis.call('set', last, heir, 'PX', 10 * ms)
   end
@@ -268,6 +286,18 @@ local function notifyHeir(key, heir)
   redis.call('publish', '${heirChannelPrefix}' .. string.match(heir, '^[^:]*'), message)
 end
 local function passOrKeep(keys, waiter, blocking)
+  -- A key it passed on that is now the only one held of its keys is the
+  -- one it waits for: it is that key's waiter again. (Refused for it while
+  -- another is held too, or for its reservation for another, as a key it
+  -- passed on has, changes nothing.)
+  local skip = '${heirSkipKeyPrefix}' .. blocking
+  if redis.call('get', skip) == waiter and redis.call('exists', blocking) == 1 then
+    local alone = true
+    for _, key in ipairs(keys) do
+      if key ~= blocking and redis.call('exists', key) == 1 then alone = false end
+    end
+    if alone then redis.call('del', skip) end
+  end
   local isNext = nextHeir(blocking) == waiter
   for _, key in ipairs(keys) do
     if reservedFor(key) == waiter and redis.call('exists', key) == 0 then
@@ -278,6 +308,9 @@ local function passOrKeep(keys, waiter, blocking)
       if first then
         redis.call('set', kept, waiter, 'PX', ${10 * limits.heirReservationMs})
       elseif not (isNext and redis.call('pttl', kept) > ${9 * limits.heirReservationMs}) then
+        -- Not reserved for it again for a while: refused again for the
+        -- same held key, it would cost a round per release of this one.
+        redis.call('set', '${heirSkipKeyPrefix}' .. key, waiter, 'PX', ${10 * limits.heirReservationMs})
         nextHeir(key)
         local heads = redis.call('zrange', (queueKeys(key)), 0, 1)
         -- The next waiter other than this one (\`a == w and b or a\` would

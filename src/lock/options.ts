@@ -28,11 +28,7 @@ import {
 } from "../validate.js";
 
 export interface RetryOptions {
-  /**
-   * Attempts after the first. Default 10. A round a release's notice woke
-   * a waiter for does not count; `retries × (delayMs + jitterMs)` from the
-   * first attempt bounds those.
-   */
+  /** Attempts after the first. Default 10. */
   retries?: number;
   /** Wait between attempts, in milliseconds. Default 200. */
   delayMs?: number;

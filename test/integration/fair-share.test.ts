@@ -409,11 +409,12 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
       }
     });
 
-    it("a multi-key waiter beside a busy key keeps its retries: told of each release of the busy key while the other is held, it still gets both once that one is released", async () => {
+    it("a multi-key waiter beside a busy key keeps its retries: once it passed the busy key on, it is not told of each release of it while its other key is held, and it gets both once that one is released", async () => {
       // Y waits for [a, b] while b is held; another instance loops on a.
-      // Each release of a reserves it for Y and tells Y, whose round is
-      // refused for b. Counted as retries, those rounds used Y's 5 up in
-      // a few hundred ms, long before b was released.
+      // Each release of a reserved it for Y and told Y, whose round was
+      // refused for b: Y's 5 retries were gone in a few hundred ms, long
+      // before b was released. Now a key Y passed on is not reserved for
+      // it again for a while (heir-queue.ts, passOrKeep).
       const holder = new Redlock(cluster.urls, strict);
       const looper = new Redlock(cluster.urls, strict);
       const multi = new Redlock(cluster.urls, {
