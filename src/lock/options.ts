@@ -28,7 +28,10 @@ import {
 } from "../validate.js";
 
 export interface RetryOptions {
-  /** Attempts after the first. Default 10. */
+  /**
+   * Attempts after the first. Default 10. A round a release's notice woke
+   * a multi-resource waiter for counts a tenth of one.
+   */
   retries?: number;
   /** Wait between attempts, in milliseconds. Default 200. */
   delayMs?: number;
