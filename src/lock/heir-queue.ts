@@ -105,7 +105,11 @@ export const heirLastKeyPrefix = "redquorum:heir-last:";
 /** The waiter a free key is being kept for while its other keys are held (see `passOrKeep`) is this prefix and the lock key. */
 export const heirKeptKeyPrefix = "redquorum:heir-kept:";
 
-/** The waiter a free key is not reserved for a while, as it passed the key on (see `passOrKeep`), is this prefix and the lock key. */
+/**
+ * The waiters a free key is not reserved for a while, as they passed it on
+ * (see `passOrKeep`): a sorted set, each waiter scored by when that ends,
+ * under this prefix and the lock key.
+ */
 export const heirSkipKeyPrefix = "redquorum:heir-skip:";
 
 /** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
@@ -170,14 +174,24 @@ end
 local function heirLastKey(key)
   return '${heirLastKeyPrefix}' .. key
 end
--- The head to reserve a key for: the first live waiter, but for one that
--- passed this key on lately (passOrKeep): then the one after it, if any.
+-- Waiters that passed a key on lately (passOrKeep) are passed over for it
+-- until their time in the set ends (its score).
+local function skipKey(key)
+  return '${heirSkipKeyPrefix}' .. key
+end
+local function isSkipped(key, waiter)
+  local untilMs = redis.call('zscore', skipKey(key), waiter)
+  return untilMs ~= false and tonumber(untilMs) > clockMs()
+end
+-- The waiter to reserve a key for: the first live one in its queue that is
+-- not passed over (among the first few: nil when they all are).
 local function headFor(key)
   local heir = nextHeir(key)
-  if heir and heir == redis.call('get', '${heirSkipKeyPrefix}' .. key) then
-    heir = redis.call('zrange', (queueKeys(key)), 1, 1)[1]
+  if not heir or not isSkipped(key, heir) then return heir end
+  for _, waiter in ipairs(redis.call('zrange', (queueKeys(key)), 1, 7)) do
+    if not isSkipped(key, waiter) then return waiter end
   end
-  return heir
+  return nil
 end
 -- A queue and its expiries hold the same waiters (each is added to, and
 -- removed from, both at once), so they exist together, and every enqueue
@@ -290,13 +304,12 @@ local function passOrKeep(keys, waiter, blocking)
   -- one it waits for: it is that key's waiter again. (Refused for it while
   -- another is held too, or for its reservation for another, as a key it
   -- passed on has, changes nothing.)
-  local skip = '${heirSkipKeyPrefix}' .. blocking
-  if redis.call('get', skip) == waiter and redis.call('exists', blocking) == 1 then
+  if isSkipped(blocking, waiter) and redis.call('exists', blocking) == 1 then
     local alone = true
     for _, key in ipairs(keys) do
       if key ~= blocking and redis.call('exists', key) == 1 then alone = false end
     end
-    if alone then redis.call('del', skip) end
+    if alone then redis.call('zrem', skipKey(blocking), waiter) end
   end
   local isNext = nextHeir(blocking) == waiter
   for _, key in ipairs(keys) do
@@ -310,20 +323,23 @@ local function passOrKeep(keys, waiter, blocking)
       elseif not (isNext and redis.call('pttl', kept) > ${9 * limits.heirReservationMs}) then
         -- Not reserved for it again for a while: refused again for the
         -- same held key, it would cost a round per release of this one.
-        redis.call('set', '${heirSkipKeyPrefix}' .. key, waiter, 'PX', ${10 * limits.heirReservationMs})
-        nextHeir(key)
-        local heads = redis.call('zrange', (queueKeys(key)), 0, 1)
-        -- The next waiter other than this one (\`a == w and b or a\` would
-        -- give this one back when it is alone: reserved and told again, it
-        -- was refused again at once, in a loop).
-        local heir = heads[1]
-        if heir == waiter then heir = heads[2] end
+        -- Nor passed to another that passed it on lately: two waiters
+        -- refused for the same held key would pass it back and forth.
+        local skip, now = skipKey(key), clockMs()
+        redis.call('zremrangebyscore', skip, '-inf', now)
+        redis.call('zadd', skip, now + ${10 * limits.heirReservationMs}, waiter)
+        redis.call('pexpire', skip, ${10 * limits.heirReservationMs})
+        -- The next waiter other than this one (\`a == w and b or a\` gave
+        -- this one back when it was alone: reserved and told again, it was
+        -- refused again at once, in a loop).
+        local heir = headFor(key)
         if heir then
           redis.call('set', heirKey(key), heir, 'PX', ${limits.heirReservationMs})
           redis.call('set', heirLastKey(key), heir, 'PX', ${10 * limits.heirReservationMs})
           notifyHeir(key, heir)
         else
-          -- Nobody else waits: the key is free for whoever comes.
+          -- Nobody else waits (but those that passed it on lately): the key
+          -- is free for whoever comes.
           redis.call('del', heirKey(key))
         end
       end

@@ -487,6 +487,46 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
       }
     });
 
+    it("two multi-key waiters refused for the same held key do not pass their free key back and forth: both get their keys once it is released", async () => {
+      // W1 and W2 want [a, b]; a single-key waiter is ahead of them on b,
+      // which is held. a's release reserves a for W1; refused for b (not
+      // next in line for it), W1 passes a to W2, W2 back to W1, and so on,
+      // a round every half millisecond until both used 100 of them and
+      // gave up, long before b came free.
+      const holder = new Redlock(cluster.urls, strict);
+      const first = new Redlock(cluster.urls, strict);
+      const other = new Redlock(cluster.urls, strict);
+      const [w1, w2] = [0, 1].map(() => new Redlock(cluster.urls, strict));
+      const node = cluster.client(0);
+      const scriptCalls = async () =>
+        Number(/cmdstat_evalsha:calls=(\d+)/.exec(await node.info("commandstats"))?.[1] ?? 0);
+      try {
+        const heldB = await holder.acquire(["b"], 10_000);
+        const firstForB = first.acquire(["b"], 5_000, { retry: { retries: 30 } });
+        await until("the single-key waiter to queue on b", () => first.waitingCount === 1);
+        const heldA = await other.acquire(["a"], 10_000);
+        const before = await scriptCalls();
+        // Retries to spare: whatever the machine's load, they wait for b.
+        const patientRetry = { retry: { retries: 50, delayMs: 200, jitterMs: 100 } };
+        const both = [
+          w1!.acquire(["a", "b"], 5_000, patientRetry),
+          w2!.acquire(["a", "b"], 5_000, patientRetry),
+        ];
+        await until("both to wait", () => w1!.waitingCount === 1 && w2!.waitingCount === 1);
+        await heldA.release();
+        await sleep(1_000);
+        await heldB.release();
+        await (await firstForB).release();
+        for (const lock of both) await (await lock).release();
+        // Their rounds, polls and notices, and the others' few calls: tens,
+        // not the hundreds of a pass back and forth.
+        const calls = (await scriptCalls()) - before;
+        assert.ok(calls < 80, `${calls} script calls on one node`);
+      } finally {
+        await Promise.all([holder, first, other, w1!, w2!].map((r) => r.close()));
+      }
+    });
+
     it("a multi-key waiter that gives up leaves every key's queue on every node", async () => {
       const holder = new Redlock(cluster.urls, strict);
       const multi = new Redlock(cluster.urls, toldOnly);
