@@ -517,7 +517,8 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
         await sleep(1_000);
         await heldB.release();
         await (await firstForB).release();
-        for (const lock of both) await (await lock).release();
+        // Each released once granted, in whichever order they get it.
+        await Promise.all(both.map(async (granted) => (await granted).release()));
         // Their rounds, polls and notices, and the others' few calls: tens,
         // not the hundreds of a pass back and forth.
         const calls = (await scriptCalls()) - before;
