@@ -2,6 +2,22 @@ import { InvalidArgumentError } from "./errors.js";
 
 /** Checks shared by every public entry point; each names the argument and what is allowed. */
 
+/**
+ * Runs `check`, naming an `InvalidArgumentError` it throws about argument
+ * `from` (or any argument, when `from` is undefined) `to` instead: a shared
+ * check names its input by position, the caller knows it by another name.
+ */
+export function namedAs<T>(to: string, from: string | undefined, check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof InvalidArgumentError && (from === undefined || error.argument === from)) {
+      throw new InvalidArgumentError(to, error.detail);
+    }
+    throw error;
+  }
+}
+
 export function requireInteger(name: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
     throw new InvalidArgumentError(

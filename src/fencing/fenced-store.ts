@@ -15,6 +15,7 @@ import { createNodes, type NodeInput } from "../node/resolve.js";
 import { isNodeTransport } from "../node/transport.js";
 import {
   describe,
+  namedAs,
   rejectUnknownOptions,
   requireInteger,
   requireOptionsObject,
@@ -30,15 +31,8 @@ const nodesByClient = new WeakMap<object, RedisNode>();
 function nodeOf(client: Exclude<NodeInput, string>): RedisNode {
   let node = nodesByClient.get(client);
   if (!node) {
-    try {
-      [node] = createNodes([client]);
-    } catch (error) {
-      // createNodes names it nodes[0] (an ioredis client's keyPrefix); here it is `client`.
-      if (error instanceof InvalidArgumentError) {
-        throw new InvalidArgumentError("client", error.detail);
-      }
-      throw error;
-    }
+    // createNodes names it nodes[0] (an ioredis client's keyPrefix); here it is `client`.
+    [node] = namedAs("client", undefined, () => createNodes([client]));
     nodesByClient.set(client, node!);
   }
   return node!;

@@ -99,11 +99,15 @@ class Acquisition {
     this.context = context;
     this.request = request;
     this.lostNoticesSeen = context.waits.noticesLost;
-    const { delayMs, jitterMs, retries } = request.retry;
-    this.budgetEndMs = context.options.clock.now() + retries * (delayMs + jitterMs);
     // A caller that may wait queues with its id; a single-key one that may
     // not needs it only where its instance's turn may keep the key for it.
     const { keys, retry } = request;
+    // Only a multi-resource waiter's rounds are bounded by it (see `run`):
+    // the common single-key call reads no clock here.
+    this.budgetEndMs =
+      keys.length > 1
+        ? context.options.clock.now() + retry.retries * (retry.delayMs + retry.jitterMs)
+        : Number.POSITIVE_INFINITY;
     if (retry.retries > 0 || context.turns.mayKeep(keys)) {
       this.waiterId = context.nextWaiterId();
     }
@@ -123,9 +127,9 @@ class Acquisition {
       // rounds also end with the time its retries stand for (budgetEndMs).
       // A single-key waiter's woken round is a contest for the only key it
       // needs, and counts as one.
-      let woken = false;
+      let noticeWoken = false;
       for (;;) {
-        if (woken && keys.length > 1) this.noticed++;
+        if (noticeWoken) this.noticed++;
         else this.attempt++;
         const from = this.handoff;
         this.handoff = undefined;
@@ -161,17 +165,17 @@ class Acquisition {
         }
         const noticedRetries = Math.floor(this.noticed / limits.noticedRoundsPerRetry);
         if (this.attempt + noticedRetries > retry.retries) throw this.failure();
-        const noticeFree = woken && keys.length > 1;
-        if (noticeFree && this.context.options.clock.now() >= this.budgetEndMs) {
+        if (noticeWoken && this.context.options.clock.now() >= this.budgetEndMs) {
           throw this.failure();
         }
-        woken = false;
+        noticeWoken = false;
         // Queued before this instance heard its channel: a release since
         // may have told nobody. Once it hears, one more try at once.
         if (!listening && this.queued && !this.listenAwaited && (await this.awaitListening())) {
           continue;
         }
-        woken = await this.awaitTurn();
+        // A multi-resource waiter's round woken by a notice (see above).
+        noticeWoken = (await this.awaitTurn()) && keys.length > 1;
       }
     } finally {
       if (this.waiter) this.context.waits.remove(this.waiter, !this.granted);

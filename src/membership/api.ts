@@ -11,6 +11,7 @@ import { quorumOf } from "../quorum/round.js";
 import { clockOption, randomOption } from "../shared-options.js";
 import {
   describe,
+  namedAs,
   rejectUnknownOptions,
   requireInteger,
   requireOptionsObject,
@@ -173,15 +174,9 @@ export async function changeMembers(
     // Said in the caller's terms: the list check below would report the
     // list naming one server twice, at a position the caller never wrote.
     // URLs only (a caller's clients are told apart by the list check).
-    let added: string;
-    try {
-      added = endpointOfUrl(request.add, nodes.length);
-    } catch (error) {
-      // Named as the caller gave it: `add`, not a position past its list.
-      if (error instanceof InvalidArgumentError)
-        throw new InvalidArgumentError("add", error.detail);
-      throw error;
-    }
+    const url = request.add;
+    // Named as the caller gave it: `add`, not a position past its list.
+    const added = namedAs("add", undefined, () => endpointOfUrl(url, nodes.length));
     const at = nodes.findIndex(
       (node, i) => typeof node === "string" && endpointOfUrl(node, i) === added,
     );
@@ -227,12 +222,5 @@ function createNodesNamingAdd(
   add: NodeInput | undefined,
 ): ReturnType<typeof createNodes> {
   if (add === undefined) return createNodes(nodes);
-  try {
-    return createNodes([...nodes, add]);
-  } catch (error) {
-    if (error instanceof InvalidArgumentError && error.argument === `nodes[${nodes.length}]`) {
-      throw new InvalidArgumentError("add", error.detail);
-    }
-    throw error;
-  }
+  return namedAs("add", `nodes[${nodes.length}]`, () => createNodes([...nodes, add]));
 }
