@@ -122,24 +122,44 @@ export class Observer {
   }
 
   emit(event: RedquorumEvent): void {
-    if (!this.onEvent) return;
-    try {
-      this.onEvent(event);
-    } catch {
-      // The application's hook must not break a lock or an ID.
-    }
+    if (this.onEvent) callHook(this.onEvent, undefined, event);
   }
 
   private log(level: keyof Logger, message: string, fields: Record<string, unknown>): void {
     const method = this.logger?.[level];
-    if (typeof method !== "function") return;
-    try {
-      method.call(this.logger, message, fields);
-    } catch {
-      // Same: logging never fails an operation.
-    }
+    if (typeof method === "function") callHook(method, this.logger, message, fields);
   }
 }
+
+/**
+ * Calls a hook of the application's (`logger`, `onEvent`, `onWarning`,
+ * `onRepair`) so that it cannot fail what calls it: an exception is
+ * dropped, and so is the rejection of a promise it returns (an `async`
+ * hook), which would otherwise be an unhandled rejection in the
+ * application's process, one per event. The hook's failure is its own.
+ */
+export function callHook(
+  hook: (...args: never[]) => unknown,
+  thisArg: unknown,
+  ...args: unknown[]
+): void {
+  try {
+    const returned: unknown = Reflect.apply(hook, thisArg, args);
+    if (isThenable(returned)) returned.then(undefined, ignore);
+  } catch {
+    // the application's hook failed; what told it goes on
+  }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
+}
+
+function ignore(): void {}
 
 /** Validates the `logger` and `onEvent` options. */
 export function resolveObserveOptions(

@@ -10,7 +10,7 @@ import { InvalidArgumentError } from "./errors.js";
 import { defaults, limits } from "./limits.js";
 import type { NodeWarning } from "./node/admission.js";
 import type { Observer } from "./observe.js";
-import { type ObserveOptions, resolveObserveOptions } from "./observe.js";
+import { callHook, type ObserveOptions, resolveObserveOptions } from "./observe.js";
 import type { NodeGroupOptions } from "./quorum/node-group.js";
 import { requireFunction, requireInteger, requireMethods } from "./validate.js";
 
@@ -112,18 +112,12 @@ export function resolveRuntime(options: Record<string, unknown>): ResolvedRuntim
 /**
  * A hook of the application's (`onWarning`, `onRepair`), checked to be a
  * function and called so that it cannot fail what calls it: a hook that
- * throws is the application's own failure, and must not take a node out of
+ * throws or rejects is the application's own failure, and must not take a node out of
  * service or fail a lock or an ID (as `logger` and `onEvent`: observe.ts).
  */
 export function hookOption<T>(name: string, hook: unknown): (value: T) => void {
   const call = requireFunction<(value: T) => void>(name, hook);
-  return (value) => {
-    try {
-      call(value);
-    } catch {
-      // the application's hook failed; what told it goes on
-    }
-  };
+  return (value) => callHook(call, undefined, value);
 }
 
 /** The clock and random source used when none is given: the one place that names them. */

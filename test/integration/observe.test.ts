@@ -262,6 +262,61 @@ describe("logger and events", () => {
     );
   });
 
+  it("async hooks that reject leave no unhandled rejection, and locks and IDs go on", async () => {
+    // Each hook an application may write as an async function: onEvent,
+    // the logger's methods, onWarning (onRepair goes through the same
+    // guard as onWarning). Before, only a throw was
+    // caught; each rejected promise was an unhandled rejection in the
+    // application's process (Node's default: the process exits).
+    await cluster.onAll((client) => client.config("SET", "maxmemory", "100mb"));
+    await cluster.onAll((client) => client.config("SET", "maxmemory-policy", "volatile-lru"));
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const unhandled: unknown[] = [];
+    const seen = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", seen);
+    const called = new Set<string>();
+    const rejecting =
+      (name: string) =>
+      async (..._args: unknown[]): Promise<void> => {
+        called.add(name);
+        throw new Error(`${name} down`);
+      };
+    const hooks = {
+      onEvent: rejecting("onEvent"),
+      logger: { warn: rejecting("logger.warn"), info: rejecting("logger.info") },
+      onWarning: rejecting("onWarning"),
+    };
+    const redlock = new Redlock([...cluster.urls, dead], {
+      ...notAboutTimeouts,
+      retry: { retries: 0 },
+      ...hooks,
+    });
+    const ids = new NextId(cluster.urls, {
+      ...notAboutTimeouts,
+      key: "rejecting:id",
+      unsafeAllowNonDurableNodes: true,
+      ...hooks,
+    });
+    try {
+      const lock = await redlock.acquire(["rejecting"], 1_000);
+      await lock.release();
+      await ids.init();
+      assert.ok((await ids.next()) > 0n);
+      // Rejections are reported after the microtasks that follow them.
+      await sleep(50);
+      for (const name of ["onEvent", "logger.warn", "onWarning"]) {
+        assert.ok(called.has(name), `${name} was never called: ${[...called]}`);
+      }
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off("unhandledRejection", seen);
+      await redlock.close();
+      await ids.close();
+      await cluster.onAll((client) => client.config("SET", "maxmemory", "0"));
+      await cluster.onAll((client) => client.config("SET", "maxmemory-policy", "noeviction"));
+    }
+  });
+
   it("an onWarning hook that throws takes no node out of service: locks and IDs go on, and it is still told", async () => {
     // Every node evicts keys with a TTL: each check warns, and before, the
     // hook's exception failed the check, so every node was out of service.
