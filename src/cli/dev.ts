@@ -9,6 +9,7 @@ import { rmdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { LocalCluster, type LocalClusterOptions } from "../cluster/local-cluster.js";
+import { portHolder } from "../cluster/local-sockets.js";
 import { NextId } from "../id/next-id.js";
 import { limits } from "../limits.js";
 import { Redlock } from "../lock/redlock.js";
@@ -21,7 +22,7 @@ const persistenceModes = { always: "aof-always", everysec: "aof-everysec", none:
 type PersistenceFlag = keyof typeof persistenceModes;
 
 /** As LocalCluster's, but baseDir defaults to ".redquorum"; `log` gets the progress lines. */
-type ClusterOptions = Pick<LocalClusterOptions, "nodeCount" | "persistence" | "baseDir">;
+type ClusterOptions = Pick<LocalClusterOptions, "nodeCount" | "persistence" | "baseDir" | "ports">;
 export type DevClusterOptions = ClusterOptions & { log?: (line: string) => void };
 
 export interface DevCluster {
@@ -37,13 +38,16 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const baseDir = resolve(options.baseDir ?? ".redquorum");
   const madeBaseDir = !existsSync(baseDir);
   const startedAt = performance.now();
-  log(`starting ${options.nodeCount ?? 5} redis-server nodes under ${baseDir}`);
+  log(
+    `starting ${options.nodeCount ?? options.ports?.length ?? 5} redis-server nodes under ${baseDir}`,
+  );
   // init: false, so that Redlock.init() below marks the nodes as `redquorum init` would.
   const cluster = await LocalCluster.start({
-    nodeCount: options.nodeCount ?? 5,
+    nodeCount: options.nodeCount ?? options.ports?.length ?? 5,
     persistence: options.persistence ?? "aof-always",
     baseDir,
     init: false,
+    ...(options.ports ? { ports: options.ports } : {}),
   });
   const stop = async () => {
     await cluster.stop();
@@ -92,6 +96,34 @@ function parseNodeCount(text: string): number {
   return count;
 }
 
+/**
+ * `--ports 7001,7002,7003`: fixed loopback ports, one per node, so that the
+ * nodes' URLs stay the same from one `dev` to the next (an application's
+ * configuration can name them). Their number is the node count.
+ */
+function parsePorts(text: string): number[] {
+  const parts = text.split(",");
+  const ports = parts.map((part) => (/^\d+$/.test(part) ? Number(part) : Number.NaN));
+  const bad = parts.find((_, i) => !(ports[i]! >= 1 && ports[i]! <= 65_535));
+  if (bad !== undefined) {
+    throw new UsageError(
+      "--ports",
+      `${JSON.stringify(bad)} in ${JSON.stringify(text)}: expected comma-separated port numbers ` +
+        "from 1 to 65535",
+    );
+  }
+  if (new Set(ports).size !== ports.length) {
+    throw new UsageError("--ports", `${JSON.stringify(text)}: expected distinct ports`);
+  }
+  if (ports.length > limits.nodeCountMax) {
+    throw new UsageError(
+      "--ports",
+      `${JSON.stringify(text)}: ${ports.length} ports; expected 1 to ${limits.nodeCountMax} (one per node)`,
+    );
+  }
+  return ports;
+}
+
 function parsePersistence(text: string): PersistenceFlag {
   if (Object.hasOwn(persistenceModes, text)) return text as PersistenceFlag;
   const allowed = Object.keys(persistenceModes).join(", ");
@@ -118,7 +150,13 @@ function watchNodes(cluster: LocalCluster, stopping: () => boolean): NodeJS.Time
   }, 500);
 }
 
-type DevOptions = { nodes: number; persistence: PersistenceFlag; dir: string; json?: boolean };
+type DevOptions = {
+  nodes: number;
+  ports?: number[];
+  persistence: PersistenceFlag;
+  dir: string;
+  json?: boolean;
+};
 
 const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
@@ -132,6 +170,13 @@ export function devCommand(): Command {
       new Option("--nodes <count>", `how many nodes, 1 to ${limits.nodeCountMax} (odd recommended)`)
         .default(5)
         .argParser(parseNodeCount),
+    )
+    .addOption(
+      new Option(
+        "--ports <list>",
+        "fixed loopback ports, comma-separated, one per node (their number is the node count): " +
+          "the same URLs on every run",
+      ).argParser(parsePorts),
     )
     .addOption(
       new Option(
@@ -152,7 +197,23 @@ export function devCommand(): Command {
         "SIGINT (Ctrl-C), SIGTERM or SIGHUP stops every node, removes the data and exits 0;\n" +
         "a second one while still starting exits at once (128 + signal), the nodes killed.\n",
     )
-    .action(async (options: DevOptions) => {
+    .action(async (options: DevOptions, command: Command) => {
+      const countGiven = command.getOptionValueSource("nodes") !== "default";
+      if (options.ports && countGiven && options.nodes !== options.ports.length) {
+        throw new UsageError(
+          "--nodes",
+          `${options.nodes} nodes, but --ports names ${options.ports.length}: give one port per ` +
+            "node, or leave --nodes out",
+        );
+      }
+      // A taken port is the caller's to change, as `serve --port` (exit 2),
+      // said before any node starts.
+      for (const port of options.ports ?? []) {
+        const holder = await portHolder(port);
+        if (holder !== undefined) {
+          throw new UsageError("--ports", `port ${port} is taken (${holder}): choose another`);
+        }
+      }
       let dev: DevCluster | undefined;
       const stopping = new AbortController(); // aborted with the first signal
       const onSignal = (signal: NodeJS.Signals) => {
@@ -174,7 +235,8 @@ export function devCommand(): Command {
       let watch: NodeJS.Timeout | undefined;
       try {
         dev = await startDevCluster({
-          nodeCount: options.nodes,
+          nodeCount: options.ports ? options.ports.length : options.nodes,
+          ...(options.ports ? { ports: options.ports } : {}),
           persistence: persistenceModes[options.persistence],
           baseDir: options.dir,
           log: diagnose,

@@ -154,7 +154,7 @@ export class LocalCluster implements AsyncDisposable {
       }
       await Promise.all(
         cluster.slots.map((slot) =>
-          ports ? cluster.startProcess(slot) : cluster.startOnFreePort(slot),
+          ports ? cluster.startOnGivenPort(slot) : cluster.startOnFreePort(slot),
         ),
       );
       if (init) {
@@ -373,6 +373,18 @@ export class LocalCluster implements AsyncDisposable {
     }
   }
 
+  /** A port the caller chose: one that is taken fails the start at once, naming it. */
+  private async startOnGivenPort(slot: NodeSlot): Promise<void> {
+    const holder = await portHolder(slot.port);
+    if (holder !== undefined) {
+      throw new RedquorumError(
+        "ERR_CLUSTER",
+        `port ${slot.port} (node ${slot.index}) is taken (${holder}): choose another port`,
+      );
+    }
+    await this.startProcess(slot);
+  }
+
   private async startProcess(slot: NodeSlot): Promise<void> {
     const args = [
       "--port",
@@ -437,10 +449,13 @@ export class LocalCluster implements AsyncDisposable {
       if (ready) return;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+    const exited = child.exitCode ?? child.signalCode;
     child.kill("SIGKILL");
     throw new RedquorumError(
       "ERR_CLUSTER",
-      `redis-server on port ${slot.port} did not answer PING within ${this.startTimeoutMs} ms` +
+      (exited !== null
+        ? `redis-server on port ${slot.port} exited (${exited}) before it answered PING`
+        : `redis-server on port ${slot.port} did not answer PING within ${this.startTimeoutMs} ms`) +
         (slot.log.length ? `; its last output:\n${slot.log.slice(-10).join("\n")}` : ""),
     );
   }

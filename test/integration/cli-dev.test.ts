@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { Redis } from "ioredis";
+import { freePort } from "../../src/cluster/local-sockets.js";
 import { limits } from "../../src/limits.js";
 import { connectResult, startCli } from "../helpers/cli.js";
 
@@ -189,10 +191,60 @@ describe("redquorum dev", () => {
     await assertGone(printed.nodes, dir);
   });
 
+  it("--ports starts the nodes on the ports given, their number the node count", async () => {
+    const dir = tempDir();
+    const ports = [await freePort(), await freePort(), await freePort()];
+    const run = dev(["--ports", ports.join(","), "--dir", dir, "--json"]);
+    await run.waitFor(/\n/, "stdout", startTimeoutMs);
+    const printed = JSON.parse(run.stdout);
+    assert.deepEqual(
+      printed.nodes,
+      ports.map((port) => `redis://127.0.0.1:${port}`),
+    );
+    run.child.kill("SIGINT");
+    assert.deepEqual(await run.exit(stopTimeoutMs), { code: 0, signal: null }, run.output());
+    await assertGone(printed.nodes, dir);
+  });
+
+  it("--ports with a port that is taken exits 2 naming it, before any node starts", async () => {
+    const dir = tempDir();
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const taken = (holder.address() as AddressInfo).port;
+    try {
+      const run = dev([
+        "--ports",
+        `${await freePort()},${taken},${await freePort()}`,
+        "--dir",
+        dir,
+      ]);
+      const exit = await run.exit(runTimeoutMs);
+      assert.equal(exit.code, 2, run.output());
+      assert.equal(run.stdout, "");
+      assert.match(
+        run.stderr,
+        new RegExp(`^redquorum: invalid --ports: port ${taken} is taken \\(`),
+      );
+      assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+      assert.deepEqual(readdirSync(dir), [], "nothing started");
+    } finally {
+      holder.close();
+    }
+  });
+
   for (const [args, pattern] of [
     [
       ["--nodes", "0"],
       new RegExp(`^redquorum: invalid --nodes: "0": expected a node count from 1 to ${max}\\b`),
+    ],
+    [
+      ["--ports", "7001,70000"],
+      /^redquorum: invalid --ports: "70000" in "7001,70000": expected comma-separated port numbers from 1 to 65535/,
+    ],
+    [["--ports", "7001,7001"], /^redquorum: invalid --ports: "7001,7001": expected distinct ports/],
+    [
+      ["--nodes", "5", "--ports", "7001,7002,7003"],
+      /^redquorum: invalid --nodes: 5 nodes, but --ports names 3: give one port per node, or leave --nodes out/,
     ],
     [
       ["--persistence", "sometimes"],

@@ -114,10 +114,26 @@ describe("LocalCluster", () => {
     await assert.rejects(second, (error: unknown) => {
       assert.ok(error instanceof RedquorumError, String(error));
       assert.equal(error.code, "ERR_CLUSTER");
-      assert.match(error.message, new RegExp(`port ${taken}`));
+      // Found taken before a redis-server is started on it; one started in
+      // a race with the bind is told apart from the holder by its pid.
+      assert.match(error.message, new RegExp(`port ${taken} \\(node 0\\) is taken`));
       return true;
     });
     assert.equal(await withClient(cluster.urls[2]!, (c) => c.ping()), "PONG");
+  });
+
+  it("a node whose redis-server exits at its start fails the start, saying it exited, with its output", async () => {
+    await assert.rejects(
+      LocalCluster.start({ nodeCount: 1, extraArgs: ["--no-such-directive", "1"] }),
+      (error: unknown) => {
+        assert.ok(error instanceof RedquorumError, String(error));
+        assert.equal(error.code, "ERR_CLUSTER");
+        // Before: "did not answer PING within 10000 ms", though it had exited.
+        assert.match(error.message, /exited \(1\) before it answered PING; its last output:/);
+        assert.match(error.message, /no-such-directive/);
+        return true;
+      },
+    );
   });
 
   it("fixed ports: the nodes start on them; a wrong list is a typed error", async () => {
