@@ -18,7 +18,7 @@ import { Redis } from "ioredis";
 import { fenceFloorKey, fenceKeyPrefix, fenceMaxKey } from "../src/fencing/scripts.js";
 import { LocalCluster } from "../src/index.js";
 import { acquireFastPathCondition, acquireScript } from "../src/lock/acquire-script.js";
-import { heirKeyPrefix } from "../src/lock/heir-queue.js";
+import { heirKeyPrefix } from "../src/lock/queue-keys.js";
 import { releaseScript } from "../src/lock/release-script.js";
 import { membershipCheckLua, membershipStampLua } from "../src/membership/check.js";
 import { markerKey, quarantineKey } from "../src/node/node-state.js";

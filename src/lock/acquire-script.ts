@@ -30,7 +30,8 @@ import { LuaScript } from "../node/lua-script.js";
 import { aliveKey, memoryCheckLua } from "../node/memory-check.js";
 import { markerKey, quarantineCheck, quarantineKey } from "../node/node-state.js";
 import { acquireReply } from "./acquire-reply.js";
-import { heirKeyPrefix, heirQueueLua, leaveQueueLua, queueKeyPrefix } from "./heir-queue.js";
+import { heirQueueLua, leaveQueueLua } from "./heir-queue.js";
+import { heirKeyPrefix, queueKeyPrefix } from "./queue-keys.js";
 import { type QueueArgs, registrationArgs } from "./queue-registration.js";
 
 /**

@@ -24,7 +24,6 @@ import { NodeGroup } from "../quorum/node-group.js";
 import { nodeGroupOptionsOf } from "../shared-options.js";
 import { acquireScript } from "./acquire-script.js";
 import { extendScript } from "./extend-script.js";
-import { waiterIdOf } from "./heir-queue.js";
 import { HeirWatch } from "./heir-watch.js";
 import type { QuarantineHorizon } from "./horizon.js";
 import type { LockOwner } from "./lock.js";
@@ -36,6 +35,7 @@ import {
   horizonReadScript,
   judgeQuarantineScript,
 } from "./quarantine-scripts.js";
+import { waiterIdOf } from "./queue-keys.js";
 import { randomHex } from "./random-hex.js";
 import { releaseScript } from "./release-script.js";
 import { guardedRunner, type ScriptRunner } from "./script-runner.js";

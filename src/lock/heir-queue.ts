@@ -81,49 +81,20 @@
  * heir again and tells it: the heir, whose round meanwhile found the key
  * held, keeps its place.
  *
- * The queue's keys are derived from the lock key inside the scripts
- * (`redquorum:queue:<key>`, `…:queue-expiry:<key>`, `…:heir:<key>`,
- * `…:heir-last:<key>`, `…:heir-kept:<key>`, `…:heir-skip:<key>`): like the marker, they only
- * work on independent masters, not Redis Cluster.
+ * The queue's keys, derived from the lock key, and its waiters' ids are
+ * in queue-keys.ts; the notice that tells an heir, in heir-notice.ts.
  */
 
-import { fenceFloorKey, fenceKeyPrefix } from "../fencing/scripts.js";
 import { limits } from "../limits.js";
-
-/** A lock key's wait queue (a sorted set of waiter ids) is this prefix and the lock key. */
-export const queueKeyPrefix = "redquorum:queue:";
-
-/** A lock key's queue's registration expiries (a sorted set: waiter id by expiry time) are this prefix and the lock key. */
-export const queueExpiryKeyPrefix = "redquorum:queue-expiry:";
-
-/** A lock key's reservation (the waiter or instance it is kept for) is this prefix and the lock key. */
-export const heirKeyPrefix = "redquorum:heir:";
-
-/** The last waiter a lock key was reserved for (one turn each, see `reserve`) is this prefix and the lock key. */
-export const heirLastKeyPrefix = "redquorum:heir-last:";
-
-/** The waiter a free key is being kept for while its other keys are held (see `passOrKeep`) is this prefix and the lock key. */
-export const heirKeptKeyPrefix = "redquorum:heir-kept:";
-
-/**
- * The waiters a free key is not reserved for a while, as they passed it on
- * (see `passOrKeep`): a sorted set, each waiter scored by when that ends,
- * under this prefix and the lock key.
- */
-export const heirSkipKeyPrefix = "redquorum:heir-skip:";
-
-/** The channel an instance hears that one of its waiters is the heir: "<waiter id>[ <fencing counter>]". */
-export const heirChannelPrefix = "redquorum:heir-of:";
-
-/** A waiter's id: its instance's id, a colon, a sequence number. */
-export function waiterIdOf(instanceId: string, sequence: number): string {
-  return `${instanceId}:${sequence}`;
-}
-
-/** The instance part of a waiter id. */
-export function instanceOfWaiter(waiterId: string): string {
-  return waiterId.slice(0, waiterId.indexOf(":"));
-}
+import { notifyHeirLua } from "./heir-notice.js";
+import {
+  heirKeptKeyPrefix,
+  heirKeyPrefix,
+  heirLastKeyPrefix,
+  heirSkipKeyPrefix,
+  queueExpiryKeyPrefix,
+  queueKeyPrefix,
+} from "./queue-keys.js";
 
 /**
  * Lua statement: removes `waiter` (a Lua expression) from the queue of
@@ -150,11 +121,9 @@ end`;
  * nil; `heirKey(key)` the key naming the reservation; `reservedFor(key)`
  * the waiter (or, within a turn, the instance) the key is reserved for,
  * or nil; `reserve(key, ms)` reserves a free key for the head and returns
- * it, or nil; `notifyHeir(key, heir)` tells the heir's instance, with the
- * resource's fencing counter (`<waiter> <counter>`), so that its proposal
- * is fresh and its grant needs no fencing round (once per heir and call:
- * each notice a node sends is one event). Whether anyone waits is
- * the existence of `queueKeyPrefix .. key` (the release reads it).
+ * it, or nil; `notifyHeir(key, heir)` tells the heir's instance
+ * (heir-notice.ts). Whether anyone waits is the existence of
+ * `queueKeyPrefix .. key` (the release reads it).
  * Needs `less` (decimal.ts) defined before it; its times are the script's
  * `clockMs()` (node/lua-script.ts).
  */
@@ -279,26 +248,7 @@ local function reserve(key, ms)
   redis.call('set', heirKey(key), heir, 'PX', ms)
   return heir
 end
--- The heirs told in this call: one notice each. A waiter of several keys
--- reserved here in one call is one event, and the instance takes a second
--- notice from this node for a later one (heir-watch.ts).
-local told
-local function notifyHeir(key, heir)
-  told = told or {}
-  if told[heir] then return end
-  told[heir] = true
-  local message = heir
-  -- A hint (its proposal's start): one MGET, a key of the wrong type reads
-  -- as missing (no fence in the notice).
-  local read = redis.call('mget', '${fenceKeyPrefix}' .. key, '${fenceFloorKey}')
-  local fence = read[1]
-  if fence then
-    local floor = read[2] or '0'
-    if less(fence, floor) then fence = floor end
-    message = message .. ' ' .. fence
-  end
-  redis.call('publish', '${heirChannelPrefix}' .. string.match(heir, '^[^:]*'), message)
-end
+${notifyHeirLua}
 local function passOrKeep(keys, waiter, blocking)
   -- A key it passed on that is now the only one held of its keys is the
   -- one it waits for: it is that key's waiter again. (Refused for it while

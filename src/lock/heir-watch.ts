@@ -31,7 +31,7 @@
 import type { Timer } from "../clock.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Subscription } from "../node/transport.js";
-import { heirChannelPrefix } from "./heir-queue.js";
+import { heirChannelPrefix } from "./heir-notice.js";
 import { parseHeirNotice } from "./queue-place.js";
 
 /** Waiters with notices being counted at once at most; beyond, a notice wakes its waiter at once. */

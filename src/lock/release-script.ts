@@ -6,7 +6,8 @@
 
 import { luaDecimalLess } from "../decimal.js";
 import { LuaScript } from "../node/lua-script.js";
-import { heirKeyPrefix, heirQueueLua, queueKeyPrefix } from "./heir-queue.js";
+import { heirQueueLua } from "./heir-queue.js";
+import { heirKeyPrefix, queueKeyPrefix } from "./queue-keys.js";
 
 /**
  * KEYS: the resources. Deletes only the keys that still hold our value.

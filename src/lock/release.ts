@@ -17,8 +17,8 @@ import {
   type ReleaseVotes,
   releaseVotes,
 } from "./handoff.js";
-import { instanceOfWaiter } from "./heir-queue.js";
 import type { Lock } from "./lock.js";
+import { instanceOfWaiter } from "./queue-keys.js";
 import { type QueueArgs, registrationArgs } from "./queue-registration.js";
 import { heirOf, releasedCount, releaseScript, waitersQueued } from "./release-script.js";
 import { Waiter } from "./waiter.js";

@@ -158,7 +158,7 @@ export class TestCluster {
     return (await this.evalshaCallsByNode()).reduce((a, b) => a + b, 0);
   }
 
-  /** Per node: connections subscribed to an instance's heir notices (lock/heir-queue.ts). */
+  /** Per node: connections subscribed to an instance's heir notices (lock/heir-notice.ts). */
   heirSubscribers(): Promise<number[]> {
     return this.onAll(async (c) => {
       const channels = (await c.pubsub("CHANNELS", "redquorum:heir-of:*")) as string[];

@@ -11,7 +11,7 @@ import {
   acquireFastPathCondition,
   acquireScript,
 } from "../../src/lock/acquire-script.js";
-import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
+import { instanceOfWaiter } from "../../src/lock/queue-keys.js";
 import { stampKey } from "../../src/membership/record.js";
 import { LuaScript } from "../../src/node/lua-script.js";
 import { aliveKey } from "../../src/node/memory-check.js";

@@ -3,7 +3,7 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import NodeRedlock from "redlock";
 import { Redlock } from "../../src/index.js";
-import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
+import { instanceOfWaiter } from "../../src/lock/queue-keys.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";

@@ -4,7 +4,7 @@ import { Redis } from "ioredis";
 import { createClient } from "redis";
 import NodeRedlock from "redlock";
 import { type Lock, Redlock, ResourceLockedError } from "../../src/index.js";
-import { instanceOfWaiter } from "../../src/lock/heir-queue.js";
+import { instanceOfWaiter } from "../../src/lock/queue-keys.js";
 import { leaveQueueScript, releaseScript } from "../../src/lock/release-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
