@@ -22,7 +22,8 @@ import {
 } from "../errors.js";
 import { requireResources, requireTtl } from "../lock/call-arguments.js";
 import type { InitReport } from "../lock/init.js";
-import { type KeepAliveOptions, runKeepingAlive, usingSchedule } from "../lock/keep-alive.js";
+import { runKeepingAlive } from "../lock/keep-alive.js";
+import { type KeepAliveOptions, usingSchedule } from "../lock/keep-alive-schedule.js";
 import type { Lock as CoreLock } from "../lock/lock.js";
 import { Redlock as CoreRedlock } from "../lock/redlock.js";
 import { IoredisTransport, isIoredisLike } from "../node/ioredis-transport.js";

@@ -27,7 +27,8 @@ import { createLockContext, createLockGroup, type LockContext } from "./context.
 import { extendLock } from "./extend.js";
 import { QuarantineHorizon } from "./horizon.js";
 import { type InitOptions, type InitReport, initNodes } from "./init.js";
-import { type KeepAliveHandle, runKeepingAlive, usingSchedule } from "./keep-alive.js";
+import { type KeepAliveHandle, runKeepingAlive } from "./keep-alive.js";
+import { usingSchedule } from "./keep-alive-schedule.js";
 import { type Extension, Lock, type LockOwner } from "./lock.js";
 import {
   type AcquireOptions,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { InvalidArgumentError } from "../errors.js";
-import { graceSchedule, usingSchedule } from "./keep-alive.js";
+import { graceSchedule, usingSchedule } from "./keep-alive-schedule.js";
 
 const defaults = { nodeTimeoutMs: 50, driftMs: 2, driftFactor: 0.01 };
 
