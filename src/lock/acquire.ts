@@ -17,6 +17,7 @@ import type { AcquireOptions } from "./options.js";
 import { leaveNodeQueues } from "./queue-leave.js";
 import { agreedTicket, highestFence, waitersAhead } from "./queue-place.js";
 import type { QueueArgs } from "./queue-registration.js";
+import { RetryBudget } from "./retry-budget.js";
 import { Waiter } from "./waiter.js";
 
 export type AcquireContext = AttemptContext &
@@ -59,19 +60,8 @@ class Acquisition {
   private handoff: Handoff | undefined;
   /** Why the last attempt failed, built when thrown (see Verdict). */
   private failure: (() => Error) | undefined;
-  /**
-   * Attempts counted against `retries`, including turns that passed while
-   * others went first; not those a release's notice woke a multi-resource
-   * waiter for (see `run`).
-   */
-  private attempt = 0;
-  /** Attempts a release's notice woke it for (counted apart: see `run`). */
-  private noticed = 0;
-  /**
-   * The end of the time its retries stand for (each wait at most delayMs +
-   * jitterMs), from its first attempt: what bounds its notice-woken ones.
-   */
-  private readonly budgetEndMs: number;
+  /** Its retries, as its rounds and the turns that passed spend them. */
+  private readonly budget: RetryBudget;
   private granted = false;
   /**
    * Its id in the nodes' queues (heir-queue.ts), for a caller that may wait
@@ -99,15 +89,10 @@ class Acquisition {
     this.context = context;
     this.request = request;
     this.lostNoticesSeen = context.waits.noticesLost;
+    const { keys, retry } = request;
+    this.budget = new RetryBudget(retry, keys.length, context.options.clock);
     // A caller that may wait queues with its id; a single-key one that may
     // not needs it only where its instance's turn may keep the key for it.
-    const { keys, retry } = request;
-    // Only a multi-resource waiter's rounds are bounded by it (see `run`):
-    // the common single-key call reads no clock here.
-    this.budgetEndMs =
-      keys.length > 1
-        ? context.options.clock.now() + retry.retries * (retry.delayMs + retry.jitterMs)
-        : Number.POSITIVE_INFINITY;
     if (retry.retries > 0 || context.turns.mayKeep(keys)) {
       this.waiterId = context.nextWaiterId();
     }
@@ -120,17 +105,10 @@ class Acquisition {
       // waiters for these keys instead of racing them for the next release.
       if (retry.retries > 0 && this.context.waits.hasWaiters(keys)) await this.awaitTurn();
       // A round a release's notice woke a multi-resource waiter for counts
-      // as a fraction of a retry (limits.noticedRoundsPerRetry): the notice
-      // concerns one of its keys, and its round may be refused for another
-      // still held (the nodes pass such a key on, and do not reserve it for
-      // the waiter again for a while: heir-queue.ts, passOrKeep). Such
-      // rounds also end with the time its retries stand for (budgetEndMs).
-      // A single-key waiter's woken round is a contest for the only key it
-      // needs, and counts as one.
+      // as a fraction of a retry (retry-budget.ts).
       let noticeWoken = false;
       for (;;) {
-        if (noticeWoken) this.noticed++;
-        else this.attempt++;
+        this.budget.roundStarted(noticeWoken);
         const from = this.handoff;
         this.handoff = undefined;
         const queue = this.queueArgs();
@@ -163,11 +141,7 @@ class Acquisition {
           const counterKey = this.request.counterKeys[0];
           if (fence !== undefined && counterKey) this.context.fences.noteCounter(counterKey, fence);
         }
-        const noticedRetries = Math.floor(this.noticed / limits.noticedRoundsPerRetry);
-        if (this.attempt + noticedRetries > retry.retries) throw this.failure();
-        if (noticeWoken && this.context.options.clock.now() >= this.budgetEndMs) {
-          throw this.failure();
-        }
+        if (this.budget.spent(noticeWoken)) throw this.failure();
         noticeWoken = false;
         // Queued before this instance heard its channel: a release since
         // may have told nobody. Once it hears, one more try at once.
@@ -197,10 +171,8 @@ class Acquisition {
     const { keys } = this.request;
     const holding = turns.attemptStarted(keys);
     let verdict: Verdict | undefined;
-    // The number an error reports: every attempt made.
-    const made = this.attempt + this.noticed;
     try {
-      verdict = await runAttempt(this.context, this.request, made, from, queue);
+      verdict = await runAttempt(this.context, this.request, this.budget.made, from, queue);
       return verdict;
     } finally {
       const granted = verdict !== undefined && "lock" in verdict;
@@ -235,7 +207,7 @@ class Acquisition {
     if (joining && waits.noticesLost !== this.lostNoticesSeen && waits.isFirst(waiter)) {
       return false;
     }
-    const { retry, deadlineMs, signal } = this.request;
+    const { deadlineMs, signal } = this.request;
     const { clock, nodeTimeoutMs } = this.context.options;
     for (;;) {
       const baseMs = this.nextDelayMs();
@@ -258,7 +230,7 @@ class Acquisition {
         1,
         Math.min(
           1 + this.ahead,
-          retry.retries - this.attempt,
+          this.budget.left,
           Math.floor(this.registeredMs / 2 / Math.max(1, baseMs)),
         ),
       );
@@ -269,14 +241,14 @@ class Acquisition {
         this.handoff = wake.handoff;
         return false;
       }
-      if (wake.kind === "timer") this.attempt += turns - 1;
+      if (wake.kind === "timer") this.budget.passed(turns - 1);
       if (wake.kind === "released") return true;
       if (this.context.waits.isFirst(waiter)) return false;
       // Behind a waiter of its own instance it makes no attempt, but its
       // registration on the nodes must not lapse: it renews it with one.
       if (this.queued && clock.now() - this.registeredAtMs >= this.registeredMs / 2) return false;
-      if (this.attempt >= retry.retries) return false; // the last attempt is always a round
-      this.attempt++;
+      if (this.budget.left <= 0) return false; // the last attempt is always a round
+      this.budget.passed(1);
     }
   }
 
