@@ -1,12 +1,13 @@
 /**
  * What the lock operations (acquire, release, extend) share of the Redlock
- * instance that runs them, and how it is put together. The instance makes
- * one context and passes it in; each operation names the part it uses
- * (`Pick<LockContext, ...>`), so no operation imports the class back, and
- * what it may touch is written down.
+ * instance that runs them, how it is put together and, at close, how its
+ * parts end. The instance makes one context and passes it in; each
+ * operation names the part it uses (`Pick<LockContext, ...>`), so no
+ * operation imports the class back, and what it may touch is written down.
  */
 
 import { type Timer, timerOf } from "../clock.js";
+import { ClosedError } from "../errors.js";
 import { FenceIssuer } from "../fencing/issuer.js";
 import {
   fenceFloorScript,
@@ -169,6 +170,28 @@ export function createLockContext(
     wakeLater,
     ...lifecycle,
   };
+}
+
+/**
+ * The end of a closing instance's parts, once its operations have ended,
+ * in the order their wiring asks: the repairs and judgements they
+ * scheduled, then the pub/sub connections, then the nodes.
+ */
+export async function finishLockContext(
+  context: Pick<LockContext, "group" | "fences" | "judge" | "watch">,
+): Promise<void> {
+  const { group } = context;
+  // A late reply of an ended round may still report a node's loss: heard,
+  // it is repaired (or judged) too. The fencing repairs and quarantine
+  // judgements scheduled run now, each when its delay ends (bounded), so
+  // a short-lived client leaves the nodes it met repaired.
+  await group.idle();
+  await Promise.all([
+    context.fences.finish(new ClosedError("Redlock")),
+    context.judge.finish(new ClosedError("Redlock")),
+  ]);
+  await context.watch.close();
+  await group.close();
 }
 
 /**

@@ -3,8 +3,9 @@
  * entry points (acquire, using, extend, release, status, init), counting
  * and tracking operations, and close. Its parts (the node group, wait
  * queues, release watch, fence issuer, script runner) are made in
- * context.ts and handed to the operations, which live in acquire.ts,
- * attempt.ts, release.ts, extend.ts, keep-alive.ts (using) and init.ts.
+ * context.ts (and ended there at close) and handed to the operations,
+ * which live in acquire.ts, attempt.ts, release.ts, extend.ts,
+ * keep-alive.ts (using) and init.ts.
  */
 
 import { ClosedError, InvalidArgumentError } from "../errors.js";
@@ -23,7 +24,12 @@ import type { NodeGroup } from "../quorum/node-group.js";
 import { requireOptionsObject } from "../validate.js";
 import { acquireLock } from "./acquire.js";
 import { requireTtl } from "./call-arguments.js";
-import { createLockContext, createLockGroup, type LockContext } from "./context.js";
+import {
+  createLockContext,
+  createLockGroup,
+  finishLockContext,
+  type LockContext,
+} from "./context.js";
 import { extendLock } from "./extend.js";
 import { QuarantineHorizon } from "./horizon.js";
 import { type InitOptions, type InitReport, initNodes } from "./init.js";
@@ -250,17 +256,7 @@ export class Redlock implements LockOwner {
     this.context.waits.abortAll(new ClosedError("Redlock"));
     // Also what those started meanwhile (a pass run when a held attempt failed).
     await this.active.settled();
-    // A late reply of an ended round may still report a node's loss: heard,
-    // it is repaired (or judged) too. The fencing repairs and quarantine
-    // judgements scheduled run now, each when its delay ends (bounded), so
-    // a short-lived client leaves the nodes it met repaired.
-    await this.group.idle();
-    await Promise.all([
-      this.context.fences.finish(new ClosedError("Redlock")),
-      this.context.judge.finish(new ClosedError("Redlock")),
-    ]);
-    await this.context.watch.close();
-    await this.group.close();
+    await finishLockContext(this.context);
   }
 
   /** Alias of `close()`, for node-redlock users. */
