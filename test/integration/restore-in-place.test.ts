@@ -269,7 +269,11 @@ describe("Redlock: a node whose memory is copied in from another node in place i
         /^restarted:/,
         "its counters are unknown",
       );
-      assert.match(String(await a!.get("redquorum:quarantine")), /^unjudged:replaced:/);
+      // Quarantined as a memory replaced in place: unjudged, or judged
+      // already from the other nodes (the judgement of a "replaced" kind
+      // writes "restart"; it can run before this read on a busy machine:
+      // it failed so in a full run at 3dcdf61).
+      assert.match(String(await a!.get("redquorum:quarantine")), /^(unjudged:replaced:|restart$)/);
     } finally {
       await Promise.all([one.quit(), two.quit()]);
     }
