@@ -126,8 +126,17 @@ export class Observer {
   }
 
   private log(level: keyof Logger, message: string, fields: Record<string, unknown>): void {
-    const method = this.logger?.[level];
-    if (typeof method === "function") callHook(method, this.logger, message, fields);
+    const logger = this.logger;
+    if (!logger) return;
+    let method: unknown;
+    try {
+      method = logger[level]; // a getter of the application's may throw too
+    } catch {
+      return;
+    }
+    if (typeof method === "function") {
+      callHook(method as (...args: never[]) => unknown, logger, message, fields);
+    }
   }
 }
 

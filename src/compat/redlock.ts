@@ -28,7 +28,7 @@ import type { Lock as CoreLock } from "../lock/lock.js";
 import { Redlock as CoreRedlock } from "../lock/redlock.js";
 import { IoredisTransport, isIoredisLike } from "../node/ioredis-transport.js";
 import { endpointOfUrl } from "../node/resolve.js";
-import type { NodeState, RedquorumEvent } from "../observe.js";
+import { callHook, type NodeState, type RedquorumEvent } from "../observe.js";
 import { requireFunction, requireOptionsObject } from "../validate.js";
 import {
   answeredStats,
@@ -155,7 +155,9 @@ export class Redlock extends EventEmitter {
       driftFactor: this.settings.driftFactor,
       onEvent: (event) => {
         this.onCoreEvent(event);
-        onEvent?.(event);
+        // Guarded as the core guards its hooks: the wrapper returns nothing,
+        // so a promise the application's hook returned would go unwatched.
+        if (onEvent) callHook(onEvent, undefined, event);
       },
     });
     nodes.forEach((client, index) => {
@@ -557,11 +559,16 @@ export class Redlock extends EventEmitter {
     this.emitError(new NodeError(event.endpoint, new Error(`${event.state}: ${event.detail}`)));
   }
 
+  /**
+   * Each "error" listener, called as `emit` would (in order, `once`
+   * listeners removed), through the hooks' guard: a listener that throws,
+   * or an `async` one whose promise rejects, must not break the lock call
+   * nor leave an unhandled rejection. No listener: nothing (node-redlock's
+   * "error" events are for those who listen).
+   */
   private emitError(error: unknown): void {
-    try {
-      this.emit("error", error);
-    } catch {
-      // A listener that throws must not break the lock call.
+    for (const listener of this.rawListeners("error")) {
+      callHook(listener as (error: unknown) => unknown, this, error);
     }
   }
 

@@ -602,6 +602,46 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     }
   });
 
+  it('async hooks that reject (settings.redquorum.onEvent, an "error" listener) leave no unhandled rejection; once listeners still go', async () => {
+    const unhandled: unknown[] = [];
+    const seen = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", seen);
+    const told: string[] = [];
+    const holder = new Redlock(clients());
+    const redlock = new Redlock(clients(), {
+      retryCount: 0,
+      redquorum: {
+        onEvent: async (event) => {
+          told.push(event.type);
+          throw new Error("metrics backend down");
+        },
+      },
+    });
+    let listened = 0;
+    let once = 0;
+    redlock.on("error", async () => {
+      listened++;
+      throw new Error("listener down");
+    });
+    redlock.once("error", () => once++);
+    try {
+      const held = await holder.acquire(["async-hooks"], 10_000);
+      await assert.rejects(redlock.acquire(["async-hooks"], 5_000), ExecutionError);
+      await assert.rejects(redlock.acquire(["async-hooks"], 5_000), ExecutionError);
+      await held.release();
+      await (await redlock.acquire(["async-hooks"], 5_000)).release();
+      // Rejections are reported after the microtasks that follow them.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.deepEqual(told, ["acquire", "acquire", "acquire", "release"]);
+      assert.equal(listened, 2, "the async listener heard each refused attempt");
+      assert.equal(once, 1, "a once listener, once");
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off("unhandledRejection", seen);
+      await Promise.all([holder.quit(), redlock.quit()]);
+    }
+  });
+
   it('README: the "error" event tells each failed attempt and each node out of service', async () => {
     const errors: unknown[] = [];
     const holder = new Redlock(clients());

@@ -262,6 +262,30 @@ describe("logger and events", () => {
     );
   });
 
+  it("a logger whose method is a getter that throws loses no event: onEvent is still told of the node", async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const told: string[] = [];
+    const logger = {
+      get warn(): never {
+        throw new Error("logger proxy down");
+      },
+    };
+    const redlock = new Redlock([...cluster.urls, dead], {
+      ...notAboutTimeouts,
+      retry: { retries: 0 },
+      logger,
+      onEvent: (event) => told.push(event.type === "node" ? `node:${event.state}` : event.type),
+    });
+    try {
+      await (await redlock.acquire(["getter"], 1_000)).release();
+    } finally {
+      await redlock.close();
+    }
+    // Before, the getter's exception ended the node's report before its
+    // event: the node's state was recorded, and the event never told.
+    assert.ok(told.includes("node:unreachable"), JSON.stringify(told));
+  });
+
   it("async hooks that reject leave no unhandled rejection, and locks and IDs go on", async () => {
     // Each hook an application may write as an async function: onEvent,
     // the logger's methods, onWarning (onRepair goes through the same
