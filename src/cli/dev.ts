@@ -4,12 +4,12 @@
  * line) and stops every node, removing its data, on SIGINT/SIGTERM/SIGHUP.
  */
 import { once } from "node:events";
-import { existsSync } from "node:fs";
+import { existsSync, rmdirSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Command, Option } from "commander";
 import { LocalCluster, type LocalClusterOptions } from "../cluster/local-cluster.js";
-import { portHolder } from "../cluster/local-sockets.js";
+import { portHolder, portProblem } from "../cluster/local-sockets.js";
 import { NextId } from "../id/next-id.js";
 import { limits } from "../limits.js";
 import { Redlock } from "../lock/redlock.js";
@@ -41,18 +41,27 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   log(
     `starting ${options.nodeCount ?? options.ports?.length ?? 5} redis-server nodes under ${baseDir}`,
   );
-  // init: false, so that Redlock.init() below marks the nodes as `redquorum init` would.
-  const cluster = await LocalCluster.start({
-    nodeCount: options.nodeCount ?? options.ports?.length ?? 5,
-    persistence: options.persistence ?? "aof-always",
-    baseDir,
-    init: false,
-    ...(options.ports ? { ports: options.ports } : {}),
-  });
+  // No empty directory left in the project if it was ours (rmdir keeps a non-empty one).
+  const removeBaseDir = async () => {
+    if (madeBaseDir) await rmdir(baseDir).catch(() => {});
+  };
+  let cluster: LocalCluster;
+  try {
+    // init: false, so that Redlock.init() below marks the nodes as `redquorum init` would.
+    cluster = await LocalCluster.start({
+      nodeCount: options.nodeCount ?? options.ports?.length ?? 5,
+      persistence: options.persistence ?? "aof-always",
+      baseDir,
+      init: false,
+      ...(options.ports ? { ports: options.ports } : {}),
+    });
+  } catch (error) {
+    await removeBaseDir(); // the cluster removed its own directory
+    throw error;
+  }
   const stop = async () => {
     await cluster.stop();
-    // No empty directory left in the project if it was ours (rmdir keeps a non-empty one).
-    if (madeBaseDir) await rmdir(baseDir).catch(() => {});
+    await removeBaseDir();
   };
   try {
     const onWarning = (w: NodeWarning) => log(`warning: ${w.endpoint}: ${w.message}`);
@@ -150,6 +159,15 @@ function watchNodes(cluster: LocalCluster, stopping: () => boolean): NodeJS.Time
   }, 500);
 }
 
+/** Removes an empty directory; a non-empty or missing one stays as it is. */
+function rmdirSyncQuietly(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty (someone else's files), or gone already
+  }
+}
+
 type DevOptions = {
   nodes: number;
   ports?: number[];
@@ -211,18 +229,25 @@ export function devCommand(): Command {
       for (const port of options.ports ?? []) {
         const holder = await portHolder(port);
         if (holder !== undefined) {
-          throw new UsageError("--ports", `port ${port} is taken (${holder}): choose another`);
+          throw new UsageError("--ports", `${portProblem(port, holder)}: choose another`);
         }
       }
+      const dir = resolve(options.dir);
+      const madeDir = !existsSync(dir);
       let dev: DevCluster | undefined;
       const stopping = new AbortController(); // aborted with the first signal
       const onSignal = (signal: NodeJS.Signals) => {
         if (!stopping.signal.aborted) {
           stopping.abort(signal);
+          if (dev === undefined) {
+            diagnose(`${signal}: stopping once the nodes have started (${signal} again: now)`);
+          }
         } else if (dev === undefined) {
           // Impatient while starting: process.exit runs LocalCluster's exit
-          // handler, which SIGKILLs the nodes started so far and removes the data.
+          // handler, which SIGKILLs the nodes started so far and removes the
+          // data; then (registered after it) the directory dev made for it.
           diagnose(`${signal} again while starting: exiting now`);
+          if (madeDir) process.once("exit", () => rmdirSyncQuietly(dir));
           process.exit(signalExitCode(signal));
         } else {
           // stop() SIGKILLed every node at once; only waiting for them is left.

@@ -62,7 +62,7 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
   ],
   [
     "3",
-    "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server); status: not safe for locks, or the node list refused; " +
+    "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server, or a node that did not start); status: not safe for locks, or the node list refused; " +
       "init: fewer than a quorum of nodes serve locks after it (say, quarantines to wait out: run it again)",
   ],
   ["4", "lock: the lock could not be had within --wait (the command was not run)"],
@@ -132,8 +132,12 @@ export function exitCodeOf(error: unknown): number {
   ) {
     return exitCodes.unavailable;
   }
-  // `dev` without redis-server: nothing to run the cluster on.
-  if (error instanceof RedquorumError && error.code === "ERR_REDIS_NOT_FOUND") {
+  // `dev` without redis-server, or with a node that did not start (a
+  // redis-server that exits at once): nothing to run the cluster on.
+  if (
+    error instanceof RedquorumError &&
+    (error.code === "ERR_REDIS_NOT_FOUND" || error.code === "ERR_CLUSTER")
+  ) {
     return exitCodes.unavailable;
   }
   return exitCodes.unexpected; // ClosedError, bugs

@@ -15,7 +15,7 @@ import {
   requireInteger,
   requireOptionsObject,
 } from "../validate.js";
-import { portHolder, probe, send } from "./local-sockets.js";
+import { portHolder, portProblem, probe, send } from "./local-sockets.js";
 import {
   type Persistence,
   persistenceArgs,
@@ -379,7 +379,7 @@ export class LocalCluster implements AsyncDisposable {
     if (holder !== undefined) {
       throw new RedquorumError(
         "ERR_CLUSTER",
-        `port ${slot.port} (node ${slot.index}) is taken (${holder}): choose another port`,
+        `node ${slot.index}: ${portProblem(slot.port, holder)}: choose another port`,
       );
     }
     await this.startProcess(slot);

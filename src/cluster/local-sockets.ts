@@ -6,18 +6,42 @@ import { createConnection, createServer } from "node:net";
 import { RedquorumError } from "../errors.js";
 
 /**
- * Whether something holds 127.0.0.1:`port` so that redis-server could not
- * bind it: a description of the conflict, or undefined when it is free. A
- * listening probe binds as redis-server does (SO_REUSEADDR).
+ * Whether something holds `port` on a loopback address redis-server binds
+ * (127.0.0.1, and ::1 where the machine has it) so that it could not bind
+ * it: a description of the conflict, or undefined when it is free. A
+ * listening probe binds as redis-server does (SO_REUSEADDR). A port held
+ * on ::1 alone (a dev server listening on "localhost") counts: redis-server
+ * skips an address the machine lacks, not one in use, and exits.
  */
-export function portHolder(port: number): Promise<string | undefined> {
+export async function portHolder(port: number): Promise<string | undefined> {
+  const onV4 = await listenProbe(port, "127.0.0.1");
+  if (onV4 !== undefined) return `${onV4.code}: ${onV4.message}`;
+  const onV6 = await listenProbe(port, "::1");
+  if (onV6 === undefined || ipv6Missing.has(onV6.code)) return undefined;
+  return `${onV6.code}: ${onV6.message}`;
+}
+
+/** Errors of a ::1 probe that mean the machine has no IPv6 loopback (redis-server skips it too). */
+const ipv6Missing = new Set(["EADDRNOTAVAIL", "EAFNOSUPPORT"]);
+
+/** What a port `portHolder` found held is, in words: taken, or not ours to use (EACCES). */
+export function portProblem(port: number, holder: string): string {
+  return holder.startsWith("EADDRINUSE")
+    ? `port ${port} is taken (${holder})`
+    : `port ${port} cannot be listened on (${holder})`;
+}
+
+function listenProbe(
+  port: number,
+  host: string,
+): Promise<{ code: string; message: string } | undefined> {
   return new Promise((resolve) => {
     const probe = createServer();
     probe.unref();
     probe.once("error", (error: NodeJS.ErrnoException) =>
-      resolve(`${error.code ?? "error"}: ${error.message}`),
+      resolve({ code: error.code ?? "error", message: error.message }),
     );
-    probe.listen({ port, host: "127.0.0.1", exclusive: true }, () =>
+    probe.listen({ port, host, exclusive: true, ipv6Only: host === "::1" }, () =>
       probe.close(() => resolve(undefined)),
     );
   });

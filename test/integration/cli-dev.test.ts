@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,6 +89,15 @@ class CliRun {
 
   output(): string {
     return `stdout: ${JSON.stringify(this.stdout)}, stderr: ${this.stderr}`;
+  }
+}
+
+/** Polls `test` every 20 ms until it holds; fails after `timeoutMs`. */
+async function waitUntil(test: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!test()) {
+    if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 
@@ -206,30 +215,73 @@ describe("redquorum dev", () => {
     await assertGone(printed.nodes, dir);
   });
 
-  it("--ports with a port that is taken exits 2 naming it, before any node starts", async () => {
-    const dir = tempDir();
-    const holder = createServer();
-    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
-    const taken = (holder.address() as AddressInfo).port;
-    try {
-      const run = dev([
-        "--ports",
-        `${await freePort()},${taken},${await freePort()}`,
-        "--dir",
-        dir,
-      ]);
-      const exit = await run.exit(runTimeoutMs);
-      assert.equal(exit.code, 2, run.output());
-      assert.equal(run.stdout, "");
-      assert.match(
-        run.stderr,
-        new RegExp(`^redquorum: invalid --ports: port ${taken} is taken \\(`),
+  for (const host of ["127.0.0.1", "::1"]) {
+    it(`--ports with a port taken on ${host} exits 2 naming it, before any node starts`, async () => {
+      // ::1 alone is what a dev server listening on "localhost" holds:
+      // redis-server binds both loopbacks, and exits on either taken.
+      const dir = tempDir();
+      const holder = createServer();
+      await new Promise<void>((resolve) =>
+        holder.listen({ port: 0, host, ipv6Only: true }, resolve),
       );
-      assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
-      assert.deepEqual(readdirSync(dir), [], "nothing started");
-    } finally {
-      holder.close();
-    }
+      const taken = (holder.address() as AddressInfo).port;
+      try {
+        const made = join(dir, "made");
+        const run = dev([
+          "--ports",
+          `${await freePort()},${taken},${await freePort()}`,
+          "--dir",
+          made,
+        ]);
+        const exit = await run.exit(runTimeoutMs);
+        assert.equal(exit.code, 2, run.output());
+        assert.equal(run.stdout, "");
+        assert.match(
+          run.stderr,
+          new RegExp(`^redquorum: invalid --ports: port ${taken} is taken \\(EADDRINUSE`),
+        );
+        assert.equal(run.stderr.trimEnd().split("\n").length, 1, run.stderr);
+        assert.deepEqual(readdirSync(dir), [], "nothing started, no directory made");
+      } finally {
+        holder.close();
+      }
+    });
+  }
+
+  it("a node whose redis-server exits at its start: exit 3 with its output; nothing left, not even the directory dev made", async () => {
+    const dir = tempDir();
+    // A stand-in that fails as redis-server does on a bad configuration.
+    const fake = join(dir, "redis-server");
+    writeFileSync(fake, "#!/bin/sh\necho 'FATAL CONFIG FILE ERROR (stand-in)' >&2\nexit 1\n", {
+      mode: 0o755,
+    });
+    const made = join(dir, "made");
+    const run = dev(["--nodes", "1", "--dir", made], { REDQUORUM_REDIS_SERVER: fake });
+    const exit = await run.exit(runTimeoutMs);
+    assert.equal(exit.code, 3, run.output());
+    assert.equal(run.stdout, "");
+    assert.match(run.stderr, /exited \(1\) before it answered PING; its last output:/);
+    assert.match(run.stderr, /FATAL CONFIG FILE ERROR \(stand-in\)/);
+    assert.equal(existsSync(made), false, "the directory dev made is gone");
+  });
+
+  it("a second SIGINT while the nodes start exits 130 at once, leaving no node and no directory dev made", async () => {
+    const dir = tempDir();
+    // A stand-in that never answers PING: the start lasts until the signals.
+    const fake = join(dir, "redis-server");
+    writeFileSync(fake, "#!/bin/sh\nexec sleep 60\n", { mode: 0o755 });
+    const made = join(dir, "made");
+    const run = dev(["--nodes", "2", "--dir", made], { REDQUORUM_REDIS_SERVER: fake });
+    await run.waitFor(/starting 2 redis-server nodes/, "stderr", startTimeoutMs);
+    await waitUntil(() => existsSync(made) && readdirSync(made).length > 0, startTimeoutMs);
+    run.child.kill("SIGINT");
+    await run.waitFor(/SIGINT: stopping once the nodes have started/, "stderr", runTimeoutMs);
+    run.child.kill("SIGINT");
+    const exit = await run.exit(stopTimeoutMs);
+    assert.deepEqual(exit, { code: 130, signal: null }, run.output());
+    assert.match(run.stderr, /SIGINT again while starting: exiting now/);
+    // Before, the cluster's own directory went, and the one dev made for it stayed.
+    assert.equal(existsSync(made), false, `left: ${existsSync(made) && readdirSync(made)}`);
   });
 
   for (const [args, pattern] of [
