@@ -12,6 +12,7 @@ import { aliveKey } from "../node/memory-check.js";
 import { markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
+import { requireIndependentMaster, requireRerunList } from "./change-checks.js";
 import { chooseRecord, type MembershipRuntime, systemRuntime } from "./choose.js";
 import {
   changingPrefix,
@@ -590,10 +591,22 @@ export async function applyMemberChange(
     );
   }
   const removed = removeIndex === undefined ? undefined : reports[removeIndex]!;
-  if (removed && !removed.id && !removed.error) {
+  if (removed && !removed.id && !removed.error && removed.record) {
     throw new MembershipError(
       [removed.endpoint],
       `${removed.endpoint} is not a member: nothing to remove`,
+    );
+  }
+  if (
+    removed &&
+    !removed.id &&
+    !removed.error &&
+    !removed.record &&
+    !memberAt(view, removed.endpoint)
+  ) {
+    throw new MembershipError(
+      [removed.endpoint],
+      `${removed.endpoint} holds nothing and is at no member's address: not a member, nothing to remove`,
     );
   }
   // A run of this removal that landed already: the node to remove is no
@@ -689,6 +702,7 @@ export async function applyMemberChange(
         );
       }
     }
+    await requireIndependentMaster(add, nodes, removeIndex, timeoutMs);
     // A run of this change whose step 3 failed (the node did not answer
     // in time): the record names the node already, under an id no node of
     // the list answers as. Run again, the change resumes at step 3 with
@@ -723,7 +737,16 @@ export async function applyMemberChange(
     next = { clusterId: view.clusterId, epoch: view.epoch + 1, members };
   }
   const fromView = next.epoch === view.epoch ? undefined : view;
-  if (fromView) requireList(reports, view);
+  // A member to remove that lost its memory counts as one that is down:
+  // the member no other node answers as (above), never a stranger.
+  const lostRemoved = removed && !removed.id && !removed.record && !removed.error;
+  const listReports = lostRemoved
+    ? reports.map((r, i) =>
+        i === removeIndex ? { endpoint: r.endpoint, error: "lost its memory" } : r,
+      )
+    : reports;
+  if (fromView) requireList(listReports, view);
+  else requireRerunList(reports, view, removeIndex);
   if (fromView && removeIndex !== undefined && !add) requireEvenRemoval(nodes, view);
   if (fromView && removeIndex !== undefined && add) requireOtherMember(nodes, view);
   // Step 2: the members choose the record that follows the view
@@ -792,6 +815,15 @@ export async function applyMemberChange(
         results[i] = { endpoint: node.endpoint, result: `not reached: ${report.error}` };
         return;
       }
+      if (!fromView && !report.record && report.id === undefined && i !== removeIndex) {
+        // A member that lost its memory since the run before: given the
+        // record here without its id, it could never be taken back.
+        results[i] = {
+          endpoint: node.endpoint,
+          result: "left alone: holds nothing (lost its memory); a lock or ID call takes it back",
+        };
+        return;
+      }
       const status = await writeRecord(node, heldStamps[i]!, chosen, "", false, timeoutMs).catch(
         (error: unknown) => (error instanceof Error ? error.message : String(error)),
       );
@@ -816,6 +848,10 @@ export async function applyMemberChange(
         "Check them (`redquorum members show`) and run this change again with that list if it is still wanted",
     );
   }
+  // Run again after the node to add joined: it holds the record too, and
+  // counts among the members that do (a member of the list that lost its
+  // memory since is left alone above).
+  if (!fromView && addReport?.record && stampOf(addReport.record) === stampOf(chosen)) moved++;
   const needed = quorumOf(previous.members.length);
   if (moved < needed) {
     throw new MembershipError(
@@ -838,7 +874,13 @@ export async function applyMemberChange(
       timeoutMs,
       resumedJoin,
     ).catch((error: unknown) => {
-      throw new MembershipError([add.endpoint], `could not join ${add.endpoint}: ${String(error)}`);
+      // The epoch moved already: say so, or the operator takes the old list for the members'.
+      throw new MembershipError(
+        [add.endpoint],
+        `could not join ${add.endpoint}: ${String(error)}. The members are now ` +
+          `${describeMembers(chosen)} (epoch ${chosen.epoch}): the old list is refused; give ` +
+          "every client the new list, and run this change again with the old list to join the node",
+      );
     });
     results.push({
       endpoint: add.endpoint,

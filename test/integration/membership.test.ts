@@ -456,6 +456,97 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.equal((await membershipStatus(urls(1, 2, 3))).record?.epoch, 1);
   });
 
+  it("the node to add must be a master of its own: another database of a member's server, or a replica, is refused before anything changes", async () => {
+    await client(urls(0, 1, 2)).init();
+    await assert.rejects(
+      changeMembers(urls(0, 1, 2), { add: `${cluster.urls[0]!}/5` }),
+      (error: unknown) =>
+        error instanceof MembershipError && /is the same Redis server as/.test(error.message),
+    );
+    const replica = cluster.client(3);
+    await replica.call("REPLICAOF", "127.0.0.1", new URL(cluster.urls[4]!).port);
+    try {
+      await assert.rejects(
+        changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
+        (error: unknown) => error instanceof MembershipError && /is a slave/.test(error.message),
+      );
+    } finally {
+      await replica.call("REPLICAOF", "NO", "ONE");
+    }
+    // Before, both landed, and every client of the new list was refused
+    // at first contact (and of the old list, its epoch passed).
+    assert.equal((await membershipStatus(urls(0, 1, 2))).record?.epoch, 1);
+    const old = client(urls(0, 1, 2));
+    await old.release(await old.acquire(["a"], 2_000));
+  });
+
+  it("a change run again after a member lost its memory leaves that member alone: the new list's clients take it back", async () => {
+    await client(urls(0, 1, 2)).init();
+    await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+    await cluster.client(1).flushall();
+    // Run again with the list it started from, as after a failure.
+    const again = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+    assert.equal(again.to.epoch, 2);
+    assert.match(again.nodes[1]!.result, /^left alone: holds nothing/);
+    // Before, node 1 was given the record without its id, and every client
+    // of the new list was refused ("not a member … holds no membership record").
+    assert.equal(await cluster.client(1).get("redquorum:cluster"), null);
+    // Node 1 and the node added sit out their quarantines meanwhile.
+    const four = new Redlock(urls(0, 1, 2, 3), {
+      ...options,
+      retry: { retries: 100, delayMs: 100, jitterMs: 0 },
+    });
+    open.push(four);
+    await four.release(await four.acquire(["a"], 2_000));
+  });
+
+  it("a change run again with a list another change left behind is refused, naming the members", async () => {
+    await client(urls(0, 1, 2)).init();
+    await changeMembers(urls(0, 1, 2), { remove: cluster.urls[0]!, add: cluster.urls[3]! });
+    // "add 3" from the first list: 3 is a member, but 0 was removed, not kept.
+    await assert.rejects(
+      changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
+      (error: unknown) =>
+        error instanceof MembershipError &&
+        /not as this change from this list would: the members are now .*\(epoch 2\)/.test(
+          error.message,
+        ),
+    );
+    const members = client(urls(1, 2, 3));
+    await members.release(await members.acquire(["a"], 2_000));
+  });
+
+  it("replaces a member that lost its memory (as one that is down), and says so when a join fails after the epoch moved", async () => {
+    await client(urls(0, 1, 2)).init();
+    await cluster.client(2).flushall();
+    // Before: "… is not a member: nothing to remove".
+    const report = await changeMembers(urls(0, 1, 2), {
+      remove: cluster.urls[2]!,
+      add: cluster.urls[3]!,
+    });
+    assert.equal(report.to.epoch, 2);
+    const replaced = client(urls(0, 1, 3));
+    const waiting = new Redlock(urls(0, 1, 3), {
+      ...options,
+      retry: { retries: 100, delayMs: 100, jitterMs: 0 },
+    });
+    open.push(waiting);
+    await waiting.release(await waiting.acquire(["a"], 2_000));
+    await replaced.close();
+    // A node that refuses writes past the change's timeout: the epoch
+    // moves, the join fails, and the error says what the members are now.
+    await cluster.client(4).call("CLIENT", "PAUSE", "3000", "WRITE");
+    await assert.rejects(
+      changeMembers(urls(0, 1, 3), { add: cluster.urls[4]! }, { timeoutMs: 1_000 }),
+      (error: unknown) =>
+        error instanceof MembershipError &&
+        /could not join .*The members are now .*\(epoch 3\): the old list is refused/.test(
+          error.message,
+        ),
+    );
+    await cluster.client(4).call("CLIENT", "UNPAUSE");
+  });
+
   it("adds a member and removes one: each new list works, each old one is refused", async () => {
     await client(urls(0, 1, 2)).init();
     await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
