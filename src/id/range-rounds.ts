@@ -20,6 +20,7 @@ import { onAbort, systemClock } from "../clock.js";
 import { maxId, maxOf } from "../decimal.js";
 import {
   ClosedError,
+  ContentionError,
   IdOverflowError,
   InvalidArgumentError,
   QueueFullError,
@@ -75,6 +76,8 @@ export class RangeRounds {
   private readonly rounds = new InFlight();
   private pumpScheduled = false;
   private consecutiveLosses = 0;
+  /** Rounds a node answered (yes or no): proposals after the first rest on what the nodes said. */
+  private roundsAnswered = 0;
   /** Lost rounds in a row that were only refused (stale proposals). */
   private staleLosses = 0;
   /**
@@ -204,6 +207,8 @@ export class RangeRounds {
     this.proposedMax = proposal;
     this.roundsInFlight++;
     const sequence = ++this.roundsSent;
+    // Whether this proposal rests on anything the nodes said (see finishRound).
+    const informed = this.roundsAnswered > 0;
     const startMs = observer.counting ? options.clock.now() : 0;
     const round: Promise<void> = counter
       .propose(proposal)
@@ -217,7 +222,7 @@ export class RangeRounds {
               durationMs: options.clock.now() - startMs,
             });
           }
-          this.finishRound(batch, ids, proposal, result, sequence);
+          this.finishRound(batch, ids, proposal, result, sequence, informed);
         },
         (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
       )
@@ -245,9 +250,11 @@ export class RangeRounds {
     proposal: bigint,
     round: RoundResult<CounterReply>,
     sequence: number,
+    informed: boolean,
   ): void {
     const { counter, quorum } = this.context;
     const previousMax = counter.learn(round, proposal);
+    if (round.yesCount + round.noCount > 0) this.roundsAnswered++;
     if (round.yesCount < quorum) {
       // After a loss in a row only: the proposal then rested on what the
       // last loss taught, so the gap is what others did in one round trip.
@@ -255,7 +262,13 @@ export class RangeRounds {
       // one knows nothing yet): no chase then.
       const gap = counter.knownMax - proposal;
       this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
-      this.loseRound(batch, counter.failureOf("next", round, this.consecutiveLosses + 1));
+      const failure = counter.failureOf("next", round, this.consecutiveLosses + 1);
+      // Nor is it a retry spent: a round sent before any answer proposed
+      // from nothing, and lost only to the IDs handed out before this
+      // instance (with `retries: 0`, a new process's first call failed
+      // with a ContentionError though nobody else was writing).
+      const spent = informed || !(failure.error instanceof ContentionError);
+      this.loseRound(batch, failure, spent);
       return;
     }
     this.consecutiveLosses = 0;
@@ -290,13 +303,14 @@ export class RangeRounds {
     this.queue.unshift(...waiters);
   }
 
-  private loseRound(batch: Waiter[], failure: RoundFailure): void {
+  /** `spent`: whether the loss counts against each call's retries. */
+  private loseRound(batch: Waiter[], failure: RoundFailure, spent = true): void {
     const { counter, options, signal } = this.context;
     this.consecutiveLosses++;
     const retry: Waiter[] = [];
     for (const waiter of batch) {
       if (waiter.done) continue;
-      waiter.failedRounds++;
+      if (spent) waiter.failedRounds++;
       if (waiter.failedRounds > options.retry.retries) settle(waiter, failure.error);
       else retry.push(waiter);
     }

@@ -153,6 +153,33 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("a new instance with retries: 0 gets its first ID from a counter in use: learning the counter is no retry spent", async () => {
+    const first = new NextId(cluster().urls, { key: "fail-fast" });
+    await first.init();
+    const before = await first.nextBatch(5);
+    await first.close();
+    // Nobody else writes from here on. Before, the new instance's first
+    // round (proposing from nothing) was refused by every node and counted
+    // as its one retry: ContentionError, "lost 1 round(s) in a row to
+    // concurrent writers", on the first call of every fail-fast process.
+    for (const pipelineDepth of [1, 4]) {
+      const fresh = new NextId(cluster().urls, {
+        key: "fail-fast",
+        retry: { retries: 0 },
+        pipelineDepth,
+      });
+      try {
+        const got = await Promise.all([fresh.next(), fresh.next()]);
+        assertIncreasing([...before, got[0]!]);
+        assert.ok(got[1]! > before.at(-1)!, `${got[1]} after ${before.at(-1)}`);
+        // And the next call goes on above them.
+        assertIncreasing([...before, ...got.sort((a, b) => (a < b ? -1 : 1)), await fresh.next()]);
+      } finally {
+        await fresh.close();
+      }
+    }
+  });
+
   it("8 instances × 4 callers, next() and nextBatch() mixed: no duplicate, real-time order kept", async (t) => {
     const init = new NextId(cluster().urls, { key: "mixed" });
     await init.init();
