@@ -8,7 +8,8 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
-import { InvalidArgumentError, RedquorumError } from "../errors.js";
+import { InvalidArgumentError, NotInitializedError, RedquorumError } from "../errors.js";
+import { notInitializedMessage } from "../id/not-initialized.js";
 import { diagnose, outputLostExitCode, watchOutputClosed } from "./common.js";
 import { devCommand } from "./dev.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
@@ -89,9 +90,11 @@ export async function main(args: readonly string[]): Promise<number> {
     const message =
       error instanceof InvalidArgumentError
         ? inCliTerms(error)
-        : error instanceof Error
-          ? error.message
-          : String(error);
+        : error instanceof NotInitializedError
+          ? notInitializedMessage(error, "the same --nodes")
+          : error instanceof Error
+            ? error.message
+            : String(error);
     // A stack only for what is not one of the typed errors (a bug).
     const typed = error instanceof RedquorumError || code !== exitCodes.unexpected;
     diagnose(typed || !(error instanceof Error) ? message : (error.stack ?? message));
@@ -122,8 +125,6 @@ function inCliTerms(error: InvalidArgumentError): string {
 
 /** What a library error's advice (an option, a method) is on the command line. */
 const cliHints: Record<string, string> = {
-  ERR_NOT_INITIALIZED:
-    "on the command line: `redquorum id init` initialises the counter (only on a new cluster)",
   ERR_NODE_DURABILITY:
     "on the command line there is no option to accept it: IDs need every node with " +
     "appendonly yes, appendfsync always and no-appendfsync-on-rewrite no",

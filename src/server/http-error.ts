@@ -12,7 +12,7 @@
  */
 import { maxHeaderSize } from "node:http";
 import { NodeConfigurationError, NotInitializedError, RedquorumError } from "../errors.js";
-import { idDefaults } from "../limits.js";
+import { notInitializedMessage } from "../id/not-initialized.js";
 import type { JsonLogger } from "./json-log.js";
 
 /** The JSON error body: a stable code and a sentence saying what was wrong and what is allowed. */
@@ -91,7 +91,11 @@ export function httpErrorOf(error: unknown, log: JsonLogger): HttpError {
   if (error instanceof NotInitializedError) {
     // The library's text says "call init()": the server's operator runs a
     // command, with the server's --key. No stack: a setup step, not a bug.
-    const answer = new HttpError(503, error.code, notInitializedMessage(error));
+    const answer = new HttpError(
+      503,
+      error.code,
+      notInitializedMessage(error, "this server's --nodes"),
+    );
     log.warn("ID counter not initialised", { code: error.code, error: answer.message });
     return answer;
   }
@@ -103,17 +107,6 @@ export function httpErrorOf(error: unknown, log: JsonLogger): HttpError {
   });
   const code = error instanceof RedquorumError ? error.code : "internal";
   return new HttpError(500, code, error instanceof Error ? error.message : String(error));
-}
-
-/** ERR_NOT_INITIALIZED in command-line terms: what the operator runs. */
-function notInitializedMessage(error: NotInitializedError): string {
-  const key = error.key === idDefaults.key ? "" : ` --key ${JSON.stringify(error.key)}`;
-  return (
-    `the ID counter ${JSON.stringify(error.key)} is missing on ${error.missingNodeCount} of ` +
-    `${error.nodeCount} nodes: on a new cluster run \`redquorum id init${key}\` once, with this ` +
-    "server's --nodes; if these nodes lost their data, bring back nodes that kept it " +
-    "(`redquorum id init` would repeat IDs)"
-  );
 }
 
 /**
