@@ -17,7 +17,11 @@ import { describeMembers, type MembershipRecord, memberById } from "./record.js"
  * Found only by the clients, after the change had landed, every client of
  * the new list was refused (and every client of the old list, whose epoch
  * had passed): the cluster served no one until another change. The member
- * a replacement removes (`removeIndex`) may be the same server: it leaves.
+ * a replacement removes may be the same server on another database, if it
+ * still answers as that member (`removeIndex`, `removedAnswers`): it leaves,
+ * and the two keyspaces are apart. One that lost its memory may be the very
+ * keyspace to add under another spelling: the change would write the new
+ * record on it as the member removed, and the join then find it taken.
  * A node of the list that does not answer INFO is not compared (it is down;
  * the change's rounds say what that means).
  */
@@ -25,6 +29,7 @@ export async function requireIndependentMaster(
   add: RedisNode,
   nodes: readonly RedisNode[],
   removeIndex: number | undefined,
+  removedAnswers: boolean,
   timeoutMs: number,
 ): Promise<void> {
   const read = (node: RedisNode) => inspectNode(node, timeoutMs).catch(() => undefined);
@@ -40,8 +45,17 @@ export async function requireIndependentMaster(
     );
   }
   const same = infos.findIndex(
-    (other: NodeInfo | undefined, i) => i !== removeIndex && other?.runId === info.runId,
+    (other: NodeInfo | undefined, i) =>
+      (i !== removeIndex || !removedAnswers) && other?.runId === info.runId,
   );
+  if (same >= 0 && info.runId !== "" && same === removeIndex) {
+    throw new MembershipError(
+      [add.endpoint, nodes[same]!.endpoint],
+      `${add.endpoint} is the same Redis server as ${nodes[same]!.endpoint}, the member to ` +
+        "remove, which lost its memory: a lock or ID call takes it back as the member it was. " +
+        "To replace it, add a server of its own",
+    );
+  }
   if (same >= 0 && info.runId !== "") {
     throw new MembershipError(
       [add.endpoint, nodes[same]!.endpoint],

@@ -702,7 +702,7 @@ export async function applyMemberChange(
         );
       }
     }
-    await requireIndependentMaster(add, nodes, removeIndex, timeoutMs);
+    await requireIndependentMaster(add, nodes, removeIndex, removed?.id !== undefined, timeoutMs);
     // A run of this change whose step 3 failed (the node did not answer
     // in time): the record names the node already, under an id no node of
     // the list answers as. Run again, the change resumes at step 3 with

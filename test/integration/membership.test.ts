@@ -519,6 +519,20 @@ describe("cluster membership on real redis-server nodes", () => {
   it("replaces a member that lost its memory (as one that is down), and says so when a join fails after the epoch moved", async () => {
     await client(urls(0, 1, 2)).init();
     await cluster.client(2).flushall();
+    // Not by its own keyspace under another spelling: the change would
+    // write the new record on it as the member removed, and the join find
+    // it taken (both lists refused after).
+    const port = new URL(cluster.urls[2]!).port;
+    await assert.rejects(
+      changeMembers(urls(0, 1, 2), {
+        remove: cluster.urls[2]!,
+        add: `redis://localhost:${port}`,
+      }),
+      (error: unknown) =>
+        error instanceof MembershipError &&
+        /the member to remove, which lost its memory/.test(error.message),
+    );
+    assert.equal(await cluster.client(2).get("redquorum:cluster"), null, "nothing written on it");
     // Before: "… is not a member: nothing to remove".
     const report = await changeMembers(urls(0, 1, 2), {
       remove: cluster.urls[2]!,
