@@ -76,8 +76,8 @@ export class RangeRounds {
   private readonly rounds = new InFlight();
   private pumpScheduled = false;
   private consecutiveLosses = 0;
-  /** Rounds a node answered (yes or no): proposals after the first rest on what the nodes said. */
-  private roundsAnswered = 0;
+  /** Whether a node answered a round (yes or no): proposals since rest on what the nodes said. */
+  private answered = false;
   /** Lost rounds in a row that were only refused (stale proposals). */
   private staleLosses = 0;
   /**
@@ -208,7 +208,7 @@ export class RangeRounds {
     this.roundsInFlight++;
     const sequence = ++this.roundsSent;
     // Whether this proposal rests on anything the nodes said (see finishRound).
-    const informed = this.roundsAnswered > 0;
+    const informed = this.answered;
     const startMs = observer.counting ? options.clock.now() : 0;
     const round: Promise<void> = counter
       .propose(proposal)
@@ -254,7 +254,7 @@ export class RangeRounds {
   ): void {
     const { counter, quorum } = this.context;
     const previousMax = counter.learn(round, proposal);
-    if (round.yesCount + round.noCount > 0) this.roundsAnswered++;
+    if (round.yesCount + round.noCount > 0) this.answered = true;
     if (round.yesCount < quorum) {
       // After a loss in a row only: the proposal then rested on what the
       // last loss taught, so the gap is what others did in one round trip.

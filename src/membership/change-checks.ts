@@ -48,7 +48,8 @@ export async function requireIndependentMaster(
     (other: NodeInfo | undefined, i) =>
       (i !== removeIndex || !removedAnswers) && other?.runId === info.runId,
   );
-  if (same >= 0 && info.runId !== "" && same === removeIndex) {
+  if (same < 0 || info.runId === "") return;
+  if (same === removeIndex) {
     throw new MembershipError(
       [add.endpoint, nodes[same]!.endpoint],
       `${add.endpoint} is the same Redis server as ${nodes[same]!.endpoint}, the member to ` +
@@ -56,14 +57,12 @@ export async function requireIndependentMaster(
         "To replace it, add a server of its own",
     );
   }
-  if (same >= 0 && info.runId !== "") {
-    throw new MembershipError(
-      [add.endpoint, nodes[same]!.endpoint],
-      `${add.endpoint} is the same Redis server as ${nodes[same]!.endpoint} (run_id ` +
-        `${info.runId}), a member already: counted twice, it would fake a majority, and clients ` +
-        "would refuse the new list. Add a server of its own",
-    );
-  }
+  throw new MembershipError(
+    [add.endpoint, nodes[same]!.endpoint],
+    `${add.endpoint} is the same Redis server as ${nodes[same]!.endpoint} (run_id ` +
+      `${info.runId}), a member already: counted twice, it would fake a majority, and clients ` +
+      "would refuse the new list. Add a server of its own",
+  );
 }
 
 /**

@@ -150,6 +150,11 @@ async function readNode(node: RedisNode, timeoutMs: number): Promise<NodeMembers
   }
 }
 
+/** A node that answered holding no record and no member id: empty, or a member that lost its memory. */
+function holdsNothing(report: NodeMembershipReport): boolean {
+  return !report.error && report.id === undefined && report.record === undefined;
+}
+
 /** Every node's id and record, read at once. */
 export function readMembership(
   nodes: readonly RedisNode[],
@@ -591,19 +596,16 @@ export async function applyMemberChange(
     );
   }
   const removed = removeIndex === undefined ? undefined : reports[removeIndex]!;
+  // A member to remove that lost its memory counts as one that is down:
+  // the member no other node answers as (below), never a stranger.
+  const lostRemoved = removed !== undefined && holdsNothing(removed);
   if (removed && !removed.id && !removed.error && removed.record) {
     throw new MembershipError(
       [removed.endpoint],
       `${removed.endpoint} is not a member: nothing to remove`,
     );
   }
-  if (
-    removed &&
-    !removed.id &&
-    !removed.error &&
-    !removed.record &&
-    !memberAt(view, removed.endpoint)
-  ) {
+  if (removed && lostRemoved && !memberAt(view, removed.endpoint)) {
     throw new MembershipError(
       [removed.endpoint],
       `${removed.endpoint} holds nothing and is at no member's address: not a member, nothing to remove`,
@@ -737,9 +739,6 @@ export async function applyMemberChange(
     next = { clusterId: view.clusterId, epoch: view.epoch + 1, members };
   }
   const fromView = next.epoch === view.epoch ? undefined : view;
-  // A member to remove that lost its memory counts as one that is down:
-  // the member no other node answers as (above), never a stranger.
-  const lostRemoved = removed && !removed.id && !removed.record && !removed.error;
   const listReports = lostRemoved
     ? reports.map((r, i) =>
         i === removeIndex ? { endpoint: r.endpoint, error: "lost its memory" } : r,
@@ -815,7 +814,7 @@ export async function applyMemberChange(
         results[i] = { endpoint: node.endpoint, result: `not reached: ${report.error}` };
         return;
       }
-      if (!fromView && !report.record && report.id === undefined && i !== removeIndex) {
+      if (!fromView && holdsNothing(report) && i !== removeIndex) {
         // A member that lost its memory since the run before: given the
         // record here without its id, it could never be taken back.
         results[i] = {
