@@ -693,8 +693,11 @@ describe("redquorum lock, end to end", () => {
     const pids = pidFile(dir, "left-grace-pid");
     const ready = join(dir, "left-grace-ready");
     // A job that ignores SIGTERM, started in the background; the command
-    // exits at once. --kill-after (10 s) is far longer than --ttl (2 s):
-    // the lock is extended meanwhile, so the job must get the 10 s. Before,
+    // exits as soon as the job has set its trap (exiting before that, the
+    // guard's SIGTERM could reach the job before its trap and end it: a
+    // race in the test, seen once in CI on two busy cores). --kill-after
+    // (10 s) is far longer than --ttl (2 s): the lock is extended
+    // meanwhile, so the job must get the 10 s. Before,
     // the guard's SIGKILL came when the validity left at the command's exit
     // ran out (under 2 s), as if the lock had been lost. Not about node
     // timeouts: with the 50 ms default a slow extension on a loaded machine
@@ -713,7 +716,8 @@ describe("redquorum lock, end to end", () => {
         "--",
         "sh",
         "-c",
-        `sh -c 'trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done' >/dev/null 2>&1 & exit 0`,
+        `sh -c 'trap "" TERM; echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done' >/dev/null 2>&1 & ` +
+          `while [ ! -e ${ready} ]; do sleep 0.01; done; exit 0`,
       ],
       env,
     );
