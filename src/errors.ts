@@ -17,6 +17,7 @@ export type ErrorCode =
   | "ERR_NODE_DURABILITY"
   | "ERR_CONTENTION"
   | "ERR_ID_OVERFLOW"
+  | "ERR_FENCE_OVERFLOW"
   | "ERR_NOT_INITIALIZED"
   | "ERR_ALREADY_INITIALIZED"
   | "ERR_QUEUE_FULL"
@@ -247,6 +248,30 @@ export class IdOverflowError extends RedquorumError {
     );
     this.lastId = lastId;
     this.maxId = maxId;
+  }
+}
+
+/**
+ * A resource's fencing tokens are used up: its counter is at the last token
+ * (2^63 - 1) on more nodes than a majority can spare, so no majority can
+ * ever accept a higher one. The lock was not granted (every key it set was
+ * deleted again); retrying cannot help.
+ */
+export class FenceOverflowError extends RedquorumError {
+  /** The resource with no token left. */
+  readonly resource: string;
+  /** The last token (2^63 - 1). */
+  readonly maxToken: bigint;
+
+  constructor(resource: string, nodesAtMax: number, nodeCount: number, maxToken: bigint) {
+    super(
+      "ERR_FENCE_OVERFLOW",
+      `no fencing token is left for ${JSON.stringify(resource)}: its counter is at the last ` +
+        `token (${maxToken}) on ${nodesAtMax} of ${nodeCount} nodes, so no majority can accept ` +
+        "a higher one; retrying will not help: lock it under another resource name",
+    );
+    this.resource = resource;
+    this.maxToken = maxToken;
   }
 }
 

@@ -19,6 +19,7 @@ export {
   ContentionError,
   DurabilityError,
   type ErrorCode,
+  FenceOverflowError,
   IdOverflowError,
   InvalidArgumentError,
   LockExpiredError,

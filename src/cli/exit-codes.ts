@@ -7,6 +7,7 @@ import { constants } from "node:os";
 import {
   AlreadyInitializedError,
   ContentionError,
+  FenceOverflowError,
   IdOverflowError,
   InvalidArgumentError,
   LockExpiredError,
@@ -30,9 +31,10 @@ export const exitCodes = {
   lockNotAcquired: 4,
   lockLost: 5,
   /**
-   * Not 3 (unavailable): that one says try again later, and this never
-   * passes; not 1 (unexpected): it is no bug, and scripts should be able
-   * to tell it apart.
+   * An ID space or a resource's fencing tokens used up. Not 3
+   * (unavailable): that one says try again later, and this never passes;
+   * not 1 (unexpected): it is no bug, and scripts should be able to tell
+   * it apart.
    */
   idSpaceExhausted: 6,
   /**
@@ -73,7 +75,8 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
   [
     "6",
     "id next: the ID space is used up (the counter would pass 2^63 - 1; a smaller --count may still fit); " +
-      "retrying will not help: start a new counter under another --key",
+      "retrying will not help: start a new counter under another --key; " +
+      "lock: the resource's fencing tokens are used up (its counter is at 2^63 - 1): lock another resource name",
   ],
   [
     "7",
@@ -111,7 +114,9 @@ export function exitCodeOf(error: unknown): number {
   if (error instanceof UsageError || error instanceof InvalidArgumentError) return exitCodes.usage;
   // serve: the --host/--port given cannot be listened on.
   if (error instanceof ListenError) return exitCodes.usage;
-  if (error instanceof IdOverflowError) return exitCodes.idSpaceExhausted;
+  if (error instanceof IdOverflowError || error instanceof FenceOverflowError) {
+    return exitCodes.idSpaceExhausted;
+  }
   if (error instanceof CounterInUseError || error instanceof AlreadyInitializedError) {
     return exitCodes.idCounterInUse;
   }

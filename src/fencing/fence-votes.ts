@@ -42,6 +42,21 @@ export function tallyFences(round: RoundResult<unknown>, count: number): FenceTa
 }
 
 /**
+ * How many nodes that voted yes in `round` reported resource `index`'s
+ * counter at the last token (2^63 - 1). Counters never go down (a node that
+ * lost its memory is raised from the others before it votes again), so
+ * such a node can never accept another token for it.
+ */
+export function nodesAtLastToken(round: RoundResult<unknown>, index: number): number {
+  let count = 0;
+  for (const outcome of round.outcomes) {
+    if (outcome?.kind !== "yes") continue;
+    if (parseCounter((outcome.value as unknown[])[1 + 2 * index]) === maxId) count++;
+  }
+  return count;
+}
+
+/**
  * What this client last saw of each resource's counter, so the next
  * proposal is usually right the first time. Bounded: the oldest entries go.
  */

@@ -9,7 +9,7 @@
 
 import { type Clock, raceAbort } from "../clock.js";
 import { maxId } from "../decimal.js";
-import { NodeError, QuorumError } from "../errors.js";
+import { FenceOverflowError, NodeError, QuorumError } from "../errors.js";
 import { fenceLimits } from "../limits.js";
 import type { LuaScript } from "../node/lua-script.js";
 import type { RedisNode } from "../node/redis-node.js";
@@ -17,7 +17,13 @@ import type { Observer } from "../observe.js";
 import { type CounterRepair, RepairScheduler, raiseFromOthers } from "../quorum/counter-repair.js";
 import type { NodeGroup } from "../quorum/node-group.js";
 import type { RoundResult } from "../quorum/round.js";
-import { acceptedAll, FenceMemory, type FenceTally, tallyFences } from "./fence-votes.js";
+import {
+  acceptedAll,
+  FenceMemory,
+  type FenceTally,
+  nodesAtLastToken,
+  tallyFences,
+} from "./fence-votes.js";
 import {
   fencedScriptArgs,
   fenceMaxOf,
@@ -87,8 +93,9 @@ export class FenceIssuer {
    * Tokens for a lock just granted. Usually the acquire round's proposals
    * were accepted by a majority: no extra round. A resource whose proposal
    * was stale gets fencing rounds (under our lock, on nodes that still hold
-   * it) proposing above the highest value seen, a few at most; undefined if
-   * none commits, and the attempt counts as failed.
+   * it) proposing above the highest value seen, a few at most; why none
+   * committed if none did (the attempt counts as failed). Throws
+   * `FenceOverflowError` for a resource with no token left.
    */
   async commit(
     claim: FenceClaim,
@@ -103,6 +110,10 @@ export class FenceIssuer {
       const fences = new Map<string, bigint>();
       const stale = this.learn(claim, current, tally, fences);
       if (stale === 0) return fences;
+      // No round, and no retry of the acquire, can help a resource whose
+      // last token fills more nodes than a majority can spare.
+      const overflow = this.overflowOf(claim, last);
+      if (overflow) throw overflow;
       if (fenceRound >= fenceLimits.roundsMax || signal?.aborted) {
         return this.fenceError(last, tally, claim.counterKeys.length, current.includes(maxId));
       }
@@ -117,6 +128,21 @@ export class FenceIssuer {
       tally = tallyFences(next, claim.counterKeys.length);
       last = next;
     }
+  }
+
+  /** A resource of the claim with no token left, as `round`'s votes show it; undefined if none. */
+  private overflowOf(
+    claim: FenceClaim,
+    round: RoundResult<unknown>,
+  ): FenceOverflowError | undefined {
+    const { nodes, quorum } = this.context.group;
+    for (let i = 0; i < claim.names.length; i++) {
+      const atMax = nodesAtLastToken(round, i);
+      if (atMax > nodes.length - quorum) {
+        return new FenceOverflowError(claim.names[i]!, atMax, nodes.length, maxId);
+      }
+    }
+    return undefined;
   }
 
   /**
@@ -135,7 +161,12 @@ export class FenceIssuer {
     round.outcomes.forEach((outcome, index) => {
       const endpoint = group.nodes[index]!.endpoint;
       if (outcome === undefined) {
-        errors.push(new NodeError(endpoint, new Error("no answer before the round ended")));
+        errors.push(
+          new NodeError(
+            endpoint,
+            new Error("not waited for: the other nodes had decided the round"),
+          ),
+        );
       } else if (outcome.kind === "error") {
         errors.push(outcome.error);
       } else if (outcome.kind === "no") {

@@ -63,7 +63,8 @@ export type Verdict =
 /**
  * Attempt number `attempt`; `from`: a handoff to take over; `queue`: the
  * caller's registration in the nodes' queues, if it may wait. Rejects only
- * when nothing can follow: the signal, a refused node group, `close()`.
+ * when nothing can follow: the signal, a refused node group, `close()`, a
+ * resource with no fencing token left.
  */
 export async function runAttempt(
   context: AttemptContext,

@@ -853,10 +853,16 @@ export async function applyMemberChange(
   if (!fromView && addReport?.record && stampOf(addReport.record) === stampOf(chosen)) moved++;
   const needed = quorumOf(previous.members.length);
   if (moved < needed) {
+    // Members left alone answer already: what they wait for is a client.
+    const leftAlone = results.some((r) => r.result.startsWith("left alone"));
     throw new MembershipError(
       nodes.map((node) => node.endpoint),
       `the change reached ${moved} of ${previous.members.length} members, ${needed} needed ` +
-        `(${results.map((r) => `${r.endpoint}: ${r.result}`).join("; ")}); run it again once they answer`,
+        `(${results.map((r) => `${r.endpoint}: ${r.result}`).join("; ")}); run it again once they answer` +
+        (leftAlone
+          ? " (a member left alone answers already, but counts only once a client of the " +
+            "members has taken it back: one lock or ID call does)"
+          : ""),
     );
   }
   // Step 3: the new node joins, after the old epoch can no longer win.

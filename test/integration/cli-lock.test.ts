@@ -23,7 +23,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
-import { LocalCluster, Redlock } from "../../src/index.js";
+import { fenceKeyOf } from "../../src/fencing/scripts.js";
+import { LocalCluster, maxId, Redlock } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { finished, type Run, startCli as startCliProcess } from "../helpers/cli.js";
 import { byScale } from "../helpers/scale.js";
@@ -304,6 +305,23 @@ describe("redquorum lock, end to end", () => {
     } finally {
       await redlock.close();
     }
+  });
+
+  it("a resource whose fencing tokens are used up exits 6 at once, without running the command", {
+    timeout: shortRunMs + 10_000,
+  }, async () => {
+    // Only a fencing floor raised to the end gets a counter there.
+    await Promise.all(clients.map((c) => c.set(fenceKeyOf("cli:spent"), maxId.toString())));
+    const marker = join(dir, "ran-without-token");
+    const run = await cli(
+      ["lock", "cli:spent", "--wait", "30s", "--", "touch", marker],
+      env,
+      shortRunMs,
+    );
+    assert.equal(run.code, 6, show(run));
+    assert.match(run.stderr, /no fencing token is left for "cli:spent"/, show(run));
+    assert.equal(existsSync(marker), false, "the command ran without a token");
+    await assertReleased(clients, "cli:spent", show(run));
   });
 
   it("stderr on a full disk (2> /dev/full) only drops the diagnostics: the command runs and its exit code is the outcome", {

@@ -6,6 +6,7 @@ import NodeRedlock from "redlock";
 import { maxId } from "../../src/decimal.js";
 import { fenceKeyOf } from "../../src/fencing/scripts.js";
 import {
+  FenceOverflowError,
   LockExpiredError,
   limits,
   QuorumError,
@@ -88,19 +89,42 @@ describe("Redlock on 5 real redis-server nodes", () => {
     }
   });
 
-  it("fencing tokens stop at 2^63 - 1: the grant after the last token is refused, saying so", async () => {
+  it("fencing tokens stop at 2^63 - 1: the grant after the last token fails at once with FenceOverflowError, not after the retry budget", async () => {
     // Tokens fit a signed 64-bit integer (a store's BIGINT column): the
     // next proposal after the last one was 2^63, granted, and the counters
-    // then refused every grant for being out of range.
+    // then refused every grant for being out of range. Past the last token
+    // no retry can help: the grant used to spend its whole retry budget
+    // (a QuorumError some seconds later).
     await cluster.onAll((client) => client.set(fenceKeyOf("last-token"), String(maxId - 1n)));
     const lock = await redlock.acquire(["last-token"], 5_000);
     assert.equal(lock.fence, maxId);
     await lock.release();
-    await assert.rejects(redlock.acquire(["last-token"], 5_000), (error: unknown) => {
-      assert.ok(error instanceof QuorumError, String(error));
-      assert.match(error.message, /2\^63 - 1, the last token/);
-      return true;
+    const patient = new Redlock(cluster.urls, {
+      retry: { retries: 5, delayMs: 200, jitterMs: 0 },
+      ...notAboutTimeouts,
     });
+    try {
+      // Its first contact with the nodes (their checks) before counting.
+      await (await patient.acquire(["warm-up"], 5_000)).release();
+      const before = await cluster.evalshaCallsByNode();
+      await assert.rejects(patient.acquire(["last-token"], 5_000), (error: unknown) => {
+        assert.ok(error instanceof FenceOverflowError, String(error));
+        assert.equal(error.code, "ERR_FENCE_OVERFLOW");
+        assert.equal(error.resource, "last-token");
+        assert.match(error.message, /no fencing token is left for "last-token"/);
+        return true;
+      });
+      // One attempt: on each node its acquire call, the undo of what it
+      // set, and leaving the wait queue; six attempts would be 12 more.
+      const calls = await cluster.evalshaCallsByNode();
+      calls.forEach((after, i) => {
+        assert.ok(after - before[i]! <= 3, `node ${i}: ${after - before[i]!} script calls`);
+      });
+      // Nothing of the refused grant is left behind.
+      assert.deepEqual(await cluster.onAll((c) => c.exists("last-token")), [0, 0, 0, 0, 0]);
+    } finally {
+      await patient.close();
+    }
   });
 
   it("remainingMs is ttl minus elapsed minus drift, counting down", async () => {
