@@ -4,6 +4,7 @@
  * and structured events a metrics library can count. Both are optional;
  * neither may break an operation (a throwing callback is ignored).
  */
+import { isPromise } from "node:util/types";
 import type { Clock } from "./clock.js";
 import { RedquorumError } from "./errors.js";
 import { requireFunction, requireOptionsObject } from "./validate.js";
@@ -154,18 +155,13 @@ export function callHook(
 ): void {
   try {
     const returned: unknown = Reflect.apply(hook, thisArg, args);
-    if (isThenable(returned)) returned.then(undefined, ignore);
+    // Native promises only (another realm's too): only they report an
+    // unhandled rejection, and calling `then` on any other thenable could
+    // start what it describes (a query builder's thenable runs its query).
+    if (isPromise(returned)) returned.then(undefined, ignore);
   } catch {
     // the application's hook failed; what told it goes on
   }
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    (typeof value === "object" || typeof value === "function") &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === "function"
-  );
 }
 
 function ignore(): void {}
