@@ -264,6 +264,9 @@ try {
   await held.release();
   await redlock.quit();
   if (value !== "kept" || !busy) throw new Error("using: " + value + ", busy: " + busy);
+  // As node-redlock's read: a bundler renames classes whose names collide.
+  const names = [redlock.constructor.name, lock.constructor.name];
+  if (names.join() !== "Redlock,Lock") throw new Error("class names: " + names.join());
   // Node errors are told, not thrown (a busy machine may time a node out).
   console.log("acquire, extend, release, using past its duration, try-lock (" + errors.length + " node errors told)");
 } finally {

@@ -252,10 +252,11 @@ export class IdOverflowError extends RedquorumError {
 }
 
 /**
- * A resource's fencing tokens are used up: its counter is at the last token
- * (2^63 - 1) on more nodes than a majority can spare, so no majority can
- * ever accept a higher one. The lock was not granted (every key it set was
- * deleted again); retrying cannot help.
+ * A resource's fencing tokens are used up: its counter, or the node's
+ * fencing floor, is at the last token (2^63 - 1) on more nodes than a
+ * majority can spare, so no majority can ever accept a higher one. The
+ * lock was not granted (every key it set was deleted again); retrying
+ * cannot help.
  */
 export class FenceOverflowError extends RedquorumError {
   /** The resource with no token left. */
@@ -266,9 +267,11 @@ export class FenceOverflowError extends RedquorumError {
   constructor(resource: string, nodesAtMax: number, nodeCount: number, maxToken: bigint) {
     super(
       "ERR_FENCE_OVERFLOW",
-      `no fencing token is left for ${JSON.stringify(resource)}: its counter is at the last ` +
-        `token (${maxToken}) on ${nodesAtMax} of ${nodeCount} nodes, so no majority can accept ` +
-        "a higher one; retrying will not help: lock it under another resource name",
+      `no fencing token is left for ${JSON.stringify(resource)}: its counter (or the node's ` +
+        `fencing floor) is at the last token (${maxToken}) on at least ${nodesAtMax} of ` +
+        `${nodeCount} nodes, so no majority can accept a higher one; retrying will not help. ` +
+        "Lock it under another resource name; if every resource fails so, the nodes' fencing " +
+        "floors are at the last token and no fenced lock is left on these nodes",
     );
     this.resource = resource;
     this.maxToken = maxToken;

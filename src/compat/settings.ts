@@ -138,6 +138,16 @@ export function resolveRedquorumSettings(input: unknown): {
       );
     }
   }
+  // Fenced grants would carry a token that node-redlock's Lock has no
+  // field for (and a failure of their own): off, as the docs say.
+  if (given.fencing !== undefined && given.fencing !== false) {
+    throw new InvalidArgumentError(
+      "settings.redquorum.fencing",
+      `got ${JSON.stringify(given.fencing)}: the drop-in's locks carry no fencing token ` +
+        "(node-redlock's Lock has no field for one); only false is allowed. " +
+        "For fencing tokens use redquorum's own Redlock",
+    );
+  }
   const { init, ...options } = given;
   // The other names are Redlock's, which checks them (and refuses unknown ones).
   return {

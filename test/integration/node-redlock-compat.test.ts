@@ -552,6 +552,12 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
         () => new Redlock(given, { redquorum: { retry: { retries: 1 } } as never }),
         /settings\.redquorum\.retry: not an option here; use node-redlock's retryCount/,
       ],
+      [
+        // The drop-in's Lock has no field for a token: fenced grants were
+        // made (and a fencing failure escaped as no ExecutionError).
+        () => new Redlock(given, { redquorum: { fencing: true } }),
+        /settings\.redquorum\.fencing: got true: the drop-in's locks carry no fencing token/,
+      ],
       [() => new Redlock(given, {}, { acquireScript: "return 1" }), /scripts: custom scripts/],
       [() => new Redlock(given, { redquorum: { nodeTimeoutMs: 0 } }), /options\.nodeTimeoutMs/],
     ];
