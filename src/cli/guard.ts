@@ -87,8 +87,11 @@ function main(): void {
           `sent SIGTERM to the command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
       );
     }
-    // Nothing left to stop: the guard goes before the group id can be another's.
+    // Nothing left to stop: the guard goes before the group id can be
+    // another's. Nothing seen, that is: a member forked while /proc was
+    // read can be missed (process-group.ts), and SIGKILL reaches it too.
     if (termSent && !groupRunning(pgid)) {
+      signalGroup(pgid, "SIGKILL");
       finish();
       return;
     }

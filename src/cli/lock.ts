@@ -187,16 +187,22 @@ class ChildRun {
    * until they are gone.
    */
   private async stopGroup(): Promise<void> {
-    if (!this.groupRunning()) return;
-    const killInMs = this.lost ? this.killDelay(this.killAfterMs) : this.killAfterMs;
-    diagnose(
-      "the command exited but processes it started are still running: sending them SIGTERM " +
-        `(SIGKILL in ${formatDuration(killInMs)}) before the lock is released`,
-    );
-    this.terminate(killInMs);
-    const killAt = performance.now() + killInMs;
-    while (this.groupRunning() && performance.now() < killAt) await sleep(groupPollMs);
-    if (!this.groupRunning()) return;
+    if (this.groupRunning()) {
+      const killInMs = this.lost ? this.killDelay(this.killAfterMs) : this.killAfterMs;
+      diagnose(
+        "the command exited but processes it started are still running: sending them SIGTERM " +
+          `(SIGKILL in ${formatDuration(killInMs)}) before the lock is released`,
+      );
+      this.terminate(killInMs);
+      const killAt = performance.now() + killInMs;
+      while (this.groupRunning() && performance.now() < killAt) await sleep(groupPollMs);
+    }
+    // SIGKILL whether or not anything was seen: a member forked while /proc
+    // was read, whose parent exited before it was looked at, is missed (a
+    // chain of processes that each fork and exit), and would run on past
+    // the release. A signal to the group reaches every member, one being
+    // forked included (the kernel restarts a fork that a group signal
+    // meets); a group that is gone gets nothing, and zombies ignore it.
     this.forward("SIGKILL");
     const giveUpAt = performance.now() + reapWaitMs;
     while (this.groupRunning() && performance.now() < giveUpAt) await sleep(groupPollMs);

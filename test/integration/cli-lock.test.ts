@@ -28,6 +28,7 @@ import { LocalCluster, maxId, Redlock } from "../../src/index.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { finished, type Run, startCli as startCliProcess } from "../helpers/cli.js";
 import { byScale } from "../helpers/scale.js";
+import { sleep } from "../helpers/sleep.js";
 
 /** One CLI process's start (dist/cli.js): about 0.2 s on this machine, 3 s under heavy load. */
 const cliStartMs = 3_000;
@@ -702,6 +703,46 @@ describe("redquorum lock, end to end", () => {
       await assertReleased(clients, "cli:left", show(run));
     } finally {
       if (running(leftBehind)) process.kill(leftBehind, "SIGKILL");
+    }
+  });
+
+  it("a chain of processes that each fork and exit, left running by the command, is gone before the release", {
+    timeout: 3 * (shortRunMs + 1_000),
+  }, async () => {
+    // Each generation, a shell, writes a line, counts to 50, starts the
+    // next and exits, ignoring SIGTERM (about a ms each): a generation forked
+    // while /proc was read, whose parent exited before it was looked at,
+    // was not seen, and redquorum released (at once, or before
+    // --kill-after) while the chain ran on. Three runs: one missed the
+    // chain in most runs.
+    const script = join(dir, "chain.sh");
+    writeFileSync(
+      script,
+      `trap '' TERM\necho "tick $1" >> "$LOG"\nj=0; while [ $j -lt 50 ]; do j=$((j + 1)); done\n` +
+        `if [ "$1" -lt 8000 ]; then sh "$0" $(($1 + 1)) & fi\nexit 0\n`,
+    );
+    for (let i = 0; i < 3; i++) {
+      const log = join(dir, `chain-${i}.log`);
+      const run = await cli(
+        [
+          "lock",
+          `cli:chain-${i}`,
+          "--kill-after",
+          "1s",
+          "--",
+          "sh",
+          "-c",
+          `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & sleep 0.3; exit 0`,
+        ],
+        env,
+        shortRunMs,
+      );
+      assert.equal(run.code, 0, show(run));
+      const atExit = readFileSync(log, "utf8").length;
+      await sleep(300);
+      const later = readFileSync(log, "utf8").length;
+      assert.equal(later, atExit, `run ${i}: the chain wrote on after the release; ${show(run)}`);
+      await assertReleased(clients, `cli:chain-${i}`, show(run));
     }
   });
 
