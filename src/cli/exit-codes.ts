@@ -65,7 +65,8 @@ export const exitCodeTable: readonly (readonly [string, string])[] = [
   [
     "3",
     "cluster unavailable (too few nodes, misconfigured, not initialised; dev: no redis-server, or a node that did not start); status: not safe for locks, or the node list refused; " +
-      "init: fewer than a quorum of nodes serve locks after it (say, quarantines to wait out: run it again)",
+      "init: fewer than a quorum of nodes serve locks after it (say, quarantines to wait out: run it again); " +
+      "lock: nodes too slow for --ttl (the command was not run)",
   ],
   ["4", "lock: the lock could not be had within --wait (the command was not run)"],
   [

@@ -126,7 +126,10 @@ function main(): void {
       // extension: SIGKILL comes when redquorum asked, or when the lock
       // would run out, whichever is first.
       else if (kind === "at" && !termOwn) {
-        termAt = Number(first);
+        // A time already past comes from a redquorum that runs (a lock
+        // found lost: its `term` follows at once): the slack counts from
+        // now, or the guard would blame a stopped redquorum for it.
+        termAt = Math.max(Number(first), nowMs());
         killAt = Math.min(askedKillAt, Number(second));
       } else if (kind === "term") {
         askedKillAt = Math.min(askedKillAt, Number(first));

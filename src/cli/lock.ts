@@ -10,7 +10,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import type { Writable } from "node:stream";
 import { Command } from "commander";
-import { LockExpiredError, ResourceLockedError } from "../errors.js";
+import { LockExpiredError, LockLostError, ResourceLockedError } from "../errors.js";
 import { defaults, limits } from "../limits.js";
 import { runKeepingAlive } from "../lock/keep-alive.js";
 import { graceSchedule } from "../lock/keep-alive-schedule.js";
@@ -356,6 +356,18 @@ async function runLocked(
         throw new LockNotAcquiredError(
           `could not get the lock within ${formatDuration(options.wait)}: ${error.message}`,
           { cause: error },
+        );
+      }
+      // Granted with too little validity to keep it (slow nodes for this
+      // TTL): the command never ran, so this is no loss of a running job
+      // (exit 5) but a cluster too slow for --ttl, as an acquire round
+      // slower than the TTL is (exit 3).
+      if (error instanceof LockLostError) {
+        throw new LockExpiredError(
+          "acquire",
+          resources,
+          `the lock was lost before the command started (it was not run): ${error.message}; ` +
+            `the nodes answer too slowly to keep a lock of --ttl ${formatDuration(options.ttl)}`,
         );
       }
       throw error;

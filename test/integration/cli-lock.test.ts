@@ -25,6 +25,7 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { fenceKeyOf } from "../../src/fencing/scripts.js";
 import { LocalCluster, maxId, Redlock } from "../../src/index.js";
+import { startProxies } from "../faults/tools/proxy.js";
 import { findOverlaps, type Hold } from "../helpers/checkers.js";
 import { finished, type Run, startCli as startCliProcess } from "../helpers/cli.js";
 import { byScale } from "../helpers/scale.js";
@@ -325,6 +326,33 @@ describe("redquorum lock, end to end", () => {
     await assertReleased(clients, "cli:spent", show(run));
   });
 
+  it("a lock granted with too little validity to keep it exits 3 without running the command (not 5, a job's lost lock)", {
+    timeout: shortRunMs + 10_000,
+  }, async () => {
+    // Each reply 80 ms late: a 100 ms lock is granted with too little
+    // validity left to extend it, and is given up before the command starts.
+    const proxies = await startProxies(cluster);
+    try {
+      for (const proxy of proxies) proxy.latency(80);
+      const marker = join(dir, "ran-on-a-lock-too-short");
+      const run = await cli(
+        ["lock", "cli:too-short", "--ttl", "100ms", "--node-timeout", "1s", "--", "touch", marker],
+        { REDQUORUM_NODES: proxies.map((proxy) => proxy.url).join(",") },
+        shortRunMs,
+      );
+      assert.equal(existsSync(marker), false, `the command ran; ${show(run)}`);
+      assert.equal(run.code, 3, show(run));
+      // (Or, slower still, the acquire round itself outlasted the TTL.)
+      assert.match(
+        run.stderr,
+        /lost before the command started \(it was not run\)|nodes answered too slowly for this TTL/,
+        show(run),
+      );
+    } finally {
+      await Promise.all(proxies.map((proxy) => proxy.close()));
+    }
+  });
+
   it("stderr on a full disk (2> /dev/full) only drops the diagnostics: the command runs and its exit code is the outcome", {
     timeout: shortRunMs + 5_000,
   }, async () => {
@@ -428,6 +456,9 @@ describe("redquorum lock, end to end", () => {
       const done = await run;
       assert.equal(done.code, 5, show(done));
       assert.match(done.stderr, /lost the lock[\s\S]*SIGTERM[\s\S]*SIGKILL in 0ms/, show(done));
+      // redquorum ran all along: the guard must not say it was stopped (it
+      // took the schedule redquorum sent before its SIGTERM for silence).
+      assert.doesNotMatch(done.stderr, /\(guard\)/, show(done));
       assert.equal(alive(pid), false, `the command (pid ${pid}) outlived redquorum; ${show(done)}`);
     });
 
