@@ -265,6 +265,14 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
             "names: give each resource as its own argument (`lock a b -- …`), without commas",
         );
       }
+      // A --max-ttl below the shortest TTL leaves no TTL to give: say so
+      // of --max-ttl, not of a --ttl nobody gave.
+      if (options.maxTtl < ttlMinMs) {
+        throw new UsageError(
+          "--max-ttl",
+          `${formatDuration(options.maxTtl)}: expected at least ${formatDuration(ttlMinMs)} (the shortest --ttl)`,
+        );
+      }
       // The default TTL fits any --max-ttl: a shorter one is the TTL then.
       if (command.getOptionValueSource("ttl") === "default") {
         options.ttl = Math.min(options.ttl, options.maxTtl);

@@ -218,6 +218,11 @@ describe("redquorum command line", () => {
     // The default --ttl (30s) is lowered to a shorter --max-ttl, not refused.
     const short = await cli(["lock", "--max-ttl", "10s", "cli:short", "--", "true"], env);
     assert.equal(short.code, 0, short.stderr);
+    // A --max-ttl below the shortest TTL is what is wrong, not the --ttl
+    // nobody gave ("invalid --ttl: 1ms: expected 100ms to 1ms").
+    const tiny = await cli(["lock", "--max-ttl", "1ms", "r", "--", "true"], env);
+    assert.equal(tiny.code, 2, tiny.stderr);
+    assert.match(tiny.stderr, /invalid --max-ttl: 1ms: expected at least 100ms/);
   });
 
   it("a second lock gives up after --wait with exit 4 without running; SIGTERM reaches the command", async () => {
