@@ -20,13 +20,20 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
  * zombies: processes killed whose parent has not reaped them yet (a
  * stopped redquorum, or an init that reaps orphans slowly). On Linux the
  * group's members are read from /proc and zombies left out; elsewhere a
- * zombie counts as running. A member forked after /proc was listed whose
+ * zombie counts as running. Members this user may not signal count too
+ * (`kill` is injectable for that test). A member forked after /proc was listed whose
  * parent exited before its own entry was read is not seen: a false here
  * is no proof, and both callers send the group SIGKILL before they act on
  * it (a group signal reaches a member being forked too).
  */
-export function groupRunning(pgid: number): boolean {
-  if (!signalGroup(pgid, 0)) return false;
+export function groupRunning(pgid: number, kill: typeof process.kill = process.kill): boolean {
+  try {
+    kill(-pgid, 0);
+  } catch (error) {
+    // EPERM: members are there that this user may not signal (a command
+    // run through sudo): running, not gone.
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
   if (process.platform !== "linux") return true;
   let entries: string[];
   try {
