@@ -12,10 +12,6 @@ export default defineConfig([
     clean: true,
     target: "node20",
     platform: "node",
-    // Two classes of one name in a bundle (the drop-in's Redlock and Lock
-    // beside redquorum's) would otherwise be renamed: constructor.name and
-    // util.inspect would read "Redlock2" where node-redlock's read "Redlock".
-    keepNames: true,
   },
   {
     // The `redquorum` command line (package.json "bin"): ESM only, one file,

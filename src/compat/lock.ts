@@ -99,6 +99,12 @@ export class Lock {
   }
 }
 
+// Bundled beside redquorum's own Lock, the bundler renames this class
+// ("Lock2"), which constructor.name and util.inspect would show:
+// node-redlock's is "Lock". (Not esbuild's keepNames: that wraps every
+// named closure, on the hot path too.)
+Object.defineProperty(Lock, "name", { value: "Lock" });
+
 /** A drop-in lock showing `core`. */
 export function lockOf(
   owner: Redlock,

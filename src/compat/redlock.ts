@@ -618,6 +618,12 @@ export class Redlock extends EventEmitter {
   }
 }
 
+// Bundled beside redquorum's own Redlock, the bundler renames this class
+// ("Redlock2"), which constructor.name and util.inspect would show:
+// node-redlock's is "Redlock". (Not esbuild's keepNames: that wraps every
+// named closure, on the hot path too.)
+Object.defineProperty(Redlock, "name", { value: "Redlock" });
+
 /** The endpoint redquorum names `client` by in its errors, where it can be told. */
 function endpointOf(client: Client, index: number): string | undefined {
   if (typeof client === "string") return endpointOfUrl(client, index);
