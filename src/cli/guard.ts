@@ -59,6 +59,8 @@ function main(): void {
   let termSent = false;
   /** The guard sent SIGTERM by itself: redquorum was silent (stopped). */
   let termOwn = false;
+  /** redquorum exited: its end of the pipe closed before "done". */
+  let orphaned = false;
   let finished = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -87,10 +89,13 @@ function main(): void {
           `sent SIGTERM to the command (SIGKILL in ${Math.max(0, killAt - now)}ms)`,
       );
     }
+    // Stopping the command on its own (redquorum stopped or gone), the
+    // guard watches the group itself (otherwise redquorum does, and says
+    // "done"; the two do not stop the group to look at it at once).
     // Nothing left to stop: the guard goes before the group id can be
-    // another's. Nothing seen, that is: a member forked while /proc was
-    // read can be missed (process-group.ts), and SIGKILL reaches it too.
-    if (termSent && !groupRunning(pgid)) {
+    // another's, with a SIGKILL in case a member was missed after all.
+    const watching = termSent && (termOwn || orphaned);
+    if (watching && !groupRunning(pgid)) {
       signalGroup(pgid, "SIGKILL");
       finish();
       return;
@@ -102,7 +107,7 @@ function main(): void {
       return;
     }
     let next = Math.min(termSent ? killAt : termAt + termSlackMs, killAt);
-    if (termSent) next = Math.min(next, now + pollMs);
+    if (watching) next = Math.min(next, now + pollMs);
     if (Number.isFinite(next)) timer = setTimeout(step, Math.max(1, next - now));
   };
 
@@ -146,6 +151,7 @@ function main(): void {
       finish(); // the command was never let go
       return;
     }
+    orphaned = true;
     const now = nowMs();
     killAt = Math.min(killAt, now + graceMs);
     if (terminate()) {

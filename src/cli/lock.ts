@@ -207,7 +207,10 @@ class ChildRun {
     const giveUpAt = performance.now() + reapWaitMs;
     while (this.groupRunning() && performance.now() < giveUpAt) await sleep(groupPollMs);
     if (this.groupRunning())
-      diagnose("warning: the command's process group is still not gone after SIGKILL");
+      diagnose(
+        "warning: the command's process group is still not gone after SIGKILL (processes " +
+          "redquorum may not signal, another user's? they run on after the release)",
+      );
   }
 }
 
@@ -374,8 +377,9 @@ async function runLocked(
         throw new LockExpiredError(
           "acquire",
           resources,
-          `the lock was lost before the command started (it was not run): ${error.message}; ` +
-            `the nodes answer too slowly to keep a lock of --ttl ${formatDuration(options.ttl)}`,
+          "the lock was granted with too little validity left to keep it, and given up before " +
+            "the command started (it was not run): the nodes answer too slowly to keep a lock " +
+            `of --ttl ${formatDuration(options.ttl)}`,
         );
       }
       throw error;

@@ -20,21 +20,44 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
  * zombies: processes killed whose parent has not reaped them yet (a
  * stopped redquorum, or an init that reaps orphans slowly). On Linux the
  * group's members are read from /proc and zombies left out; elsewhere a
- * zombie counts as running. Members this user may not signal count too
- * (`kill` is injectable for that test). A member forked after /proc was listed whose
- * parent exited before its own entry was read is not seen: a false here
- * is no proof, and both callers send the group SIGKILL before they act on
- * it (a group signal reaches a member being forked too).
+ * zombie counts as running. Members this user may not signal (EPERM:
+ * another user's, through sudo) count as running, seen or not (/proc may
+ * hide them). `kill` is injectable for that test.
+ *
+ * A member forked after /proc was listed, whose parent exited before its
+ * own entry was read, is not seen (a chain of processes that each fork
+ * and exit). So when kill(0) finds the group but /proc shows no live
+ * member, the group is stopped (SIGSTOP) while /proc is read again: a
+ * stopped process cannot fork, and a fork that the group signal meets is
+ * restarted by the kernel, so nothing can be missed then. It goes on
+ * (SIGCONT) at once after.
  */
 export function groupRunning(pgid: number, kill: typeof process.kill = process.kill): boolean {
   try {
     kill(-pgid, 0);
   } catch (error) {
-    // EPERM: members are there that this user may not signal (a command
-    // run through sudo): running, not gone.
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
   if (process.platform !== "linux") return true;
+  if (liveMemberSeen(pgid)) return true;
+  try {
+    kill(-pgid, "SIGSTOP");
+  } catch {
+    return false; // gone meanwhile
+  }
+  try {
+    return liveMemberSeen(pgid);
+  } finally {
+    try {
+      kill(-pgid, "SIGCONT");
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/** Whether /proc shows a process of group `pgid` that is not a zombie or dead (true when /proc cannot be read). */
+function liveMemberSeen(pgid: number): boolean {
   let entries: string[];
   try {
     entries = readdirSync("/proc");
@@ -51,7 +74,7 @@ export function groupRunning(pgid: number, kill: typeof process.kill = process.k
     }
     // "<pid> (<name>) <state> <ppid> <pgrp> …": the name may hold spaces and parentheses.
     const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(pgrp) === pgid && state !== "Z") return true;
+    if (Number(pgrp) === pgid && state !== "Z" && state !== "X") return true;
   }
   return false;
 }

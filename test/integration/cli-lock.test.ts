@@ -62,6 +62,24 @@ const show = (run: Run) =>
   `exit ${run.code} (signal ${run.signal}); stderr: ${JSON.stringify(run.stderr)}; ` +
   `stdout: ${JSON.stringify(run.stdout)}`;
 
+/**
+ * A shell script in `dir` for a chain of `generations` processes in one
+ * process group that each write a line ("tick N", the last one "end"),
+ * count to 50, start the next and exit (about a ms each), ignoring
+ * SIGTERM. Run as `LOG=<file> sh <script> 1`.
+ */
+function chainScript(dir: string, name: string, generations: number): string {
+  const script = join(dir, name);
+  writeFileSync(
+    script,
+    `trap '' TERM\n` +
+      `if [ "$1" -ge ${generations} ]; then echo end >> "$LOG"; exit 0; fi\n` +
+      `echo "tick $1" >> "$LOG"\nj=0; while [ $j -lt 50 ]; do j=$((j + 1)); done\n` +
+      `sh "$0" $(($1 + 1)) &\nexit 0\n`,
+  );
+  return script;
+}
+
 /** Waits for `path` to exist; fails early, with the CLI's stderr, if the CLI exits first. */
 async function waitForFile(
   path: string,
@@ -345,7 +363,7 @@ describe("redquorum lock, end to end", () => {
       // (Or, slower still, the acquire round itself outlasted the TTL.)
       assert.match(
         run.stderr,
-        /lost before the command started \(it was not run\)|nodes answered too slowly for this TTL/,
+        /given up before the command started \(it was not run\)|nodes answered too slowly for this TTL/,
         show(run),
       );
     } finally {
@@ -588,6 +606,47 @@ describe("redquorum lock, end to end", () => {
       );
     });
 
+    it("redquorum killed while the command runs a chain of processes that fork and exit: the guard stops the chain before the lock can be another's", {
+      timeout: cliStartMs + 40_000,
+    }, async () => {
+      // The guard watches the group once redquorum is gone; a look that
+      // missed the chain let it exit without the SIGKILL, and the chain
+      // ran on beside the next holder.
+      const resource = "cli:guard-chain";
+      const script = chainScript(dir, "guard-chain.sh", 30_000);
+      const log = join(dir, "guard-chain.log");
+      const ready = join(dir, `${resource}-ready`);
+      const pids = pidFile(dir, `${resource}-pid`);
+      // The command itself ends at the guard's SIGTERM; the chain ignores it.
+      const child = startCli(
+        [
+          "lock",
+          resource,
+          "--ttl",
+          `${ttlMs}ms`,
+          "--kill-after",
+          "1s",
+          "--node-timeout",
+          nodeTimeout,
+          "--",
+          "sh",
+          "-c",
+          `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & echo $$ > ${pids}; touch ${ready}; ` +
+            "while :; do sleep 0.05; done",
+        ],
+        env,
+      );
+      const run = finished(child, cliStartMs + 30_000);
+      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
+      child.kill("SIGKILL");
+      await once(child, "exit");
+      await rivalTakes(resource);
+      const atGrant = readFileSync(log, "utf8").length;
+      await sleep(300);
+      const later = readFileSync(log, "utf8").length;
+      assert.equal(later, atGrant, "the chain wrote on after another holder got the lock");
+    });
+
     it("redquorum stopped (SIGSTOP): the command is stopped before the validity ends; redquorum exits 5 once resumed", {
       timeout: cliStartMs + 40_000,
     }, async () => {
@@ -740,18 +799,11 @@ describe("redquorum lock, end to end", () => {
   it("a chain of processes that each fork and exit, left running by the command, is gone before the release", {
     timeout: 3 * (shortRunMs + 1_000),
   }, async () => {
-    // Each generation, a shell, writes a line, counts to 50, starts the
-    // next and exits, ignoring SIGTERM (about a ms each): a generation forked
-    // while /proc was read, whose parent exited before it was looked at,
-    // was not seen, and redquorum released (at once, or before
-    // --kill-after) while the chain ran on. Three runs: one missed the
-    // chain in most runs.
-    const script = join(dir, "chain.sh");
-    writeFileSync(
-      script,
-      `trap '' TERM\necho "tick $1" >> "$LOG"\nj=0; while [ $j -lt 50 ]; do j=$((j + 1)); done\n` +
-        `if [ "$1" -lt 8000 ]; then sh "$0" $(($1 + 1)) & fi\nexit 0\n`,
-    );
+    // A generation forked while /proc was read, whose parent exited before
+    // it was looked at, was not seen, and redquorum released (at once, or
+    // before --kill-after) while the chain ran on. Three runs: one missed
+    // the chain in most runs.
+    const script = chainScript(dir, "chain.sh", 8_000);
     for (let i = 0; i < 3; i++) {
       const log = join(dir, `chain-${i}.log`);
       const run = await cli(
@@ -769,12 +821,41 @@ describe("redquorum lock, end to end", () => {
         shortRunMs,
       );
       assert.equal(run.code, 0, show(run));
+      assert.match(run.stderr, /still running: sending them SIGTERM/, show(run));
       const atExit = readFileSync(log, "utf8").length;
       await sleep(300);
       const later = readFileSync(log, "utf8").length;
       assert.equal(later, atExit, `run ${i}: the chain wrote on after the release; ${show(run)}`);
       await assertReleased(clients, `cli:chain-${i}`, show(run));
     }
+  });
+
+  it("a chain of processes that each fork and exit gets the whole --kill-after too: it ends by itself within it", {
+    timeout: shortRunMs + 25_000,
+  }, async () => {
+    // Seen once, the chain was then missed by a look during the grace,
+    // which ended it early with SIGKILL: it never got to its end.
+    const script = chainScript(dir, "short-chain.sh", 1_500);
+    const log = join(dir, "short-chain.log");
+    const run = await cli(
+      [
+        "lock",
+        "cli:chain-grace",
+        "--kill-after",
+        "20s",
+        "--",
+        "sh",
+        "-c",
+        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & sleep 0.3; exit 0`,
+      ],
+      env,
+      shortRunMs + 20_000,
+    );
+    assert.equal(run.code, 0, show(run));
+    assert.match(run.stderr, /still running: sending them SIGTERM \(SIGKILL in 20s\)/, show(run));
+    const lines = readFileSync(log, "utf8").trimEnd().split("\n");
+    assert.equal(lines.at(-1), "end", `the chain was killed after ${lines.length} generations`);
+    await assertReleased(clients, "cli:chain-grace", show(run));
   });
 
   it("what a command leaves running gets the whole --kill-after while the lock is kept, not only the validity left when the command exited", {
