@@ -613,7 +613,7 @@ describe("redquorum lock, end to end", () => {
       // missed the chain let it exit without the SIGKILL, and the chain
       // ran on beside the next holder.
       const resource = "cli:guard-chain";
-      const script = chainScript(dir, "guard-chain.sh", 30_000);
+      const script = chainScript(dir, "guard-chain.sh", 12_000);
       const log = join(dir, "guard-chain.log");
       const ready = join(dir, `${resource}-ready`);
       const pids = pidFile(dir, `${resource}-pid`);
