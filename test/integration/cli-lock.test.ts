@@ -536,9 +536,15 @@ describe("redquorum lock, end to end", () => {
 
     /**
      * `redquorum lock` running a command that ignores SIGTERM (`first`: what
-     * it does next, before it says it runs); resolves once it runs, with its pid.
+     * it does next, before it says it runs; `ignoresTerm` false: a command
+     * that SIGTERM ends); resolves once it runs, with its pid.
      */
-    async function startIgnoring(resource: string, killAfter: string, first = "") {
+    async function startIgnoring(
+      resource: string,
+      killAfter: string,
+      first = "",
+      ignoresTerm = true,
+    ) {
       const ready = join(dir, `${resource}-ready`);
       const pids = pidFile(dir, `${resource}-pid`);
       const child = startCli(
@@ -554,7 +560,8 @@ describe("redquorum lock, end to end", () => {
           "--",
           "sh",
           "-c",
-          `trap "" TERM; ${first}echo $$ > ${pids}; touch ${ready}; while :; do sleep 0.05; done`,
+          `${ignoresTerm ? 'trap "" TERM; ' : ""}${first}echo $$ > ${pids}; touch ${ready}; ` +
+            "while :; do sleep 0.05; done",
         ],
         env,
       );
@@ -615,29 +622,13 @@ describe("redquorum lock, end to end", () => {
       const resource = "cli:guard-chain";
       const script = chainScript(dir, "guard-chain.sh", 12_000);
       const log = join(dir, "guard-chain.log");
-      const ready = join(dir, `${resource}-ready`);
-      const pids = pidFile(dir, `${resource}-pid`);
       // The command itself ends at the guard's SIGTERM; the chain ignores it.
-      const child = startCli(
-        [
-          "lock",
-          resource,
-          "--ttl",
-          `${ttlMs}ms`,
-          "--kill-after",
-          "1s",
-          "--node-timeout",
-          nodeTimeout,
-          "--",
-          "sh",
-          "-c",
-          `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & echo $$ > ${pids}; touch ${ready}; ` +
-            "while :; do sleep 0.05; done",
-        ],
-        env,
+      const { child, run } = await startIgnoring(
+        resource,
+        "1s",
+        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & `,
+        false,
       );
-      const run = finished(child, cliStartMs + 30_000);
-      await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
       child.kill("SIGKILL");
       await once(child, "exit");
       await rivalTakes(resource);
@@ -645,6 +636,7 @@ describe("redquorum lock, end to end", () => {
       await sleep(300);
       const later = readFileSync(log, "utf8").length;
       assert.equal(later, atGrant, "the chain wrote on after another holder got the lock");
+      assert.equal((await run).signal, "SIGKILL");
     });
 
     it("redquorum stopped (SIGSTOP): the command is stopped before the validity ends; redquorum exits 5 once resumed", {
