@@ -176,15 +176,14 @@ class KeepAlive implements KeepAliveHandle {
       return false;
     }
     if (this.lock.remainingMs() > leftMs) return false;
-    this.lose(
-      new LockExpiredError(
-        "keep",
-        this.lock.resources,
-        this.lock.remainingMs() > 0
+    // validUntilMs is -Infinity only for a lock found lost (released is above).
+    const why =
+      this.lock.validUntilMs === Number.NEGATIVE_INFINITY
+        ? "its keys were found gone: too few nodes still hold them (an extension was refused there)"
+        : this.lock.remainingMs() > 0
           ? "extensions failed until the validity ran low"
-          : "the lock ran out of validity or was found lost",
-      ),
-    );
+          : "the lock's validity ran out before an extension landed";
+    this.lose(new LockExpiredError("keep", this.lock.resources, why));
     return true;
   }
 

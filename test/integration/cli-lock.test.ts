@@ -474,6 +474,8 @@ describe("redquorum lock, end to end", () => {
       const done = await run;
       assert.equal(done.code, 5, show(done));
       assert.match(done.stderr, /lost the lock[\s\S]*SIGTERM[\s\S]*SIGKILL in 0ms/, show(done));
+      // Said as what happened (it said "ran out of validity or was found lost").
+      assert.match(done.stderr, /its keys were found gone/, show(done));
       // redquorum ran all along: the guard must not say it was stopped (it
       // took the schedule redquorum sent before its SIGTERM for silence).
       assert.doesNotMatch(done.stderr, /\(guard\)/, show(done));
