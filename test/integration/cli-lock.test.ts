@@ -80,6 +80,15 @@ function chainScript(dir: string, name: string, generations: number): string {
   return script;
 }
 
+/**
+ * Shell that waits until a chain (`chainScript`) logging to `log` has
+ * written its first line, so has set its SIGTERM trap: a SIGTERM before
+ * that would end it at once (the test would then see no chain at all).
+ */
+function chainStarted(log: string): string {
+  return `while [ ! -s ${log} ]; do sleep 0.01; done; `;
+}
+
 /** Waits for `path` to exist; fails early, with the CLI's stderr, if the CLI exits first. */
 async function waitForFile(
   path: string,
@@ -306,14 +315,20 @@ describe("redquorum lock, end to end", () => {
     timeout: 2 * shortRunMs + 10_000,
   }, async () => {
     // A fresh process: the one attempt includes first contact with the nodes.
-    const free = await cli(["lock", "cli:wait0", "--wait", "0s", "--", "true"], env, shortRunMs);
+    // A 1 s node timeout: one attempt from a fresh process (first contact
+    // included) is not about the 50 ms default on a loaded machine.
+    const free = await cli(
+      ["lock", "cli:wait0", "--wait", "0s", "--node-timeout", "1s", "--", "true"],
+      env,
+      shortRunMs,
+    );
     assert.equal(free.code, 0, show(free));
     const redlock = new Redlock(cluster.urls, { nodeTimeoutMs: 1_000 });
     try {
       const held = await redlock.acquire(["cli:wait0"], 20_000);
       try {
         const busy = await cli(
-          ["lock", "cli:wait0", "--wait", "0s", "--", "true"],
+          ["lock", "cli:wait0", "--wait", "0s", "--node-timeout", "1s", "--", "true"],
           env,
           shortRunMs,
         );
@@ -628,7 +643,7 @@ describe("redquorum lock, end to end", () => {
       const { child, run } = await startIgnoring(
         resource,
         "1s",
-        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & `,
+        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}`,
         false,
       );
       child.kill("SIGKILL");
@@ -809,7 +824,7 @@ describe("redquorum lock, end to end", () => {
           "--",
           "sh",
           "-c",
-          `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & sleep 0.3; exit 0`,
+          `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}exit 0`,
         ],
         env,
         shortRunMs,
@@ -840,7 +855,7 @@ describe("redquorum lock, end to end", () => {
         "--",
         "sh",
         "-c",
-        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & sleep 0.3; exit 0`,
+        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}exit 0`,
       ],
       env,
       shortRunMs + 20_000,

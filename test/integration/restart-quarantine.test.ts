@@ -69,6 +69,9 @@ async function rivalFailsUntilQuarantined(cluster: TestCluster, rival: Redlock):
     }
     await sleep(50);
   }
+  // The quarantine starts unjudged (its PTTL already above 0) and B judges
+  // its length in the background: read it once judged.
+  await cluster.quarantineJudged(2, 30_000, meetBy(rival));
   return quarantineLeft(cluster, 2);
 }
 
@@ -892,6 +895,9 @@ describe("the quarantine lasts the cluster's longest maxTtlMs", () => {
         assert.ok(performance.now() < deadline, "B did not meet node 2's loss");
         await sleep(50);
       }
+      // The quarantine starts unjudged (its PTTL already above 0) and B
+      // judges its length in the background: read it once judged.
+      await cluster.quarantineJudged(2, 30_000, meetBy(b));
       const left = await quarantineLeft(cluster, 2);
       assert.ok(left <= shortTtlMs, `quarantine left ${left} ms: A's lapsed record still counted`);
       assert.deepEqual(warnings, []);

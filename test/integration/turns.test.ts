@@ -412,12 +412,24 @@ describe("an instance's turn on a contended key", () => {
     const loops = [loop(), loop(), loop(), loop()];
     const other = new Redlock(cluster.urls, { ...patient, turnMs: 0 });
     try {
+      // Its first contact with the nodes before it counts: on a loaded
+      // machine that contact took long enough for dozens of handoffs (the
+      // test before this one counts from its waiter's park for that reason).
+      await other.release(await other.acquire(["grown-warm-up"], 10_000));
       await longRuns;
-      const before = grants;
-      const got = await other.acquire(["grown"], 10_000, {
+      const waiting = other.acquire(["grown"], 10_000, {
         retry: { retries: 10_000, delayMs: 10, jitterMs: 5 },
         signal: AbortSignal.timeout(60_000),
       });
+      let settled = false;
+      void waiting.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      // Counted from its park: it queued on the nodes just before.
+      await until("the waiter to park", () => settled || other.waitingCount === 1);
+      const before = grants;
+      const got = await waiting;
       const meanwhile = grants - before;
       await got.release();
       // 16 handoffs, the one or two before the waiter heads the queues, and
