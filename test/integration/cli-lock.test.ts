@@ -821,6 +821,8 @@ describe("redquorum lock, end to end", () => {
           `cli:chain-${i}`,
           "--kill-after",
           "1s",
+          "--node-timeout",
+          "1s",
           "--",
           "sh",
           "-c",
@@ -852,6 +854,11 @@ describe("redquorum lock, end to end", () => {
         "cli:chain-grace",
         "--kill-after",
         "20s",
+        // Not about node timeouts: the chain's forks load the machine, and
+        // with the 50 ms default the extensions of a loaded CI run failed
+        // (the lock was then rightly given up, exit 5).
+        "--node-timeout",
+        "1s",
         "--",
         "sh",
         "-c",
