@@ -842,18 +842,23 @@ describe("redquorum lock, end to end", () => {
   });
 
   it("a chain of processes that each fork and exit gets the whole --kill-after too: it ends by itself within it", {
-    timeout: shortRunMs + 25_000,
+    timeout: shortRunMs + 70_000,
   }, async () => {
     // Seen once, the chain was then missed by a look during the grace,
     // which ended it early with SIGKILL: it never got to its end.
-    const script = chainScript(dir, "short-chain.sh", 1_500);
+    // 300 generations: a third of a second on a quiet machine, and far
+    // within the grace on a loaded one (in CI, 1,500 of them with two
+    // cores busy and three other test files took longer than 20 s).
+    const script = chainScript(dir, "short-chain.sh", 300);
     const log = join(dir, "short-chain.log");
     const run = await cli(
       [
         "lock",
         "cli:chain-grace",
+        "--ttl",
+        "2m",
         "--kill-after",
-        "20s",
+        "1m",
         // Not about node timeouts: the chain's forks load the machine, and
         // with the 50 ms default the extensions of a loaded CI run failed
         // (the lock was then rightly given up, exit 5).
@@ -865,10 +870,10 @@ describe("redquorum lock, end to end", () => {
         `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}exit 0`,
       ],
       env,
-      shortRunMs + 20_000,
+      shortRunMs + 65_000,
     );
     assert.equal(run.code, 0, show(run));
-    assert.match(run.stderr, /still running: sending them SIGTERM \(SIGKILL in 20s\)/, show(run));
+    assert.match(run.stderr, /still running: sending them SIGTERM \(SIGKILL in 1m\)/, show(run));
     const lines = readFileSync(log, "utf8").trimEnd().split("\n");
     assert.equal(lines.at(-1), "end", `the chain was killed after ${lines.length} generations`);
     await assertReleased(clients, "cli:chain-grace", show(run));
