@@ -349,7 +349,7 @@ describe("redquorum lock, end to end", () => {
     await Promise.all(clients.map((c) => c.set(fenceKeyOf("cli:spent"), maxId.toString())));
     const marker = join(dir, "ran-without-token");
     const run = await cli(
-      ["lock", "cli:spent", "--wait", "30s", "--", "touch", marker],
+      ["lock", "cli:spent", "--wait", "30s", "--node-timeout", "1s", "--", "touch", marker],
       env,
       shortRunMs,
     );
