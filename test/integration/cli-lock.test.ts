@@ -81,12 +81,18 @@ function chainScript(dir: string, name: string, generations: number): string {
 }
 
 /**
- * Shell that waits until a chain (`chainScript`) logging to `log` has
+ * Shell that starts a chain (`chainScript`) logging to `log` in the
+ * background, its output away from the CLI's pipes, and waits until it has
  * written its first line, so has set its SIGTERM trap: a SIGTERM before
  * that would end it at once (the test would then see no chain at all).
  */
-function chainStarted(log: string): string {
-  return `while [ ! -s ${log} ]; do sleep 0.01; done; `;
+function startChain(script: string, log: string): string {
+  return `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & while [ ! -s ${log} ]; do sleep 0.01; done; `;
+}
+
+/** The end of a `lock` command line whose command leaves a chain running and exits. */
+function leavingChain(script: string, log: string): string[] {
+  return ["--node-timeout", "1s", "--", "sh", "-c", `${startChain(script, log)}exit 0`];
 }
 
 /** Waits for `path` to exist; fails early, with the CLI's stderr, if the CLI exits first. */
@@ -640,12 +646,7 @@ describe("redquorum lock, end to end", () => {
       const script = chainScript(dir, "guard-chain.sh", 12_000);
       const log = join(dir, "guard-chain.log");
       // The command itself ends at the guard's SIGTERM; the chain ignores it.
-      const { child, run } = await startIgnoring(
-        resource,
-        "1s",
-        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}`,
-        false,
-      );
+      const { child, run } = await startIgnoring(resource, "1s", startChain(script, log), false);
       child.kill("SIGKILL");
       await once(child, "exit");
       await rivalTakes(resource);
@@ -816,18 +817,7 @@ describe("redquorum lock, end to end", () => {
     for (let i = 0; i < 3; i++) {
       const log = join(dir, `chain-${i}.log`);
       const run = await cli(
-        [
-          "lock",
-          `cli:chain-${i}`,
-          "--kill-after",
-          "1s",
-          "--node-timeout",
-          "1s",
-          "--",
-          "sh",
-          "-c",
-          `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}exit 0`,
-        ],
+        ["lock", `cli:chain-${i}`, "--kill-after", "1s", ...leavingChain(script, log)],
         env,
         shortRunMs,
       );
@@ -859,15 +849,10 @@ describe("redquorum lock, end to end", () => {
         "2m",
         "--kill-after",
         "1m",
-        // Not about node timeouts: the chain's forks load the machine, and
+        // With a 1 s node timeout: the chain's forks load the machine, and
         // with the 50 ms default the extensions of a loaded CI run failed
         // (the lock was then rightly given up, exit 5).
-        "--node-timeout",
-        "1s",
-        "--",
-        "sh",
-        "-c",
-        `LOG=${log} sh ${script} 1 >/dev/null 2>&1 & ${chainStarted(log)}exit 0`,
+        ...leavingChain(script, log),
       ],
       env,
       shortRunMs + 65_000,
