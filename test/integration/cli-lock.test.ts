@@ -465,16 +465,21 @@ describe("redquorum lock, end to end", () => {
     const lostExitMs = ttlMs + killAfterMs + 10_000;
 
     it("a command that ignores SIGTERM gets SIGKILL at once when the lock's keys are found gone (no validity left, another may hold it); exit 5", {
-      timeout: cliStartMs + lostExitMs + 10_000,
+      timeout: cliStartMs + lostExitMs + ttlMs + 10_000,
     }, async () => {
       const ready = join(dir, "kill-ready");
       const pids = pidFile(dir, "kill-pid");
+      // A 2 s lock and a 500 ms node timeout: the refusals that find the
+      // keys gone must come back in time on a loaded machine, or the
+      // extensions time out and the lock is said to have run out instead.
       const child = startCli(
         [
           "lock",
           "cli:kill",
           "--ttl",
-          `${ttlMs}ms`,
+          `${2 * ttlMs}ms`,
+          "--node-timeout",
+          "500ms",
           "--kill-after",
           `${killAfterMs}ms`,
           "--",
@@ -484,7 +489,7 @@ describe("redquorum lock, end to end", () => {
         ],
         env,
       );
-      const run = finished(child, cliStartMs + lostExitMs);
+      const run = finished(child, cliStartMs + lostExitMs + ttlMs);
       await waitForFile(ready, cliStartMs + commandStartMs + 5_000, { child, run });
       const pid = Number(readFileSync(pids, "utf8").trim());
       assert.ok(alive(pid), `the command (pid ${pid}) runs`);

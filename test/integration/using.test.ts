@@ -87,13 +87,18 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("a routine that shortens the lock itself is still kept alive (the timers follow the new validity)", async () => {
-    const holder = new Redlock(cluster().urls);
+    // The holder's extensions must land on a loaded machine: the test is
+    // about when they are sent, not about slow answers (a 200 ms node
+    // timeout, and a shortened lock of 1.5 s, give them room).
+    const holder = new Redlock(cluster().urls, { nodeTimeoutMs: 200 });
     // Its attempts must fail for the lock being held, not on a slow answer.
     const rival = new Redlock(cluster().urls, { retry: { retries: 0 }, nodeTimeoutMs: 500 });
     try {
-      await holder.using(["job"], 4_000, async (signal, lock) => {
-        await lock.extend(300);
-        const end = performance.now() + 900;
+      // Kept alive at half of 10 s: timers that did not follow the new
+      // validity would first extend 5 s in, long after 1.5 s ran out.
+      await holder.using(["job"], 10_000, async (signal, lock) => {
+        await lock.extend(1_500);
+        const end = performance.now() + 3_000;
         while (performance.now() < end) {
           assert.ok(lock.remainingMs() > 0, "the lock ran out");
           assert.equal(signal.aborted, false);
