@@ -111,6 +111,12 @@ export async function chooseRecord(
 ): Promise<MembershipRecord> {
   const needed = quorumOf(from.members.length);
   const common = [stampOf(from), String(proposal.epoch)];
+  // Only a chosen record is ever written: a member that holds this
+  // proposal's record shows it chosen (under a round of another change,
+  // which completed it after this one's accepts went unseen).
+  const ours = stampOf(proposal);
+  const chosenAlready = (replies: readonly Reply[]) =>
+    replies.some((reply) => reply.kind === "moved" && reply.stamp === ours);
   let number = 1;
   let last = "";
   for (let attempt = 0; attempt < maxBallots; attempt++) {
@@ -125,6 +131,7 @@ export async function chooseRecord(
     const promises = await Promise.all(
       nodes.map((node) => ask(node, prepareScript, prepare, timeoutMs)),
     );
+    if (chosenAlready(promises)) return proposal;
     const outcome = tally(promises, needed, nodes);
     number = Math.max(number, outcome.highestNumber) + 1;
     if (!outcome.majority) {
@@ -151,6 +158,7 @@ export async function chooseRecord(
     );
     const accepted = tally(accepts, needed, nodes);
     number = Math.max(number, accepted.highestNumber + 1);
+    if (!accepted.majority && chosenAlready(accepts)) return proposal;
     if (accepted.majority) {
       const record = parseRecord(value);
       if (!record || record.clusterId !== from.clusterId || record.epoch !== proposal.epoch) {

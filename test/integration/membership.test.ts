@@ -20,7 +20,7 @@ import {
 } from "../../src/index.js";
 import { acquireScript } from "../../src/lock/acquire-script.js";
 import { applyMemberChange } from "../../src/membership/change.js";
-import { writeRecordScript } from "../../src/membership/scripts.js";
+import { acceptScript, writeRecordScript } from "../../src/membership/scripts.js";
 import { membershipTesting } from "../../src/membership/testing.js";
 import { createNodes } from "../../src/node/resolve.js";
 import { markNode, startCluster, type TestCluster } from "../helpers/cluster.js";
@@ -924,6 +924,60 @@ describe("cluster membership on real redis-server nodes", () => {
       ]);
       const granted = outcomes.filter((outcome) => outcome.status === "fulfilled");
       assert.ok(granted.length <= 1, `both lists took r: ${granted.length} holders`);
+    });
+
+    it("a change whose record another change completed reports success: the other reports that it was not its own", async () => {
+      await client(urls(0, 1, 2)).init();
+      // Change A (node 3 added): its accepts land on every member, but it
+      // never sees their replies until change B (node 4 added), started
+      // then, has completed A's record (Paxos: B must choose what a
+      // majority accepted) and written it.
+      let accepted = 0;
+      let aAccepted = () => {};
+      const acceptsLanded = new Promise<void>((resolve) => {
+        aAccepted = resolve;
+      });
+      let bDone = () => {};
+      const bSettled = new Promise<void>((resolve) => {
+        bDone = resolve;
+      });
+      const unseen = wrappedTransports(urls(0, 1, 2, 3), (real) => ({
+        async send(args, timeoutMs) {
+          const reply = await real.send(args, timeoutMs);
+          if (args[0] === "EVAL" && args[1] === acceptScript.source && accepted < 3) {
+            if (++accepted === 3) aAccepted();
+            await bSettled;
+            throw new Error("reply lost (the test's)");
+          }
+          return reply;
+        },
+      }));
+      const a = changeMembers(unseen.slice(0, 3), { add: unseen[3]! }, { timeoutMs: 1_000 });
+      await acceptsLanded;
+      const b = await changeMembers(urls(0, 1, 2), { add: cluster.urls[4]! }, { timeoutMs: 1_000 })
+        .catch((error: unknown) => error)
+        .finally(bDone);
+      assert.ok(b instanceof MembershipError, `B: ${String(b)}`);
+      assert.match(
+        b.message,
+        /another change of members, run before or at the same time, was completed instead/,
+      );
+      // Before, A's next ballots all met members holding its record
+      // ("moved") and it said it had not reached them: both changes
+      // failed, and the operator was told to run both again.
+      const report = await a;
+      assert.equal(report.to.epoch, 2);
+      const addresses = report.to.members.map((member) => member.address).sort();
+      assert.deepEqual(
+        addresses,
+        urls(0, 1, 2, 3)
+          .map((url) => new URL(url).host)
+          .sort(),
+      );
+      const status = await membershipStatus(urls(0, 1, 2, 3));
+      assert.equal(status.record?.epoch, 2, String(status.problem));
+      assert.equal(status.nodes.filter((node) => node.id !== undefined).length, 4);
+      assert.equal(await cluster.client(4).get("redquorum:node"), null, "B's node did not join");
     });
 
     it("run again, a change completes one of the two: its list works, the other's is refused", async () => {
