@@ -29,13 +29,15 @@ export interface MaxTtlOptions {
  * Redlock's maxTtlMs (lock, init): give the one your services use. The
  * restart quarantine lasts the longest maxTtlMs of the cluster's recent
  * clients (lock/horizon.ts), so a longer one here lengthens theirs.
+ * `lock` passes its shortest TTL as `minMs`: a shorter --max-ttl leaves no
+ * TTL to give, and is refused as itself (not as a --ttl nobody gave).
  */
-export const maxTtlOption = (): Option =>
+export const maxTtlOption = (minMs = 1): Option =>
   durationOption(
     "--max-ttl <duration>",
     "the longest lock TTL of this cluster's clients, as their maxTtlMs: the restart quarantine's length",
     formatDuration(defaults.maxTtlMs),
-    { minMs: 1, maxMs: limits.ttlMsMax },
+    { minMs, maxMs: limits.ttlMsMax },
   ).env(maxTtlEnv);
 
 /** NextId's `proposals` (id next, serve). */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { formatDuration, parseDuration } from "./duration.js";
+import { durationOption, formatDuration, parseDuration } from "./duration.js";
 import { UsageError } from "./errors.js";
 
 describe("parseDuration", () => {
@@ -47,5 +47,31 @@ describe("parseDuration", () => {
     assert.equal(formatDuration(1_500), "1500ms");
     assert.equal(formatDuration(3_600_000), "1h");
     assert.equal(formatDuration(5_400_000), "90m");
+  });
+});
+
+describe("durationOption", () => {
+  const parse = (range: { minMs: number; maxMs: number } | undefined, text: string) =>
+    durationOption("--max-ttl <duration>", "the longest TTL", "5m", range).parseArg!(
+      text,
+      undefined,
+    );
+  const refusal = (range: { minMs: number; maxMs: number } | undefined, text: string) => {
+    try {
+      parse(range, text);
+    } catch (error) {
+      return error instanceof UsageError ? error.message : String(error);
+    }
+    return "accepted";
+  };
+
+  it("refuses a value out of range naming the option and the range: no upper end when there is none but the timers'", () => {
+    const open = { minMs: 100, maxMs: 2 ** 31 - 1 };
+    assert.equal(refusal(open, "0ms"), 'invalid --max-ttl: "0ms": expected at least 100ms');
+    assert.equal(refusal(open, "99ms"), 'invalid --max-ttl: "99ms": expected at least 100ms');
+    assert.equal(parse(open, "100ms"), 100);
+    const bounded = { minMs: 1, maxMs: 60_000 };
+    assert.equal(refusal(bounded, "2m"), 'invalid --max-ttl: "2m": expected 1ms to 1m');
+    assert.equal(parse(bounded, "1m"), 60_000);
   });
 });

@@ -56,7 +56,10 @@ export function durationOption(
   range: { minMs: number; maxMs: number } = { minMs: 0, maxMs: durationMaxMs },
 ): Option {
   const name = flags.split(" ", 1)[0]!;
-  const bounds = `${formatDuration(range.minMs)} to ${formatDuration(range.maxMs)}`;
+  const bounds =
+    range.maxMs < durationMaxMs
+      ? `${formatDuration(range.minMs)} to ${formatDuration(range.maxMs)}`
+      : `at least ${formatDuration(range.minMs)}`;
   const shown = range.maxMs < durationMaxMs ? `; ${bounds}` : "";
   return new Option(flags, `${description} (${durationHint}${shown})`)
     .default(parseDuration(fallback, name), fallback)

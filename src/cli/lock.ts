@@ -232,7 +232,7 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
         "30s",
       ),
     )
-    .addOption(maxTtlOption())
+    .addOption(maxTtlOption(ttlMinMs))
     .addOption(durationOption("--wait <duration>", "how long to wait for the lock", "10s"))
     .addOption(
       durationOption(
@@ -266,14 +266,6 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
           "<resource>",
           `${JSON.stringify(withComma)} holds a comma, which REDQUORUM_RESOURCES uses between ` +
             "names: give each resource as its own argument (`lock a b -- …`), without commas",
-        );
-      }
-      // A --max-ttl below the shortest TTL leaves no TTL to give: say so
-      // of --max-ttl, not of a --ttl nobody gave.
-      if (options.maxTtl < ttlMinMs) {
-        throw new UsageError(
-          "--max-ttl",
-          `${formatDuration(options.maxTtl)}: expected at least ${formatDuration(ttlMinMs)} (the shortest --ttl)`,
         );
       }
       // The default TTL fits any --max-ttl: a shorter one is the TTL then.
@@ -365,7 +357,9 @@ async function runLocked(
     if (!run.started) {
       if (error instanceof ResourceLockedError) {
         throw new LockNotAcquiredError(
-          `could not get the lock within ${formatDuration(options.wait)}: ${error.message}`,
+          options.wait > 0
+            ? `could not get the lock within ${formatDuration(options.wait)}: ${error.message}`
+            : `could not get the lock at once (--wait 0s): ${error.message}`,
           { cause: error },
         );
       }

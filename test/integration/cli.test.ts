@@ -223,7 +223,7 @@ describe("redquorum command line", () => {
     // nobody gave ("invalid --ttl: 1ms: expected 100ms to 1ms").
     const tiny = await cli(["lock", "--max-ttl", "1ms", "r", "--", "true"], env);
     assert.equal(tiny.code, 2, tiny.stderr);
-    assert.match(tiny.stderr, /invalid --max-ttl: 1ms: expected at least 100ms/);
+    assert.match(tiny.stderr, /invalid --max-ttl: "1ms": expected at least 100ms/);
   });
 
   it("a second lock gives up after --wait with exit 4 without running; SIGTERM reaches the command", async () => {
