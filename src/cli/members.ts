@@ -11,6 +11,7 @@ import {
   membershipStatus,
 } from "../membership/api.js";
 import { describeMembers, type MembershipRecord } from "../membership/record.js";
+import { quorumOf } from "../quorum/round.js";
 import {
   diagnose,
   formatTable,
@@ -108,7 +109,18 @@ export function membersCommand(): Command {
       .addOption(jsonOption())
       .action(async (options: MembersOptions) => {
         const status = await membershipStatus(nodesFrom(options));
-        if (options.json) printJson(status);
+        // What too few nodes hold may be out of date: a change may have
+        // landed on the others (and "not recorded" may be untrue).
+        const answered = status.nodes.filter((node) => node.error === undefined).length;
+        const size = Math.max(status.nodes.length, status.record?.members.length ?? 0);
+        const unread =
+          answered < quorumOf(size)
+            ? `only ${answered} of ${status.nodes.length} nodes answered, ${quorumOf(size)} needed: ` +
+              "what is shown was read from too few of them and may be out of date (a change may " +
+              "have landed on the others); run it again once they answer"
+            : undefined;
+        const problem = status.problem ?? unread;
+        if (options.json) printJson(problem === undefined ? status : { ...status, problem });
         else {
           printData(
             formatTable(
@@ -124,11 +136,13 @@ export function membersCommand(): Command {
               ]),
             ),
           );
-          printData(`\n${describeRecord(status.record)}`);
+          printData(
+            `\n${unread && !status.record ? "membership: not read from a majority" : describeRecord(status.record)}`,
+          );
           for (const endpoint of status.lostMemory ?? []) printData(describeLostMemory(endpoint));
         }
-        if (status.problem) {
-          diagnose(`members: ${status.problem}`);
+        if (problem) {
+          diagnose(`members: ${problem}`);
           process.exitCode = exitCodes.unavailable;
         }
       }),

@@ -333,6 +333,27 @@ describe("redquorum command line", () => {
     );
   });
 
+  it("members show exits 0 when the members answer, and 3 when only a minority did (what it read may be out of date)", async () => {
+    const all = await cli(["members", "show"], env);
+    assert.equal(all.code, 0, all.stdout + all.stderr);
+    assert.match(all.stdout, /^membership: cluster \w+, epoch \d+, 3 members/m);
+    // Two of three paused: the record shown comes from one node, and a
+    // change may have landed on the others. It exited 0 before.
+    cluster.pause(1);
+    cluster.pause(2);
+    try {
+      const minority = await cli(["members", "show"], env);
+      assert.equal(minority.code, 3, minority.stdout + minority.stderr);
+      assert.match(minority.stderr, /only 1 of 3 nodes answered, 2 needed: .*may be out of date/);
+      const json = await cli(["members", "show", "--json"], env);
+      assert.equal(json.code, 3);
+      assert.match(JSON.parse(json.stdout).problem, /only 1 of 3 nodes answered/);
+    } finally {
+      cluster.resume(1);
+      cluster.resume(2);
+    }
+  });
+
   // Last: it leaves a node taken back after a flush, in the quarantine.
   it("status: a member that lost its memory is named, and the cluster is still safe (exit 0) until a client takes it back", async () => {
     await clients[2]!.flushall();
