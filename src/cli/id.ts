@@ -11,6 +11,7 @@ import {
   type NodesOptions,
   nodesFrom,
   nodesOption,
+  onWarning,
   printData,
   printJson,
   proposalsOption,
@@ -38,7 +39,17 @@ async function withNextId<T>(
   options: IdOptions & { proposals?: IdProposals },
   run: (ids: NextId) => Promise<T>,
 ): Promise<T> {
-  const ids = new NextId(nodesFrom(options), { key: options.key, proposals: options.proposals });
+  const ids = new NextId(nodesFrom(options), {
+    key: options.key,
+    proposals: options.proposals,
+    // Lines of the CLI's own, not Node's process warnings (NextId's default).
+    onWarning,
+    onRepair: (event) =>
+      diagnose(
+        `repaired the ID counter on ${event.endpoint} (it had lost its data, or may have come ` +
+          `back older) to ${event.value}`,
+      ),
+  });
   try {
     return await run(ids);
   } finally {

@@ -54,6 +54,13 @@ describe("short-lived ID clients repair the restarted nodes they meet (5 AOF-alw
       const id = BigInt(run.stdout.trim());
       assert.ok(id > last, `ID ${id} after ${last}`);
       last = id;
+      // Said as a line of the CLI's (it was Node's process warning).
+      const endpoint = new URL(cluster().urls[index]!).host;
+      assert.match(
+        run.stderr,
+        new RegExp(`^redquorum: repaired the ID counter on ${endpoint} `, "m"),
+      );
+      assert.doesNotMatch(run.stderr, /\(node:\d+\)|Warning/, run.stderr);
       assert.equal(
         await cluster().client(index).get(`${key}:marker`),
         "1",
