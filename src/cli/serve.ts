@@ -191,6 +191,18 @@ async function serve(options: ServeOptions): Promise<void> {
   // The metrics are named by NextId's endpoints, so they are made after it.
   let metrics: IdServerMetrics | undefined;
   const log = jsonLogger((line) => process.stderr.write(line), options.logLevel);
+  // A refused node list lasts: said once, whether first contact finds it
+  // or a later check (a change of members while the server runs).
+  let refusalLogged = false;
+  const logRefusal = () => {
+    const refused = ids.refused;
+    if (!refused || refusalLogged) return;
+    refusalLogged = true;
+    log.error(
+      "the node list is refused: every ID request gets 503 until the server is restarted with one that fits",
+      { code: refused.code, error: refused.message },
+    );
+  };
   const ids = new NextId(nodes, {
     key: options.key,
     nodeTimeoutMs: options.nodeTimeout,
@@ -204,7 +216,11 @@ async function serve(options: ServeOptions): Promise<void> {
     // the node had lost acknowledged data.
     onRepair: (event) =>
       log.warn("repaired a node's lost ID counter", { node: event.endpoint, value: event.value }),
-    onEvent: (event) => metrics?.onEvent(event),
+    onEvent: (event) => {
+      metrics?.onEvent(event);
+      // The group records a refusal just after it reports the node excluded.
+      if (event.type === "node" && event.state === "excluded") setImmediate(logRefusal);
+    },
   });
   metrics = new IdServerMetrics(ids.endpoints);
   const server = new IdServer(ids, {
@@ -260,19 +276,8 @@ async function serve(options: ServeOptions): Promise<void> {
     // list that does not fit the cluster is found before a load balancer
     // sends traffic (/healthz says so). A refusal lasts: said once, here,
     // not as a stack per request.
-    ids.connect().then(
-      () => {},
-      () => {
-        const refused = ids.refused;
-        if (refused) {
-          log.error(
-            "the node list is refused: every ID request gets 503 until the server is restarted with one that fits",
-            { code: refused.code, error: refused.message },
-          );
-        }
-        // Anything else (closed by a signal meanwhile): the requests say it.
-      },
-    );
+    // Anything but a refusal (closed by a signal meanwhile): the requests say it.
+    ids.connect().then(() => {}, logRefusal);
     const signal = await stopped;
     log.info("draining", { signal, drainTimeout: formatDuration(options.drainTimeout) });
     const drained = server.close();

@@ -10,7 +10,7 @@ import { createConnection } from "node:net";
 import { networkInterfaces } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { freePort, send } from "../../src/cluster/local-sockets.js";
-import { LocalCluster, NextId } from "../../src/index.js";
+import { changeMembers, LocalCluster, NextId } from "../../src/index.js";
 import { clientTimeoutMs, IdServer } from "../../src/server/id-server.js";
 import { jsonLogger } from "../../src/server/json-log.js";
 import { IdServerMetrics } from "../../src/server/metrics.js";
@@ -1514,6 +1514,47 @@ describe("redquorum serve (the HTTP ID server)", () => {
       assert.ok(!server.logs.some((l) => l.level === "error"), JSON.stringify(server.logs));
     } finally {
       assert.equal(await stopServer(server), 0);
+    }
+  });
+
+  it("a node list refused while the server runs (a member added) is logged as refused, once", async () => {
+    const own = await LocalCluster.start({ nodeCount: 4, persistence: "aof-always", init: false });
+    try {
+      const members = own.urls.slice(0, 3);
+      const ids = new NextId(members);
+      await ids.init();
+      await ids.close();
+      const server = await startServer(members);
+      try {
+        await takeIds(server.url, 2);
+        await changeMembers(members, { add: own.urls[3]! });
+        // The server's next rounds meet the new record: its list is refused.
+        await waitFor(
+          "requests refused with ERR_MEMBERSHIP",
+          async () => {
+            const reply = await http(server.url, { body: '{"count": 1}' });
+            return reply.status === 503 && errorOf(reply.body).code === "ERR_MEMBERSHIP";
+          },
+          10_000,
+        );
+        // Before, only the node events said it ("<node> excluded: …").
+        await waitFor(
+          "the refusal logged",
+          async () => server.logs.some((l) => String(l.msg).startsWith("the node list is refused")),
+          5_000,
+        );
+        await http(server.url, { body: '{"count": 1}' });
+      } finally {
+        assert.equal(await stopServer(server), 0);
+      }
+      const refusals = server.logs.filter((l) =>
+        String(l.msg).startsWith("the node list is refused"),
+      );
+      assert.equal(refusals.length, 1, JSON.stringify(server.logs));
+      assert.equal(refusals[0]!.level, "error");
+      assert.equal(refusals[0]!.code, "ERR_MEMBERSHIP");
+    } finally {
+      await own.stop();
     }
   });
 
