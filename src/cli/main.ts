@@ -12,6 +12,7 @@ import { InvalidArgumentError, NotInitializedError, RedquorumError } from "../er
 import { notInitializedMessage } from "../id/not-initialized.js";
 import { diagnose, outputLostExitCode, watchOutputClosed } from "./common.js";
 import { devCommand } from "./dev.js";
+import { UsageError } from "./errors.js";
 import { exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { fencingFloorCommand } from "./fencing-floor.js";
 import { idCommand } from "./id.js";
@@ -77,9 +78,10 @@ export async function main(args: readonly string[]): Promise<number> {
   const split = args[0] === "lock" && dash >= 0;
   const childArgv = split ? args.slice(dash + 1) : [];
   const program = buildProgram(() => childArgv);
+  const own = split ? args.slice(0, dash) : args;
   process.exitCode = undefined;
   try {
-    await program.parseAsync(split ? args.slice(0, dash) : args, { from: "user" });
+    await program.parseAsync(own, { from: "user" });
     return typeof process.exitCode === "number" ? process.exitCode : exitCodes.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
@@ -90,11 +92,13 @@ export async function main(args: readonly string[]): Promise<number> {
     const message =
       error instanceof InvalidArgumentError
         ? inCliTerms(error)
-        : error instanceof NotInitializedError
-          ? notInitializedMessage(error, "the same --nodes")
-          : error instanceof Error
-            ? error.message
-            : String(error);
+        : error instanceof UsageError
+          ? fromEnvironment(program, error, own)
+          : error instanceof NotInitializedError
+            ? notInitializedMessage(error, "the same --nodes")
+            : error instanceof Error
+              ? error.message
+              : String(error);
     // A stack only for what is not one of the typed errors (a bug).
     const typed = error instanceof RedquorumError || code !== exitCodes.unexpected;
     diagnose(typed || !(error instanceof Error) ? message : (error.stack ?? message));
@@ -121,6 +125,29 @@ function inCliTerms(error: InvalidArgumentError): string {
   }
   const name = cliArgumentNames[error.argument];
   return name ? `invalid ${name}: ${error.detail}` : error.message;
+}
+
+/**
+ * A usage error of an option the user set through its environment variable
+ * (not typed): named as that variable too, or the user looks in vain for a
+ * flag they never gave.
+ */
+function fromEnvironment(program: Command, error: UsageError, args: readonly string[]): string {
+  const flag = error.argument;
+  if (args.some((arg) => arg === flag || arg.startsWith(`${flag}=`))) return error.message;
+  const names = new Set<string>();
+  const visit = (command: Command): void => {
+    for (const option of command.options) {
+      if (option.long === flag && option.envVar && process.env[option.envVar] !== undefined) {
+        names.add(option.envVar);
+      }
+    }
+    for (const sub of command.commands) visit(sub);
+  };
+  visit(program);
+  if (names.size !== 1) return error.message;
+  const [name] = names;
+  return error.message.replace(`invalid ${flag}:`, `invalid ${flag} (given as $${name}):`);
 }
 
 /** What a library error's advice (an option, a method) is on the command line. */

@@ -64,6 +64,25 @@ describe("redquorum command line", () => {
     assert.match(run.stderr, /--ttl.*"30".*ms, s, m or h/);
   });
 
+  it("a bad value from an environment variable is named as that variable too (exit 2)", async () => {
+    const fromEnv = await cli(["lock", "r", "--", "true"], {
+      ...env,
+      REDQUORUM_NODE_TIMEOUT: "5h",
+    });
+    assert.equal(fromEnv.code, 2, fromEnv.stderr);
+    assert.match(
+      fromEnv.stderr,
+      /^redquorum: invalid --node-timeout \(given as \$REDQUORUM_NODE_TIMEOUT\): "5h": expected/,
+    );
+    const port = await cli(["serve"], { ...env, REDQUORUM_PORT: "abc" });
+    assert.equal(port.code, 2, port.stderr);
+    assert.match(port.stderr, /^redquorum: invalid --port \(given as \$REDQUORUM_PORT\): "abc"/);
+    // Typed, the flag is what was given, whatever the environment holds.
+    const typed = await cli(["serve", "--port", "xyz"], { ...env, REDQUORUM_PORT: "abc" });
+    assert.equal(typed.code, 2, typed.stderr);
+    assert.match(typed.stderr, /^redquorum: invalid --port: "xyz"/);
+  });
+
   it("a duration flag out of range is refused with the range its --help states", async () => {
     const help = (await cli(["serve", "--help"])).stdout.replace(/\s+/g, " ");
     for (const [flag, tooLong, range] of [
