@@ -128,8 +128,8 @@ export class IdBatches {
           new HttpError(
             503,
             "timeout",
-            `no IDs within ${timeoutMs} ms, the server's request timeout: ` +
-              "too few nodes answered in time; retry later",
+            `no IDs within ${timeoutMs} ms, the server's request timeout (too few nodes ` +
+              "answered in time, or the timeout is shorter than a round): retry later",
           ),
         ),
       Math.max(0, timeoutMs - (performance.now() - batch.firstAtMs)),

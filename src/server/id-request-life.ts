@@ -124,7 +124,7 @@ class IdRequest implements OpenWork, IdWaiter {
         new HttpError(
           503,
           "overloaded",
-          `${requests.inFlight} requests in flight, the limit is ${limits.maxInFlight}: retry later`,
+          `${requests.inFlight} request${requests.inFlight === 1 ? "" : "s"} in flight, the limit is ${limits.maxInFlight}: retry later`,
         ),
       );
       return;
