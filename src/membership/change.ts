@@ -684,7 +684,7 @@ export async function applyMemberChange(
         [add.endpoint],
         `${add.endpoint} holds a record of this cluster from epoch ${addReport.record.epoch}` +
           `${addReport.id ? ` (member id ${addReport.id})` : ""} but is not a member now: ` +
-          "a node that was a member before joins again only empty (FLUSHALL it, then add it)",
+          "a node that was a member before joins again only empty (FLUSHALL it, then run the change again)",
       );
     }
     // A node that joins brings nothing of its own. Left on it, an ID
