@@ -53,10 +53,11 @@ export async function extendLock(
   // node. Otherwise judged again once every node answered: the round ends
   // once decided, and later answers (each within the node timeout) may
   // still say our keys are gone.
-  const lostNow = judgeHolders(lock, round, group.quorum, "yes");
+  const endpoints = group.nodes.map((node) => node.endpoint);
+  const lostNow = judgeHolders(lock, round, group.quorum, "yes", endpoints);
   if (round.aborted) throw signal?.reason;
   if (!lostNow) await round.done;
-  if (lostNow || judgeHolders(lock, round, group.quorum, undefined)) {
+  if (lostNow || judgeHolders(lock, round, group.quorum, undefined, endpoints)) {
     throw new LockExpiredError(
       "extend",
       lock.resources,
@@ -80,9 +81,10 @@ function judgeHolders(
   round: RoundResult<unknown>,
   quorum: number,
   unanswered: "yes" | undefined,
+  endpoints: readonly string[],
 ): boolean {
   const { settled } = round;
-  return lock.loseIfNotHeld((i) => settled[i]?.kind ?? unanswered, quorum);
+  return lock.loseIfNotHeld((i) => settled[i]?.kind ?? unanswered, quorum, endpoints);
 }
 
 function countNo(round: RoundResult<unknown>): number {

@@ -179,7 +179,7 @@ class KeepAlive implements KeepAliveHandle {
     // validUntilMs is -Infinity only for a lock found lost (released is above).
     const why =
       this.lock.validUntilMs === Number.NEGATIVE_INFINITY
-        ? "its keys were found gone: too few nodes still hold them (an extension was refused there)"
+        ? `its keys were found gone: ${this.lock.lostDetail ?? "too few nodes still hold them (an extension was refused there)"}`
         : this.lock.remainingMs() > 0
           ? "extensions failed until the validity ran low"
           : "the lock's validity ran out before an extension landed";

@@ -125,14 +125,23 @@ export class Lock implements AsyncDisposable {
    * longer hold the lock (another client may have it): no validity is
    * left. Whether it was lost so.
    */
-  loseIfNotHeld(answerOf: (index: number) => string | undefined, quorum: number): boolean {
+  loseIfNotHeld(
+    answerOf: (index: number) => string | undefined,
+    quorum: number,
+    endpoints: readonly string[],
+  ): boolean {
     if (this.validUntil === Number.NEGATIVE_INFINITY) return true;
     let held = 0;
+    const refused: string[] = [];
     for (let i = 0; i < this.holders.length; i++) {
       const answer = answerOf(i);
       if (answer === "yes" || (answer !== "no" && this.holders[i]?.kind === "yes")) held++;
+      if (answer === "no") refused.push(endpoints[i] ?? `node ${i}`);
     }
     if (held >= quorum) return false;
+    this.lostDetail =
+      `at most ${held} of ${this.holders.length} nodes still hold them, ${quorum} needed` +
+      (refused.length > 0 ? `; an extension was refused on ${refused.join(", ")}` : "");
     this.validUntil = Number.NEGATIVE_INFINITY;
     this.onValidityChange?.();
     return true;
@@ -160,6 +169,9 @@ export class Lock implements AsyncDisposable {
 
   /** @internal Told whenever the validity changes (the keep-alive of `using` re-arms its timers). */
   onValidityChange: (() => void) | undefined;
+
+  /** @internal For a lock found lost (`loseIfNotHeld`): how many nodes still hold it, and which refused. */
+  lostDetail: string | undefined;
 
   get released(): boolean {
     return this.releasing !== undefined;
