@@ -26,6 +26,7 @@ import type { NodeGroup } from "../quorum/node-group.js";
 import {
   horizonReadKeys,
   horizonReadScript,
+  judgedOrNewer,
   judgeKeys,
   judgeQuarantineScript,
   type QuarantineJudgement,
@@ -40,6 +41,9 @@ export interface QuarantineJudgeContext {
   /** The longest maxTtlMs this client knows of (its own at least): the judgement of a lone node. */
   readonly knownMs: () => number;
 }
+
+/** Judgements in one try at most: the one scheduled and the losses met on the way. */
+const maxJudgementsPerTry = 8;
 
 export class QuarantineJudge {
   private readonly context: QuarantineJudgeContext;
@@ -71,18 +75,57 @@ export class QuarantineJudge {
     return this.judgements.finish(reason);
   }
 
-  /** One try: whether it is done (judged, or the loss no longer current or judged already). */
+  /**
+   * One try: whether it is done (judged, or the loss no longer current or
+   * judged already). Losses met on the way are judged in the same try (a
+   * few at most): a newer loss of the node, and one that a read of another
+   * node found waiting for its judgement (the read may be the first call
+   * to meet it). The scheduler takes no second judgement for a node while
+   * one runs, nor any once the owner closes, and a read schedules none: a
+   * loss met so would be left unjudged, the node out of service until
+   * another client votes there.
+   */
   private async judge(index: number, marker: string): Promise<boolean> {
+    const queue = [{ index, marker }];
+    const tried = new Set<string>();
+    let done = false;
+    for (let count = 0; count < maxJudgementsPerTry && queue.length > 0; count++) {
+      const loss = queue.shift()!;
+      tried.add(`${loss.index} ${loss.marker}`);
+      const outcome = await this.judgeOnce(loss.index, loss.marker);
+      if (loss.index === index) done = outcome.done;
+      const met =
+        outcome.newer === undefined
+          ? outcome.met
+          : [{ index: loss.index, marker: outcome.newer }, ...outcome.met];
+      for (const next of met) {
+        const key = `${next.index} ${next.marker}`;
+        if (!tried.has(key) && !queue.some((q) => `${q.index} ${q.marker}` === key)) {
+          queue.push(next);
+        }
+      }
+    }
+    return done;
+  }
+
+  private async judgeOnce(
+    index: number,
+    marker: string,
+  ): Promise<{ done: boolean; newer?: string; met: Array<{ index: number; marker: string }> }> {
     const { group, nodeTimeoutMs, observer, knownMs } = this.context;
     const signal = this.judgements.signal;
     const node = group.nodes[index]!;
     let judgement: QuarantineJudgement | undefined;
+    let newer: string | undefined;
+    const met: Array<{ index: number; marker: string }> = [];
     const write = async (horizonMs: bigint) => {
-      judgement = await raceAbort(
+      const reply = await raceAbort(
         node.evalScript(judgeQuarantineScript, judgeKeys, [marker, horizonMs.toString()]),
         signal,
         nodeTimeoutMs,
-      ).then((reply) => reply as QuarantineJudgement);
+      ).then(judgedOrNewer);
+      if (typeof reply === "object") newer = reply.newer;
+      judgement = typeof reply === "object" ? 0 : reply;
       return judgement !== 0;
     };
     if (group.nodes.length === 1) {
@@ -93,14 +136,22 @@ export class QuarantineJudge {
         group,
         index,
         {
-          readOther: (other) =>
-            other.evalScript(horizonReadScript, horizonReadKeys, []).then(readHorizonWitness),
+          readOther: (other, otherIndex) =>
+            other
+              .evalScript(horizonReadScript, horizonReadKeys, [])
+              .then(readHorizonWitness)
+              .then((witness) => {
+                if (witness.unjudged !== "")
+                  met.push({ index: otherIndex, marker: witness.unjudged });
+                return witness;
+              }),
           raise: write,
         },
         { signal, timeoutMs: nodeTimeoutMs },
       );
     }
-    if (judgement === undefined) return false; // too few answers
+    if (judgement === undefined) return { done: false, met }; // too few answers
+    if (newer !== undefined && newer !== marker) return { done: false, newer, met };
     if (judgement !== 0) {
       observer.node(
         node.endpoint,
@@ -110,6 +161,6 @@ export class QuarantineJudge {
           : "restart quarantine over (judged from the other nodes' maxTtlMs records)",
       );
     }
-    return true;
+    return { done: true, met };
   }
 }

@@ -101,9 +101,13 @@ export const certifyKeys: readonly string[] = [
 
 /**
  * A quarantine judge's read of another node (lock/quarantine-judge.ts):
- * KEYS[1] the horizon records, KEYS[2] the quarantine. Replies {the
- * longest maxTtlMs recorded and not lapsed (0 for none), 1 when the node is
- * in a quarantine of its own (it may have lost records), else 0}.
+ * KEYS[1] the horizon records, KEYS[2] the quarantine, KEYS[3] the marker.
+ * Replies {the longest maxTtlMs recorded and not lapsed (0 for none), 1
+ * when the node is in a quarantine of its own or has no marker (it may
+ * have lost records), else 0, and the marker of its loss when that
+ * quarantine waits for its judgement, else ""}: the judge then judges that
+ * loss too (this read may be the first to meet it, and no vote of the
+ * caller's may follow).
  */
 export const horizonReadScript = new LuaScript(
   "lock-horizon-read",
@@ -112,18 +116,34 @@ export const horizonReadScript = new LuaScript(
 -- quarantine here, which the reply then says.
 checkMemory()
 ${nowMsLua}
-return {${longestRecordLua("KEYS[1]")}, redis.call('exists', KEYS[2])}`,
+local quarantine = redis.call('get', KEYS[2])
+local marker = redis.call('get', KEYS[3])
+local unjudged = ''
+if quarantine and marker and string.sub(quarantine, 1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}' then
+  unjudged = marker
+end
+-- No marker: a node that lost its memory and that no vote has met yet (a
+-- vote would have marked it): it may have lost records too.
+return {${longestRecordLua("KEYS[1]")}, (quarantine or not marker) and 1 or 0, unjudged}`,
 );
 
-export const horizonReadKeys: readonly string[] = [horizonKey, quarantineKey];
+export const horizonReadKeys: readonly string[] = [horizonKey, quarantineKey, markerKey];
 
-/** A horizon read's reply as a repair witness (quorum/counter-repair.ts). */
-export function readHorizonWitness(reply: unknown): { value: bigint; mayLag: boolean } {
-  const [horizon, quarantined] = Array.isArray(reply) ? reply : [];
+/** A horizon read's reply as a repair witness (quorum/counter-repair.ts), and the marker of a loss it found unjudged ("" for none). */
+export function readHorizonWitness(reply: unknown): {
+  value: bigint;
+  mayLag: boolean;
+  unjudged: string;
+} {
+  const [horizon, quarantined, unjudged] = Array.isArray(reply) ? reply : [];
   if (typeof horizon !== "number" || !Number.isSafeInteger(horizon) || horizon < 0) {
     throw new Error(`horizon read: unexpected reply ${JSON.stringify(reply)}`);
   }
-  return { value: BigInt(horizon), mayLag: quarantined !== 0 };
+  return {
+    value: BigInt(horizon),
+    mayLag: quarantined !== 0,
+    unjudged: typeof unjudged === "string" ? unjudged : "",
+  };
 }
 
 /**
@@ -135,15 +155,22 @@ export function readHorizonWitness(reply: unknown): { value: bigint; mayLag: boo
  * of ARGV[2] since the loss — from the server's start (a restart, or an
  * empty start), or one second before the marker was found missing (a
  * flush; whole seconds, so never more than has passed) — or ends.
- * Replies 0: not current (judged already, or another loss since); 1: in
- * quarantine; 2: over.
+ * Replies 0: not current (judged already, or another loss since); {0,
+ * marker}: another loss since, not judged yet, which that marker names; 1:
+ * in quarantine; 2: over.
  */
 export const judgeQuarantineScript = new LuaScript(
   "lock-judge-quarantine",
   `local value = redis.call('get', KEYS[2])
 local kind, untilMs, foundMs
 if value then kind, untilMs, foundMs = string.match(value, '^${unjudgedPrefix}(%a+):(%d+):?(%d*)$') end
-if redis.call('get', KEYS[1]) ~= ARGV[1] or not kind then return 0 end
+local current = redis.call('get', KEYS[1])
+if current ~= ARGV[1] or not kind then
+  -- Another loss since, not judged yet: named, for the caller to judge it
+  -- (reading the other nodes again: it came after this judgement's reads).
+  if kind and current then return {0, current} end
+  return 0
+end
 ${nowMsLua}
 -- Redis counts uptime as the difference of two times in whole seconds: it
 -- can be up to a second more than has passed, so one second less.
@@ -170,5 +197,17 @@ return 1`,
 
 export const judgeKeys: readonly string[] = [markerKey, quarantineKey, horizonKey];
 
-/** judgeQuarantineScript's replies. */
+/** judgeQuarantineScript's replies (besides {0, marker}: see judgedOrNewer). */
 export type QuarantineJudgement = 0 | 1 | 2;
+
+/**
+ * A judgement's reply: the judgement, or the marker of a newer loss the
+ * node holds unjudged (the reply {0, marker}).
+ */
+export function judgedOrNewer(reply: unknown): QuarantineJudgement | { newer: string } {
+  if (Array.isArray(reply) && reply[0] === 0 && typeof reply[1] === "string") {
+    return { newer: reply[1] };
+  }
+  if (reply === 0 || reply === 1 || reply === 2) return reply;
+  throw new Error(`quarantine judgement: unexpected reply ${JSON.stringify(reply)}`);
+}

@@ -12,8 +12,11 @@ import {
   ResourceLockedError,
 } from "../../src/index.js";
 import { defaults } from "../../src/limits.js";
+import { acquireScript } from "../../src/lock/acquire-script.js";
+import { judgeQuarantineScript } from "../../src/lock/quarantine-scripts.js";
 import { startCluster, TestCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 /**
  * The restart quarantine beyond a missing marker (lock/quarantine-scripts.ts,
@@ -568,6 +571,131 @@ describe("the restart quarantine covers restarts from data that may be older", (
     } finally {
       await on.close();
       await off.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a judgement that finds a newer loss on its node judges that one: a client that closes right after two restarts leaves the node judged", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    // A's first judgement of node 2 waits, before its write, until node 2
+    // has restarted once more and lost its memory again.
+    let heldJudgement = () => {};
+    const judging = new Promise<void>((resolve) => {
+      heldJudgement = resolve;
+    });
+    let letGo = () => {};
+    const gate = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    let holding = true;
+    const transports = wrappedTransports(cluster.urls, (real, i) => ({
+      async send(args, timeoutMs) {
+        const judge =
+          args[1] === judgeQuarantineScript.sha1 || args[1] === judgeQuarantineScript.source;
+        if (i === 2 && holding && judge) {
+          holding = false;
+          heldJudgement();
+          await gate;
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const a = new Redlock(transports, options);
+    // Judges nothing: it only starts the quarantine of the loss it meets.
+    const off = new Redlock(cluster.urls, { ...options, quarantine: false });
+    try {
+      await warm(a, off);
+      await cluster.cluster.kill(2);
+      await cluster.cluster.restart(2);
+      const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+      let held = false;
+      void judging.then(() => {
+        held = true;
+      });
+      while (!held) {
+        assert.ok(performance.now() < deadline, "A never judged node 2's loss");
+        await a.acquire(["elsewhere"], 1_000).then(
+          (l) => l.release(),
+          () => {},
+        );
+        await sleep(50);
+      }
+      const firstLoss = await cluster.client(2).get("redquorum:marker");
+      await cluster.cluster.kill(2);
+      await cluster.cluster.restart(2);
+      while ((await cluster.client(2).get("redquorum:marker")) === null) {
+        assert.ok(performance.now() < deadline + 10_000, "node 2's second loss never met");
+        await off.acquire(["elsewhere"], 1_000).then(
+          (l) => l.release(),
+          () => {},
+        );
+        await sleep(50);
+      }
+      assert.notEqual(await cluster.client(2).get("redquorum:marker"), firstLoss);
+      assert.match(String(await cluster.client(2).get(quarantineKey)), /^unjudged:/);
+      letGo();
+      // close() waits for the judgements A scheduled. Before, the held one
+      // found its loss not current and ended, and the newer loss stayed
+      // unjudged (a quarantine of 2^31 - 1 ms) until another client voted.
+      await a.close();
+      const value = await cluster.client(2).get(quarantineKey);
+      assert.ok(!value?.startsWith("unjudged:"), `node 2 left unjudged after A closed: ${value}`);
+      const left = await quarantineLeft(cluster, 2);
+      assert.ok(left > 0 && left <= maxTtlMs, `quarantine left ${left} ms`);
+    } finally {
+      letGo();
+      await a.close();
+      await off.close();
+      await cluster.stop();
+    }
+  });
+
+  it("a node without a marker is no trusted witness of a judgement: two nodes restarted empty and one paused leave the quarantine unjudged, the held lock safe", async () => {
+    // Beyond N - Q faults (two memories lost, a third node paused, and the
+    // holder's maxTtlMs recorded only on its majority): the judgement must
+    // wait rather than trust a node that lost its records unseen.
+    const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
+    let dropVotesOn4 = false;
+    const transports = wrappedTransports(cluster.urls, (real, i) => ({
+      send(args, timeoutMs) {
+        // No vote of R meets node 4 (reads do): only a read finds its loss.
+        if (dropVotesOn4 && i === 4 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
+          return Promise.reject(new Error("connection reset (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const rival = new Redlock(transports, { ...options, maxTtlMs: 1_000 });
+    const holder = new Redlock(cluster.urls, options);
+    try {
+      await warm(rival, holder);
+      for (const i of [0, 1]) await cluster.client(i).set(resource, "foreign", "PX", 60_000);
+      const lock = await holder.acquire([resource], 30_000);
+      for (const i of [0, 1]) await cluster.client(i).del(resource, "redquorum:horizon");
+      for (const i of [3, 4]) {
+        await cluster.cluster.kill(i);
+        await cluster.cluster.restart(i);
+      }
+      cluster.cluster.pause(2);
+      dropVotesOn4 = true;
+      // Before, node 4's read counted as a trusted witness with no record:
+      // node 3's quarantine was judged from the rival's 1 s, and the rival
+      // took the lock on nodes 0, 1 and 3 while the holder still held it.
+      const until = performance.now() + 4 * reconnectBackoffCapMs + 3_000;
+      while (performance.now() < until) {
+        const taken = await rival.acquire([resource], 1_000).catch(refused);
+        if (taken) {
+          await taken.release();
+          assert.fail("the rival took the lock while the holder held it");
+        }
+        await sleep(100);
+      }
+      assert.ok(lock.remainingMs() > 0, "the holder still holds the lock");
+      assert.match(String(await cluster.client(3).get(quarantineKey)), /^unjudged:/);
+    } finally {
+      cluster.cluster.resume(2);
+      await rival.close();
+      await holder.close();
       await cluster.stop();
     }
   });
