@@ -186,10 +186,10 @@ export async function finishLockContext(
   // judgements scheduled run now, each when its delay ends (bounded), so
   // a short-lived client leaves the nodes it met repaired.
   await group.idle();
-  await Promise.all([
-    context.fences.finish(new ClosedError("Redlock")),
-    context.judge.finish(new ClosedError("Redlock")),
-  ]);
+  // The judgements end last: a fencing repair's rounds may check a node
+  // again (a reconnect) and meet a loss there, which is judged too.
+  const repaired = context.fences.finish(new ClosedError("Redlock"));
+  await Promise.all([repaired, context.judge.finish(new ClosedError("Redlock"), repaired)]);
   await context.watch.close();
   await group.close();
 }
@@ -205,6 +205,7 @@ export function createLockGroup(
   options: ResolvedRedlockOptions,
   observer: Observer,
   horizon: QuarantineHorizon,
+  onUnjudged: (endpoint: string, marker: string) => void,
 ): NodeGroup {
   return new NodeGroup(
     createNodes(nodes, options.nodeStallMs),
@@ -216,9 +217,17 @@ export function createLockGroup(
           (await keepsEveryWrite(node, timeoutMs)) ? "1" : "0",
           ...horizon.recordArgs,
         ],
-        // The longest maxTtlMs recorded on the node: the quarantine's length.
-        onReply: (node, reply) =>
-          horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined),
+        // The longest maxTtlMs recorded on the node: the quarantine's
+        // length; and a loss the check found waiting for its judgement,
+        // judged by a client that waits quarantines out (one with it off
+        // judges none): a check may be a closing client's last call there.
+        onReply: (node, reply) => {
+          horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined);
+          const marker = Array.isArray(reply) ? reply[2] : undefined;
+          if (options.quarantine && typeof marker === "string" && marker !== "") {
+            onUnjudged(node.endpoint, marker);
+          }
+        },
       },
       // The repairs' and the judge's too: a script's NOSCRIPT retry is not
       // sent after a later command (node/redis-node.ts), and repairs and

@@ -67,12 +67,22 @@ export class QuarantineJudge {
   }
 
   /**
-   * The owner is closing: no new judgement starts; those scheduled run to
-   * their end, one that failed is tried again (bounded:
-   * RepairScheduler.finish). Resolves once they have ended.
+   * The owner is closing: once `after` has settled (what may still meet a
+   * loss: the fencing repairs' rounds), no new judgement starts; those
+   * scheduled run to their end, one that failed is tried again at once
+   * and then (bounded: RepairScheduler.finish). Resolves once they have
+   * ended.
    */
-  finish(reason: unknown): Promise<void> {
+  async finish(reason: unknown, after: Promise<unknown> = Promise.resolve()): Promise<void> {
+    this.judgements.retryFailed();
+    await after.catch(() => {});
     return this.judgements.finish(reason);
+  }
+
+  /** Node `endpoint`'s check found the loss `marker` names waiting for its judgement. */
+  scheduleAt(endpoint: string, marker: string): void {
+    const index = this.context.group.nodes.findIndex((node) => node.endpoint === endpoint);
+    if (index >= 0) this.schedule(index, marker);
   }
 
   /**

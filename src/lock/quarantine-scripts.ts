@@ -49,7 +49,8 @@ import { sameMemoryLua, sameServerLua, serverIdentityLua } from "../node/server-
  * commands moved) is quarantined from now whatever its persistence
  * (node/memory-check.ts, recordMemory, which the vote scripts share). Replies {1
  * when it was taken out of fencing, else 0; the longest maxTtlMs the node
- * records now (horizonKey), this client's included}.
+ * records now (horizonKey), this client's included; the marker of the loss
+ * whose quarantine waits for its judgement, else ""}.
  */
 export const certifyScript = new LuaScript(
   "lock-certify",
@@ -67,11 +68,21 @@ local horizon = ${longestRecordLua("KEYS[5]")}
 -- the vote scripts (node/memory-check.ts).
 local identity = ${serverIdentityLua}
 cacheIdentity(identity)
+-- The marker of a loss whose quarantine waits for its judgement, if any:
+-- the client judges it (a check may meet the loss first, or be the last
+-- call of a client that is closing, with no vote to follow).
+local function unjudged()
+  local quarantine = redis.call('get', KEYS[4])
+  if quarantine and string.sub(quarantine, 1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}' then
+    return redis.call('get', KEYS[1]) or ''
+  end
+  return ''
+end
 local run = redis.call('get', KEYS[3])
 if run and ${sameMemoryLua("run", "identity")} then
   -- Recorded as a bare run_id by an older version: the count too, now.
   if run ~= identity then redis.call('set', KEYS[3], identity) end
-  return {0, horizon}
+  return {0, horizon, unjudged()}
 end
 -- No memory recorded yet on a marked node: init and LocalCluster record it
 -- when they mark, and every client's check since, so this is a node marked
@@ -84,7 +95,8 @@ end
 -- lift them (node-state.ts, initNodeScript).
 local inPlace = run and ${sameServerLua("run", "identity")}
 local durable = not inPlace and ARGV[2] == '1'
-return {recordMemory(run, identity, durable, inPlace and 'replaced' or 'restart'), horizon}`,
+local outOfFencing = recordMemory(run, identity, durable, inPlace and 'replaced' or 'restart')
+return {outOfFencing, horizon, unjudged()}`,
 );
 
 /**

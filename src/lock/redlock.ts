@@ -73,7 +73,9 @@ export class Redlock implements LockOwner {
     this.observer = new Observer(this.options.observe);
     const clock = this.options.clock;
     const horizon = new QuarantineHorizon(this.options, this.options.onWarning, () => clock.now());
-    this.group = createLockGroup(nodes, this.options, this.observer, horizon);
+    const judge = (endpoint: string, marker: string) =>
+      this.context.judge.scheduleAt(endpoint, marker);
+    this.group = createLockGroup(nodes, this.options, this.observer, horizon, judge);
     this.context = createLockContext(this, this.options, this.group, horizon, this.observer, {
       isClosed: () => this.closed,
       assertOpen: () => this.assertOpen(),

@@ -191,6 +191,15 @@ export class RepairScheduler {
     this.lifetime.abort(reason);
   }
 
+  /** Tries again at once each repair whose try failed (none once finishing: `finish` does). */
+  retryFailed(): void {
+    if (this.finishing) return;
+    for (const [index, repair] of this.failed) {
+      if (!this.scheduled.has(index)) this.start(index, repair, 0);
+    }
+    this.failed.clear();
+  }
+
   /** Resolves once every repair scheduled so far has ended. */
   async settled(): Promise<void> {
     await Promise.all(this.scheduled.values());

@@ -700,6 +700,40 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("a check that finds a loss waiting for its judgement has it judged, though no vote of the client reaches the node", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    // Judges nothing: it only starts the quarantine of the loss it meets.
+    const off = new Redlock(cluster.urls, { ...options, quarantine: false });
+    // A new client whose votes never reach node 2 (its checks do).
+    const transports = wrappedTransports(cluster.urls, (real, i) => ({
+      send(args, timeoutMs) {
+        if (i === 2 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
+          return Promise.reject(new Error("connection reset (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const a = new Redlock(transports, options);
+    try {
+      await warm(off);
+      await cluster.client(2).flushall();
+      await (await off.acquire(["elsewhere"], 1_000)).release();
+      assert.match(String(await cluster.client(2).get(quarantineKey)), /^unjudged:/);
+      // A's first contact checks node 2; its lock is granted by 0 and 1.
+      await (await a.acquire(["elsewhere"], 1_000)).release();
+      await a.close();
+      // Before, only a vote reported the loss: node 2 stayed unjudged (a
+      // quarantine of 2^31 - 1 ms) until a client voted there.
+      const value = await cluster.client(2).get(quarantineKey);
+      assert.ok(!value?.startsWith("unjudged:"), `node 2 left unjudged: ${value}`);
+      assert.ok((await quarantineLeft(cluster, 2)) <= maxTtlMs);
+    } finally {
+      await a.close();
+      await off.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off still starts it for the others (FLUSHALL on node 2)", async () => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
     const a = new Redlock(cluster.urls, options);
