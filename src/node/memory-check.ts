@@ -90,6 +90,15 @@ local function recordMemory(recorded, identity, durable, kind)
       if kind == 'replaced' then value = value .. ':' .. string.format('%d', nowMs) end
       redis.call('set', '${quarantineKey}', value, 'PX', ${unjudgedLifetimeMs})
     end
+    -- A node checked before it was ever marked, back from data older than
+    -- its first vote (which marks it): its loss is named as a vote names
+    -- one ("lost:<server time>"), or no judgement could ever name it (the
+    -- judge compares markers) and the quarantine would last for good.
+    if not marker then
+      local now = redis.call('time')
+      marker = 'lost:' .. now[1] .. '.' .. now[2]
+      redis.call('set', '${markerKey}', marker)
+    end
   end
   if not recorded or not marker then return 0 end
   if marker == '1' or redis.call('exists', '${fenceFloorKey}') == 1 then

@@ -734,6 +734,52 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("a node checked before it was ever marked, restarted from data that may be older, is quarantined under a marker, so its quarantine is judged and ends", async () => {
+    const cluster = new TestCluster(
+      await LocalCluster.start({ nodeCount: 3, persistence: "aof-always", init: false }),
+    );
+    const short = { ...options, maxTtlMs: 1_000 };
+    // A's votes never reach node 2: only its check does (which records the
+    // node's memory there, as a failed first init's would).
+    const transports = wrappedTransports(cluster.urls, (real, i) => ({
+      send(args, timeoutMs) {
+        if (i === 2 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
+          return Promise.reject(new Error("connection reset (the test's)"));
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const a = new Redlock(transports, short);
+    const b = new Redlock(cluster.urls, short);
+    try {
+      await a.acquire(["x"], 500).then(
+        (lock) => lock.release(),
+        () => {},
+      );
+      await a.close();
+      assert.equal(await cluster.client(2).get("redquorum:marker"), null);
+      assert.notEqual(await cluster.client(2).get("redquorum:run"), null);
+      // Back from data that may be older (appendfsync everysec now): the
+      // check puts it in the restart quarantine. Before, with no marker,
+      // no judgement could name the loss: the quarantine lasted 2^31 - 1 ms
+      // and init({ liftQuarantines: true }) left it, taking it for in use.
+      await cluster.cluster.restart(2, { persistence: "aof-everysec" });
+      const deadline = performance.now() + 4 * reconnectBackoffCapMs + 2_000;
+      while ((await cluster.client(2).get(quarantineKey)) === null) {
+        assert.ok(performance.now() < deadline, "node 2's restart never met");
+        await meetBy(b)().catch(() => {});
+        await sleep(50);
+      }
+      await cluster.quarantineJudged(2, 4 * reconnectBackoffCapMs + 5_000, meetBy(b));
+      assert.match(String(await cluster.client(2).get("redquorum:marker")), /^lost:/);
+      assert.ok((await quarantineLeft(cluster, 2)) <= short.maxTtlMs);
+    } finally {
+      await a.close();
+      await b.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off still starts it for the others (FLUSHALL on node 2)", async () => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
     const a = new Redlock(cluster.urls, options);
