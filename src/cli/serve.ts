@@ -194,10 +194,12 @@ async function serve(options: ServeOptions): Promise<void> {
   // A refused node list lasts: said once, whether first contact finds it
   // or a later check (a change of members while the server runs).
   let refusalLogged = false;
+  let refusalWatch: NodeJS.Timeout | undefined;
   const logRefusal = () => {
     const refused = ids.refused;
     if (!refused || refusalLogged) return;
     refusalLogged = true;
+    clearInterval(refusalWatch);
     log.error(
       "the node list is refused: every ID request gets 503 until the server is restarted with one that fits",
       { code: refused.code, error: refused.message },
@@ -278,6 +280,10 @@ async function serve(options: ServeOptions): Promise<void> {
     // not as a stack per request.
     // Anything but a refusal (closed by a signal meanwhile): the requests say it.
     ids.connect().then(() => {}, logRefusal);
+    // And looked for each second: a node already excluded for another
+    // reason whose check then refuses the list reports no new state.
+    refusalWatch = setInterval(logRefusal, 1_000);
+    refusalWatch.unref();
     const signal = await stopped;
     log.info("draining", { signal, drainTimeout: formatDuration(options.drainTimeout) });
     const drained = server.close();
@@ -295,6 +301,7 @@ async function serve(options: ServeOptions): Promise<void> {
       process.exitCode = signalExitCode(second);
     }
   } finally {
+    clearInterval(refusalWatch);
     for (const signal of stopSignals) process.off(signal, onSignal);
     await server.close();
     await ids.close();

@@ -19,6 +19,7 @@ import {
 import { limits, releaseNoticeLimits } from "../limits.js";
 import { keepsEveryWrite } from "../node/durability.js";
 import { initNodeScript, quarantineArgOf } from "../node/node-state.js";
+import type { RedisNode } from "../node/redis-node.js";
 import { createNodes, type NodeInput } from "../node/resolve.js";
 import type { Observer } from "../observe.js";
 import { NodeGroup } from "../quorum/node-group.js";
@@ -205,7 +206,7 @@ export function createLockGroup(
   options: ResolvedRedlockOptions,
   observer: Observer,
   horizon: QuarantineHorizon,
-  onUnjudged: (endpoint: string, marker: string) => void,
+  onUnjudged: (node: RedisNode, marker: string) => void,
 ): NodeGroup {
   return new NodeGroup(
     createNodes(nodes, options.nodeStallMs),
@@ -225,7 +226,7 @@ export function createLockGroup(
           horizon.learn(node.endpoint, Array.isArray(reply) ? reply[1] : undefined);
           const marker = Array.isArray(reply) ? reply[2] : undefined;
           if (options.quarantine && typeof marker === "string" && marker !== "") {
-            onUnjudged(node.endpoint, marker);
+            onUnjudged(node, marker);
           }
         },
       },

@@ -20,6 +20,7 @@
  */
 
 import { type Clock, raceAbort } from "../clock.js";
+import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
 import { RepairScheduler, raiseFromOthers } from "../quorum/counter-repair.js";
 import type { NodeGroup } from "../quorum/node-group.js";
@@ -79,9 +80,9 @@ export class QuarantineJudge {
     return this.judgements.finish(reason);
   }
 
-  /** Node `endpoint`'s check found the loss `marker` names waiting for its judgement. */
-  scheduleAt(endpoint: string, marker: string): void {
-    const index = this.context.group.nodes.findIndex((node) => node.endpoint === endpoint);
+  /** `node`'s check found the loss `marker` names waiting for its judgement. */
+  scheduleFor(node: RedisNode, marker: string): void {
+    const index = this.context.group.nodes.indexOf(node);
     if (index >= 0) this.schedule(index, marker);
   }
 

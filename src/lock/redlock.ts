@@ -17,6 +17,7 @@ import {
 import { fenceFloorKey } from "../fencing/scripts.js";
 import { InFlight } from "../in-flight.js";
 import { markerKey, quarantineKey, runKey } from "../node/node-state.js";
+import type { RedisNode } from "../node/redis-node.js";
 import type { NodeInput } from "../node/resolve.js";
 import { type NodeStatus, readNodeStatus } from "../node/status.js";
 import { Observer } from "../observe.js";
@@ -73,8 +74,7 @@ export class Redlock implements LockOwner {
     this.observer = new Observer(this.options.observe);
     const clock = this.options.clock;
     const horizon = new QuarantineHorizon(this.options, this.options.onWarning, () => clock.now());
-    const judge = (endpoint: string, marker: string) =>
-      this.context.judge.scheduleAt(endpoint, marker);
+    const judge = (node: RedisNode, marker: string) => this.context.judge.scheduleFor(node, marker);
     this.group = createLockGroup(nodes, this.options, this.observer, horizon, judge);
     this.context = createLockContext(this, this.options, this.group, horizon, this.observer, {
       isClosed: () => this.closed,
