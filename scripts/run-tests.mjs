@@ -64,12 +64,13 @@ const fullTierFiles = new Set([
 /** Started first (longest first, as measured here), so no long file is left to run alone at the end. */
 const longFirst = [
   "test/faults/matrix.test.ts",
-  "test/integration/cli.test.ts",
-  "test/integration/id-server.test.ts",
+  "test/integration/membership.test.ts",
   "test/integration/restart-quarantine.test.ts",
+  "test/integration/cli-lock.test.ts",
+  "test/integration/id-server.test.ts",
+  "test/integration/cli.test.ts",
   "test/integration/mutual-exclusion.test.ts",
   "test/integration/fencing.test.ts",
-  "test/integration/cli-lock.test.ts",
   "test/integration/short-lived-repair.test.ts",
   "test/integration/restarted-node.test.ts",
   "test/integration/npm-start.test.ts",
