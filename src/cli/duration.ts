@@ -56,11 +56,11 @@ export function durationOption(
   range: { minMs: number; maxMs: number } = { minMs: 0, maxMs: durationMaxMs },
 ): Option {
   const name = flags.split(" ", 1)[0]!;
-  const bounds =
-    range.maxMs < durationMaxMs
-      ? `${formatDuration(range.minMs)} to ${formatDuration(range.maxMs)}`
-      : `at least ${formatDuration(range.minMs)}`;
-  const shown = range.maxMs < durationMaxMs ? `; ${bounds}` : "";
+  const bounded = range.maxMs < durationMaxMs;
+  const bounds = bounded
+    ? `${formatDuration(range.minMs)} to ${formatDuration(range.maxMs)}`
+    : `at least ${formatDuration(range.minMs)}`;
+  const shown = bounded ? `; ${bounds}` : "";
   return new Option(flags, `${description} (${durationHint}${shown})`)
     .default(parseDuration(fallback, name), fallback)
     .argParser((text) => {

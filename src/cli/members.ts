@@ -112,10 +112,10 @@ export function membersCommand(): Command {
         // What too few nodes hold may be out of date: a change may have
         // landed on the others (and "not recorded" may be untrue).
         const answered = status.nodes.filter((node) => node.error === undefined).length;
-        const size = Math.max(status.nodes.length, status.record?.members.length ?? 0);
+        const needed = quorumOf(Math.max(status.nodes.length, status.record?.members.length ?? 0));
         const unread =
-          answered < quorumOf(size)
-            ? `only ${answered} of ${status.nodes.length} nodes answered, ${quorumOf(size)} needed: ` +
+          answered < needed
+            ? `only ${answered} of ${status.nodes.length} nodes answered, ${needed} needed: ` +
               "what is shown was read from too few of them and may be out of date (a change may " +
               "have landed on the others); run it again once they answer"
             : undefined;

@@ -218,11 +218,7 @@ async function serve(options: ServeOptions): Promise<void> {
     // the node had lost acknowledged data.
     onRepair: (event) =>
       log.warn("repaired a node's lost ID counter", { node: event.endpoint, value: event.value }),
-    onEvent: (event) => {
-      metrics?.onEvent(event);
-      // The group records a refusal just after it reports the node excluded.
-      if (event.type === "node" && event.state === "excluded") setImmediate(logRefusal);
-    },
+    onEvent: (event) => metrics?.onEvent(event),
   });
   metrics = new IdServerMetrics(ids.endpoints);
   const server = new IdServer(ids, {
@@ -280,8 +276,8 @@ async function serve(options: ServeOptions): Promise<void> {
     // not as a stack per request.
     // Anything but a refusal (closed by a signal meanwhile): the requests say it.
     ids.connect().then(() => {}, logRefusal);
-    // And looked for each second: a node already excluded for another
-    // reason whose check then refuses the list reports no new state.
+    // A later refusal is looked for each second: no node event need say it
+    // (a node already excluded for another reason reports no new state).
     refusalWatch = setInterval(logRefusal, 1_000);
     refusalWatch.unref();
     const signal = await stopped;

@@ -98,11 +98,11 @@ export class QuarantineJudge {
    */
   private async judge(index: number, marker: string): Promise<boolean> {
     const queue = [{ index, marker }];
-    const tried = new Set<string>();
+    // Every loss queued so far, judged or not: none is judged twice.
+    const queued = new Set([`${index} ${marker}`]);
     let done = false;
     for (let count = 0; count < maxJudgementsPerTry && queue.length > 0; count++) {
       const loss = queue.shift()!;
-      tried.add(`${loss.index} ${loss.marker}`);
       const outcome = await this.judgeOnce(loss.index, loss.marker);
       if (loss.index === index) done = outcome.done;
       const met =
@@ -111,7 +111,8 @@ export class QuarantineJudge {
           : [{ index: loss.index, marker: outcome.newer }, ...outcome.met];
       for (const next of met) {
         const key = `${next.index} ${next.marker}`;
-        if (!tried.has(key) && !queue.some((q) => `${q.index} ${q.marker}` === key)) {
+        if (!queued.has(key)) {
+          queued.add(key);
           queue.push(next);
         }
       }

@@ -10,6 +10,7 @@ import { LuaScript } from "../node/lua-script.js";
 import { identityCacheLua, memoryCheckLua, recordMemoryLua } from "../node/memory-check.js";
 import {
   horizonKey,
+  isUnjudgedLua,
   longestRecordLua,
   markerKey,
   nowMsLua,
@@ -73,9 +74,7 @@ cacheIdentity(identity)
 -- call of a client that is closing, with no vote to follow).
 local function unjudged()
   local quarantine = redis.call('get', KEYS[4])
-  if quarantine and string.sub(quarantine, 1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}' then
-    return redis.call('get', KEYS[1]) or ''
-  end
+  if ${isUnjudgedLua("quarantine")} then return redis.call('get', KEYS[1]) or '' end
   return ''
 end
 local run = redis.call('get', KEYS[3])
@@ -131,9 +130,7 @@ ${nowMsLua}
 local quarantine = redis.call('get', KEYS[2])
 local marker = redis.call('get', KEYS[3])
 local unjudged = ''
-if quarantine and marker and string.sub(quarantine, 1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}' then
-  unjudged = marker
-end
+if marker and ${isUnjudgedLua("quarantine")} then unjudged = marker end
 -- No marker: a node that lost its memory and that no vote has met yet (a
 -- vote would have marked it): it may have lost records too.
 return {${longestRecordLua("KEYS[1]")}, (quarantine or not marker) and 1 or 0, unjudged}`,

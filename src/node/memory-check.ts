@@ -23,6 +23,7 @@
  */
 import { limits } from "../limits.js";
 import {
+  isUnjudgedLua,
   markerKey,
   quarantineKey,
   restartedMarkerPrefix,
@@ -82,7 +83,7 @@ local function recordMemory(recorded, identity, durable, kind)
     -- A loss already waiting for its judgement covers this one (after a
     -- flush the run key went with the rest); a judged quarantine still
     -- running is kept as the judgement's floor.
-    if not (current and current:sub(1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}') then
+    if not ${isUnjudgedLua("current")} then
       local nowMs = clockMs()
       local pttl = redis.call('pttl', '${quarantineKey}')
       local untilMs = pttl > 0 and nowMs + pttl or 0

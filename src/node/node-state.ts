@@ -62,6 +62,10 @@ export const unjudgedPrefix = "unjudged:";
 export function unjudgedLua(kind: "start" | "flushed" | "restart", untilMs = "'0'"): string {
   return `'${unjudgedPrefix}${kind}:' .. ${untilMs}`;
 }
+/** Lua: whether the Lua expression `value` (a quarantine's value, or false) waits for its judgement. */
+export function isUnjudgedLua(value: string): string {
+  return `(${value} and string.sub(${value}, 1, ${unjudgedPrefix.length}) == '${unjudgedPrefix}')`;
+}
 /**
  * Lua: whether the Lua expression `value` (a quarantine's value, or false)
  * is unjudged of kind restart or replaced (a memory replaced in place:

@@ -166,6 +166,21 @@ async function initMarksOnceQuarantinesEnd(
   await lock.release();
 }
 
+/**
+ * Transports to `urls` on which no acquire (a vote) reaches node `index`
+ * while `dropping()` says so: its checks and reads still do.
+ */
+function votesNeverReach(urls: readonly string[], index: number, dropping = () => true) {
+  return wrappedTransports(urls, (real, i) => ({
+    send(args, timeoutMs) {
+      if (dropping() && i === index && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
+        return Promise.reject(new Error("connection reset (the test's)"));
+      }
+      return real.send(args, timeoutMs);
+    },
+  }));
+}
+
 /** Connects `clients` and has each check every node (the run_ids are certified). */
 async function warm(...clients: Redlock[]): Promise<void> {
   for (const client of clients) await (await client.acquire(["warm"], 1_000)).release();
@@ -656,15 +671,8 @@ describe("the restart quarantine covers restarts from data that may be older", (
     // wait rather than trust a node that lost its records unseen.
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
     let dropVotesOn4 = false;
-    const transports = wrappedTransports(cluster.urls, (real, i) => ({
-      send(args, timeoutMs) {
-        // No vote of R meets node 4 (reads do): only a read finds its loss.
-        if (dropVotesOn4 && i === 4 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
-          return Promise.reject(new Error("connection reset (the test's)"));
-        }
-        return real.send(args, timeoutMs);
-      },
-    }));
+    // No vote of R meets node 4 (reads do): only a read finds its loss.
+    const transports = votesNeverReach(cluster.urls, 4, () => dropVotesOn4);
     const rival = new Redlock(transports, { ...options, maxTtlMs: 1_000 });
     const holder = new Redlock(cluster.urls, options);
     try {
@@ -681,15 +689,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
       // Before, node 4's read counted as a trusted witness with no record:
       // node 3's quarantine was judged from the rival's 1 s, and the rival
       // took the lock on nodes 0, 1 and 3 while the holder still held it.
-      const until = performance.now() + 4 * reconnectBackoffCapMs + 3_000;
-      while (performance.now() < until) {
-        const taken = await rival.acquire([resource], 1_000).catch(refused);
-        if (taken) {
-          await taken.release();
-          assert.fail("the rival took the lock while the holder held it");
-        }
-        await sleep(100);
-      }
+      await neverTakes(rival, 4 * reconnectBackoffCapMs + 3_000);
       assert.ok(lock.remainingMs() > 0, "the holder still holds the lock");
       assert.match(String(await cluster.client(3).get(quarantineKey)), /^unjudged:/);
     } finally {
@@ -705,14 +705,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
     // Judges nothing: it only starts the quarantine of the loss it meets.
     const off = new Redlock(cluster.urls, { ...options, quarantine: false });
     // A new client whose votes never reach node 2 (its checks do).
-    const transports = wrappedTransports(cluster.urls, (real, i) => ({
-      send(args, timeoutMs) {
-        if (i === 2 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
-          return Promise.reject(new Error("connection reset (the test's)"));
-        }
-        return real.send(args, timeoutMs);
-      },
-    }));
+    const transports = votesNeverReach(cluster.urls, 2);
     const a = new Redlock(transports, options);
     try {
       await warm(off);
@@ -741,14 +734,7 @@ describe("the restart quarantine covers restarts from data that may be older", (
     const short = { ...options, maxTtlMs: 1_000 };
     // A's votes never reach node 2: only its check does (which records the
     // node's memory there, as a failed first init's would).
-    const transports = wrappedTransports(cluster.urls, (real, i) => ({
-      send(args, timeoutMs) {
-        if (i === 2 && args[0] === "EVALSHA" && args[1] === acquireScript.sha1) {
-          return Promise.reject(new Error("connection reset (the test's)"));
-        }
-        return real.send(args, timeoutMs);
-      },
-    }));
+    const transports = votesNeverReach(cluster.urls, 2);
     const a = new Redlock(transports, short);
     const b = new Redlock(cluster.urls, short);
     try {
