@@ -36,6 +36,7 @@ import {
   fenceMaxOf,
   fenceMaxReadScript,
   fenceRepairKeys,
+  unjudgedOf,
 } from "./scripts.js";
 
 export interface FencingFloorOptions {
@@ -71,6 +72,8 @@ export interface FencingFloorContext {
   readonly group: NodeGroup;
   readonly timeoutMs: number;
   readonly assertOpen: () => void;
+  /** A node read found a loss waiting for its judgement (its memory check may be the first call to meet it). */
+  readonly onUnjudged: (index: number, marker: string) => void;
 }
 
 /** The floor `atLeast` asks for, checked. */
@@ -100,7 +103,7 @@ export async function raiseFencingFloors(
   options: FencingFloorOptions,
 ): Promise<FencingFloorReport[]> {
   const atLeast = requireFloor(options);
-  const { group, timeoutMs, assertOpen } = context;
+  const { group, timeoutMs, assertOpen, onUnjudged } = context;
   await group.ready().catch(() => {}); // a node that failed its check is reported below
   assertOpen();
   const everyNode = { isYes: () => true, stop: "all", timeoutMs } as const;
@@ -109,8 +112,10 @@ export async function raiseFencingFloors(
     everyNode,
   );
   let floor = atLeast;
-  for (const outcome of read.outcomes) {
+  for (const [index, outcome] of read.outcomes.entries()) {
     if (outcome?.kind !== "yes") continue;
+    const unjudged = unjudgedOf(outcome.value);
+    if (unjudged !== "") onUnjudged(index, unjudged);
     const known = fenceMaxOf(outcome.value);
     if (known) floor = maxOf(floor, known.value);
   }

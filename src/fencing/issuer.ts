@@ -33,6 +33,7 @@ import {
   fenceRepairScript,
   fenceScript,
   isCounted,
+  unjudgedOf,
 } from "./scripts.js";
 
 export interface FenceIssuerContext {
@@ -46,6 +47,11 @@ export interface FenceIssuerContext {
   readonly enabled: boolean;
   /** ARGV[3] of the fenced scripts (node/node-state.ts, quarantineArgOf). */
   readonly quarantineArg: string;
+  /**
+   * A repair's read of node `index` found a loss there waiting for its
+   * judgement (its memory check may be the first call to meet it).
+   */
+  onUnjudged(index: number, marker: string): void;
   /** Runs a fenced script on node `index`: a refusal (quarantine, counters unknown) is its error. */
   run(
     node: RedisNode,
@@ -238,7 +244,7 @@ export class FenceIssuer {
     const result = await raiseFromOthers(
       group,
       index,
-      fenceRepairOf(node, marker, signal, nodeTimeoutMs),
+      fenceRepairOf(node, marker, signal, nodeTimeoutMs, this.context.onUnjudged),
       { signal, timeoutMs: nodeTimeoutMs },
     );
     if (result.kind === "raised") {
@@ -259,9 +265,15 @@ function fenceRepairOf(
   marker: string,
   signal: AbortSignal,
   timeoutMs: number,
+  onUnjudged: (index: number, marker: string) => void,
 ): CounterRepair {
   return {
-    readOther: (node) => node.evalScript(fenceMaxReadScript, fenceRepairKeys, []).then(fenceMaxOf),
+    readOther: async (node, index) => {
+      const reply = await node.evalScript(fenceMaxReadScript, fenceRepairKeys, []);
+      const unjudged = unjudgedOf(reply);
+      if (unjudged !== "") onUnjudged(index, unjudged);
+      return fenceMaxOf(reply);
+    },
     raise: async (highest) =>
       (await raceAbort(
         lost.evalScript(fenceRepairScript, fenceRepairKeys, [marker, highest.toString()]),

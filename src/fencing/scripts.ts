@@ -14,6 +14,7 @@ import { LuaScript } from "../node/lua-script.js";
 import { aliveKey, memoryCheckLua } from "../node/memory-check.js";
 import {
   isRestartedLua,
+  isUnjudgedLua,
   markerKey,
   quarantineCheck,
   quarantineKey,
@@ -244,9 +245,12 @@ const fenceMaxReply = {
 
 /**
  * What a repair of another node reads here: KEYS[1] marker, KEYS[2] fence
- * floor, KEYS[3] highest accepted value. {known, highest, floor, mayLag}:
- * mayLag 1 for a node that restarted and is not repaired yet (it kept its
- * counters but may have come back older: counter-repair.ts).
+ * floor, KEYS[3] highest accepted value. {known, highest, floor, mayLag,
+ * unjudged}: mayLag 1 for a node that restarted and is not repaired yet
+ * (it kept its counters but may have come back older: counter-repair.ts);
+ * {unknown, unjudged}. unjudged: the node's marker when its quarantine
+ * waits for its judgement ("" otherwise): the memory check here may be the
+ * first call to meet the loss, and starts that quarantine (unjudgedOf).
  */
 export const fenceMaxReadScript = new LuaScript(
   "fence-max-read",
@@ -254,13 +258,26 @@ export const fenceMaxReadScript = new LuaScript(
 checkMemory()
 local floor = redis.call('get', KEYS[2])
 local marker = redis.call('get', KEYS[1])
+local quarantine = redis.call('get', '${quarantineKey}')
+local unjudged = ''
+if marker and ${isUnjudgedLua("quarantine")} then unjudged = marker end
 local restarted = ${isRestartedLua("marker")}
 if not floor and marker ~= '1' and not restarted then
-  return {${fenceMaxReply.unknown}}
+  return {${fenceMaxReply.unknown}, unjudged}
 end
 local mayLag = (restarted and not floor) and 1 or 0
-return {${fenceMaxReply.known}, redis.call('get', KEYS[3]) or '0', floor or '0', mayLag}`,
+return {${fenceMaxReply.known}, redis.call('get', KEYS[3]) or '0', floor or '0', mayLag, unjudged}`,
 );
+
+/**
+ * The marker of a loss that a fenceMaxReadScript reply found waiting for
+ * its judgement (lock/quarantine-judge.ts), or "" for none.
+ */
+export function unjudgedOf(reply: unknown): string {
+  if (!Array.isArray(reply)) return "";
+  const marker = reply[reply.length - 1];
+  return typeof marker === "string" ? marker : "";
+}
 
 /** The keys fenceMaxReadScript and fenceRepairScript take. */
 export const fenceRepairKeys: readonly string[] = [markerKey, fenceFloorKey, fenceMaxKey];

@@ -120,6 +120,10 @@ export function createLockContext(
     enabled: options.fencing,
     quarantineArg,
     run,
+    // A client that waits quarantines out judges them (as a check's loss).
+    onUnjudged: (index, marker) => {
+      if (options.quarantine) judge.schedule(index, marker);
+    },
   });
   // Redis delivers a message to subscribers in the order they subscribed:
   // woken at once, the same instance would win every race for a lock

@@ -226,6 +226,9 @@ export class Redlock implements LockOwner {
       group: this.group,
       timeoutMs: this.options.checkTimeoutMs,
       assertOpen: () => this.assertOpen(),
+      onUnjudged: (index: number, marker: string) => {
+        if (this.options.quarantine) this.context.judge.schedule(index, marker);
+      },
     };
     return this.track(raiseFencingFloors(context, options));
   }

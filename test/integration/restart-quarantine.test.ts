@@ -766,6 +766,57 @@ describe("the restart quarantine covers restarts from data that may be older", (
     }
   });
 
+  it("a fencing repair whose read of another node is the first call to meet its memory replaced in place has that loss judged", async () => {
+    const cluster = await startCluster({ nodeCount: 3, persistence: "none" });
+    const short = { ...options, maxTtlMs: 1_000 };
+    // Serves node 0 again after its flush (its counters stay unknown).
+    const unfenced = new Redlock(cluster.urls, short);
+    // F's votes never reach node 2 (its checks and repair reads do).
+    const f = new Redlock(votesNeverReach(cluster.urls, 2), { ...short, fencing: true });
+    try {
+      await warm(unfenced);
+      await cluster.client(0).flushall();
+      const deadline = performance.now() + 4 * reconnectBackoffCapMs + short.maxTtlMs + 3_000;
+      for (;;) {
+        const lock = await unfenced.acquire(["probe"], 1_000).catch(() => undefined);
+        const held = lock !== undefined && (await cluster.client(0).get("probe")) === lock.value;
+        await lock?.release();
+        if (held) break;
+        assert.ok(performance.now() < deadline, "node 0 never served again after its flush");
+        await sleep(50);
+      }
+      await unfenced.close();
+      // F's first contact checks every node; node 0's unknown counters
+      // schedule their repair (its acquire fails: node 2 never votes).
+      await f.acquire(["other"], 1_000).then(
+        (lock) => lock.release(),
+        () => {},
+      );
+      // Node 2's memory replaced in place by an older copy of itself: the
+      // same server, its run key from before a FLUSHALL.
+      const node2 = cluster.client(2);
+      const keys = (await node2.keys("*")).filter((key) => key !== "redquorum:alive");
+      const copies = await Promise.all(
+        keys.map(async (key) => [key, await node2.dumpBuffer(key), await node2.pttl(key)] as const),
+      );
+      await node2.flushall();
+      for (const [key, dump, ttl] of copies) await node2.restore(key, Math.max(ttl, 0), dump!);
+      assert.equal(await node2.exists(quarantineKey), 0);
+      // close() runs the repair of node 0, whose read of node 2 meets the
+      // replacement and starts its quarantine. Before, the read reported
+      // nothing: node 2 stayed unjudged (2^31 - 1 ms) until a client voted there.
+      await f.close();
+      const value = await node2.get(quarantineKey);
+      assert.ok(value !== null, "nothing met node 2's replaced memory");
+      assert.ok(!value.startsWith("unjudged:"), `node 2 left unjudged: ${value}`);
+      assert.ok((await quarantineLeft(cluster, 2)) <= short.maxTtlMs);
+    } finally {
+      await unfenced.close();
+      await f.close();
+      await cluster.stop();
+    }
+  });
+
   it("a client with the quarantine off still starts it for the others (FLUSHALL on node 2)", async () => {
     const cluster = await startCluster({ nodeCount: 5, persistence: "none" });
     const a = new Redlock(cluster.urls, options);
