@@ -205,8 +205,11 @@ function reportOf(
         action: "none",
         serves: "none yet",
         detail:
-          `${marker}: its fencing counters are known, but it serves the quarantine of a restart ` +
-          "or loss first (up to the cluster's longest maxTtlMs): run init again after it, or wait",
+          // Marker "1": it kept its counters. "restarted:" or "lost:": it
+          // served before, and its counters are unknown until repaired.
+          `${marker}: ${reply[1] === "1" ? "its fencing counters are known, but it serves" : "it served before; its fencing counters are repaired from the others, and it serves"} ` +
+          "the quarantine of a restart or loss first (up to the cluster's longest maxTtlMs): " +
+          "run init again after it, or wait",
       };
     }
     return { endpoint, found: "in service", action: "none", serves: "locks", detail: marker };
