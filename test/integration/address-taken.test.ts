@@ -37,7 +37,7 @@ describe("a node's address taken by a stranger while the node was down", () => {
   /** A NextId that records when each of its node events came, and callers that keep it busy. */
   async function busyClient() {
     const key = `address-taken:${++keyCounter}`;
-    const init = new NextId(cluster().urls, { key });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key });
     await init.init();
     await init.close();
     const events: Array<{ endpoint: string; state: NodeState; detail: string; atMs: number }> = [];

@@ -4,6 +4,7 @@ import { QuorumError, Redlock } from "../../src/index.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 import { TcpProxy } from "../helpers/tcp-proxy.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
  * FAULTS.md L23, after first contact: an address that was its own server
@@ -22,7 +23,7 @@ describe("a node that comes back as another node's server (guard rails after a r
 
   it("is taken out of service with a reason naming both addresses, never counted as a second node", async () => {
     const urls = [cluster().urls[0]!, cluster().urls[1]!, proxy.url];
-    const redlock = new Redlock(urls, { retry: { retries: 0 } });
+    const redlock = new Redlock(urls, { ...notAboutTimeouts, retry: { retries: 0 } });
     try {
       // Every node passes its first check (and votes) before the proxy moves:
       // a first contact goes on once a majority passed, and a check of the

@@ -407,6 +407,10 @@ describe("redquorum lock, end to end", () => {
         "1s",
         "--kill-after",
         "5s",
+        // Not about node timeouts: with the 50 ms default a 1 s lock is
+        // lost to one slow answer to its first extension (exit 5, not 3).
+        "--node-timeout",
+        "1s",
         "--",
         "sh",
         "-c",

@@ -3,6 +3,7 @@ import { beforeEach, describe, it } from "node:test";
 import { DurabilityError, NextId, QuorumError } from "../../src/index.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** The client reconnects within its backoff cap (1 s); a round and a check follow. */
 const reconnectMs = 1_000 + 2_000;
@@ -26,7 +27,7 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
       await client.config("SET", "no-appendfsync-on-rewrite", "no");
     });
     key = `durability:${++keyCounter}`;
-    const init = new NextId(cluster().urls, { key });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key });
     await init.init();
     await init.close();
   });
@@ -73,7 +74,12 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
 
   it("appendfsync switched to everysec under a running client: the node is out within the recheck interval, back once fixed", async () => {
     const recheckIntervalMs = 300;
-    const ids = new NextId(cluster().urls, { key, recheckIntervalMs, retry: { retries: 1 } });
+    const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
+      key,
+      recheckIntervalMs,
+      retry: { retries: 1 },
+    });
     try {
       await ids.next();
       // Without node 1 every ID needs node 0.
@@ -105,6 +111,7 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
   it("a reconnect makes the client check again (appendonly turned off, connection dropped)", async () => {
     // A long interval: only the reconnect can trigger the check.
     const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
       key,
       recheckIntervalMs: 600_000,
       retry: { retries: 1 },

@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import { NextId, Redlock } from "../../src/index.js";
 import { libraryUrl } from "../helpers/built.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** ioredis's default disconnect timer, which close() must not wait out. */
 const lingerBeforeMs = 2_000;
@@ -51,7 +52,7 @@ describe("after close(), with a node down, the process exits by itself", () => {
 
   before(async () => {
     cluster = await startCluster({ nodeCount: 3, persistence: "aof-always" });
-    const ids = new NextId(cluster.urls, { key: "exit-after-close" });
+    const ids = new NextId(cluster.urls, { ...notAboutTimeouts, key: "exit-after-close" });
     await ids.init(); // needs every node
     await ids.close();
     // Node 2's address refuses connections from the start.

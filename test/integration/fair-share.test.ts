@@ -72,8 +72,8 @@ describe("multi-key acquires and try-locks get their share of a contended key", 
     before(async () => {
       await cluster.flushAll();
       const loopers = Array.from({ length: 3 }, () => new Redlock(cluster.urls));
-      const multi = new Redlock(cluster.urls);
-      const trier = new Redlock(cluster.urls);
+      const multi = new Redlock(cluster.urls, notAboutTimeouts);
+      const trier = new Redlock(cluster.urls, notAboutTimeouts);
       const clients = cluster.urls.map((url) => new Redis(url));
       const plain = new NodeRedlock(clients, { retryCount: 0 });
       const endAt = performance.now() + runMs;

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { NextId, Redlock } from "../../src/index.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** Far longer than any round: if first contact waited for the stalled node's check, it would show. */
 const checkTimeoutMs = 60_000;
@@ -34,7 +35,11 @@ describe("first contact with a stalled node", () => {
 
   it("the first acquire and the first ID return once a majority answered", async () => {
     cluster.cluster.pause(4);
-    const redlock = new Redlock(cluster.urls, { checkTimeoutMs, retry: { retries: 0 } });
+    const redlock = new Redlock(cluster.urls, {
+      ...notAboutTimeouts,
+      checkTimeoutMs,
+      retry: { retries: 0 },
+    });
     const ids = new NextId(cluster.urls, {
       key: "first-contact",
       checkTimeoutMs,

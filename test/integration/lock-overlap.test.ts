@@ -80,7 +80,7 @@ describe("overlapping operations on one lock (FAULTS.md L24)", () => {
   });
 
   it("a release while an extension is in flight: 0 validity, the extension rejects, no key left", async () => {
-    const redlock = new Redlock(cluster().urls);
+    const redlock = new Redlock(cluster().urls, notAboutTimeouts);
     try {
       const lock = await redlock.acquire(["racing"], 10_000);
       const extending = lock.extend(30_000);

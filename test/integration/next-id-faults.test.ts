@@ -17,7 +17,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   beforeEach(async () => {
     await cluster().restoreAll({ keepData: true });
     key = `faults:${++keyCounter}`;
-    const init = new NextId(cluster().urls, { key });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key });
     await init.init();
     await init.close();
   });
@@ -77,6 +77,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
     const started = performance.now();
     const timeline: string[] = [];
     const run = runCallers(8, 2, seed, {
+      ...notAboutTimeouts,
       repairDelayMs,
       onRepair: (event: RepairEvent) => repaired.push(event.endpoint),
       onEvent: (event: RedquorumEvent) => {
@@ -128,7 +129,7 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
   });
 
   it("with 3 of 5 nodes down, calls fail with QuorumError and return no ID", async () => {
-    const ids = new NextId(cluster().urls, { key, retry: { retries: 3 } });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key, retry: { retries: 3 } });
     try {
       const before = await ids.next();
       for (const i of [1, 2, 3]) await cluster().cluster.kill(i);
@@ -276,7 +277,12 @@ describe("NextId under node faults (5 nodes, appendfsync always)", () => {
       const got = await ids.nextBatch(count);
       calls.push({ client, startMs, endMs: performance.now(), ids: got });
     };
-    const first = new NextId(cluster().urls, { key, ...options, retry: { retries: 3 } });
+    const first = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
+      key,
+      ...options,
+      retry: { retries: 3 },
+    });
     await cluster().cluster.kill(3);
     await cluster().cluster.kill(4);
     for (let i = 0; i < 5; i++) await record("first", first, 20);

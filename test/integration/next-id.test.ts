@@ -129,7 +129,11 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
 
   it("needs init(): before it, next() fails with NotInitializedError", async () => {
-    const ids = new NextId(cluster().urls, { key: "fresh", retry: { retries: 0 } });
+    const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
+      key: "fresh",
+      retry: { retries: 0 },
+    });
     try {
       await assert.rejects(ids.next(), NotInitializedError);
       await ids.init();
@@ -154,7 +158,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("a new instance with retries: 0 gets its first ID from a counter in use: learning the counter is no retry spent", async () => {
-    const first = new NextId(cluster().urls, { key: "fail-fast" });
+    const first = new NextId(cluster().urls, { ...notAboutTimeouts, key: "fail-fast" });
     await first.init();
     const before = await first.nextBatch(5);
     await first.close();
@@ -164,6 +168,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     // concurrent writers", on the first call of every fail-fast process.
     for (const pipelineDepth of [1, 4]) {
       const fresh = new NextId(cluster().urls, {
+        ...notAboutTimeouts,
         key: "fail-fast",
         retry: { retries: 0 },
         pipelineDepth,
@@ -181,7 +186,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("8 instances × 4 callers, next() and nextBatch() mixed: no duplicate, real-time order kept", async (t) => {
-    const init = new NextId(cluster().urls, { key: "mixed" });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key: "mixed" });
     await init.init();
     await init.close();
     const seed = testSeed();
@@ -274,7 +279,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("clock proposals with skewed and stepping clocks, 8 instances × 4 callers: no duplicate, real-time order kept", async (t) => {
-    const init = new NextId(cluster().urls, { key: "skewed" });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key: "skewed" });
     await init.init();
     await init.close();
     const seed = testSeed();
@@ -317,7 +322,11 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("the read-then-write strategy (read a majority, max + 1, write) passes the same checker", async () => {
-    const init = new NextId(cluster().urls, { key: "seeded", strategy: "read-then-write" });
+    const init = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
+      key: "seeded",
+      strategy: "read-then-write",
+    });
     await init.init();
     const generators = Array.from(
       { length: 4 },
@@ -344,7 +353,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     // The range strategy reports each of its rounds as an "id-round" event;
     // read-then-write wins each ID in a read round and a write round of its
     // own, and reports none. The alias must be the latter, not the default.
-    const init = new NextId(cluster().urls, { key: "alias" });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key: "alias" });
     await init.init();
     await init.close();
     const roundsOf = async (strategy: "range" | "read-then-write" | "seed") => {
@@ -434,6 +443,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   it("a clock whose epochMicros() is not a bigint, or is far ahead (nanoseconds), fails the call and moves no counter", async () => {
     let reading: unknown = Date.now();
     const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
       key: "bad-clock",
       proposals: "clock",
       clock: { ...systemClock, epochMicros: () => reading as bigint },
@@ -455,7 +465,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("bad counts and options get InvalidArgumentError and send no round", async () => {
-    const ids = new NextId(cluster().urls, { key: "bad" });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key: "bad" });
     try {
       await ids.init();
       await ids.next();
@@ -500,7 +510,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("an aborted call rejects with the signal's reason; one signal shared by many calls carries one listener", async () => {
-    const ids = new NextId(cluster().urls, { key: "abort" });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key: "abort" });
     try {
       await ids.init();
       const reason = new Error("stop");
@@ -524,7 +534,11 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("a corrupted counter on a minority is that node's error; on a majority calls fail, never hang", async () => {
-    const ids = new NextId(cluster().urls, { key: "corrupt", retry: { retries: 2 } });
+    const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
+      key: "corrupt",
+      retry: { retries: 2 },
+    });
     try {
       await ids.init();
       await cluster().client(0).set("corrupt", "not-a-number");
@@ -541,7 +555,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("close() settles every call: in flight, queued, or still on first contact", async () => {
-    const init = new NextId(cluster().urls, { key: "closing" });
+    const init = new NextId(cluster().urls, { ...notAboutTimeouts, key: "closing" });
     await init.init();
     await init.close();
     const ids = new NextId(cluster().urls, { key: "closing" });
@@ -581,6 +595,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     // test is done (close() runs scheduled repairs when their delay ends).
     const held = heldRepairClock();
     const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
       key: "token",
       clock: held.clock,
       onRepair: () => {},
@@ -630,7 +645,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
   });
 
   it("status() reports each node for IDs: the counter's marker, false once lost or suspect", async () => {
-    const ids = new NextId(cluster().urls, { key: "status" });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key: "status" });
     try {
       await ids.init();
       await ids.next();
@@ -718,7 +733,10 @@ describe("NextId refuses nodes that do not fsync every write", () => {
         });
         await assert.rejects(ids.next(), DurabilityError);
         // The explicit opt-out works.
-        const unsafe = new NextId(cluster.urls, { unsafeAllowNonDurableNodes: true });
+        const unsafe = new NextId(cluster.urls, {
+          ...notAboutTimeouts,
+          unsafeAllowNonDurableNodes: true,
+        });
         await unsafe.init();
         assert.equal(await unsafe.next(), 1n);
         await unsafe.close();
@@ -743,7 +761,10 @@ describe("NextId refuses nodes that do not fsync every write", () => {
         assert.match(error.message, /does not allow CONFIG GET/);
         return true;
       });
-      const optedOut = new NextId(cluster.urls, { unsafeAllowNonDurableNodes: true });
+      const optedOut = new NextId(cluster.urls, {
+        ...notAboutTimeouts,
+        unsafeAllowNonDurableNodes: true,
+      });
       await optedOut.init();
       assert.equal(await optedOut.next(), 1n);
       await optedOut.close();

@@ -19,6 +19,7 @@ import {
   type RedquorumEvent,
 } from "../../src/index.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** Resolves once `client` has ended (QUIT answered, connection closed); fails if it does not within 5 s. */
 function ended(client: Redis): Promise<void> {
@@ -65,7 +66,10 @@ describe("the drop-in on nodes that all serve from a lost: marker", () => {
     const core = new CoreRedlock(cluster.urls, { maxTtlMs: 1_000, fencing: false });
     const drop = new Redlock(
       cluster.urls.map((url) => new Redis(url)),
-      { retryCount: 0, redquorum: { recheckIntervalMs: 200, maxTtlMs: 1_000 } },
+      {
+        retryCount: 0,
+        redquorum: { ...notAboutTimeouts, recheckIntervalMs: 200, maxTtlMs: 1_000 },
+      },
     );
     const errors: unknown[] = [];
     drop.on("error", (error) => errors.push(error));
@@ -146,6 +150,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
       retryDelay: 200,
       retryJitter: 200,
       automaticExtensionThreshold: 500,
+      redquorum: notAboutTimeouts,
     });
     const startedAt = Date.now();
     let lock = await redlock.acquire(["a"], 5000);
@@ -182,7 +187,10 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
   it("README: using() extends the lock while the routine runs longer than the duration", async () => {
     const extensions: RedquorumEvent[] = [];
     const redlock = new Redlock(clients(), {
-      redquorum: { onEvent: (event) => event.type === "extend" && extensions.push(event) },
+      redquorum: {
+        ...notAboutTimeouts,
+        onEvent: (event) => event.type === "extend" && extensions.push(event),
+      },
     });
     try {
       const duration = 1000;
@@ -356,7 +364,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
 
   it("using(resources, duration, settings, routine): the 4-argument form takes the call's settings", async () => {
     const holder = new Redlock(clients());
-    const redlock = new Redlock(clients());
+    const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });
     try {
       const held = await holder.acquire(["four"], 10_000);
       let ran = false;
@@ -382,7 +390,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
 
   it("README: the retryCount 0 try-lock idiom says busy while held, and takes the lock once it is free", async () => {
     const holder = new Redlock(clients());
-    const redlock = new Redlock(clients());
+    const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });
     const tryLock = async (resource: string) => {
       try {
         return await redlock.acquire([resource], 5000, { retryCount: 0 });
@@ -448,7 +456,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
   });
 
   it("lock.expiration follows the monotonic validity: a wall clock stepped an hour ahead leaves the lock valid", async () => {
-    const redlock = new Redlock(clients());
+    const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });
     const realNow = Date.now;
     try {
       const lock = await redlock.acquire(["w"], 5000);
@@ -468,7 +476,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
   });
 
   it("extend of an expired or replaced lock, and release of a lock gone from a majority, reject with ExecutionError", async () => {
-    const redlock = new Redlock(clients());
+    const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });
     const cleaner = clients();
     try {
       const lock = await redlock.acquire(["e"], 5000);
@@ -490,7 +498,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
 
   it("node-redlock itself and the drop-in exclude each other on the same key", async () => {
     const theirs = nodeRedlock(clients(), { retryCount: 0 });
-    const ours = new Redlock(clients(), { retryCount: 0 });
+    const ours = new Redlock(clients(), { retryCount: 0, redquorum: notAboutTimeouts });
     try {
       const their = await theirs.acquire(["shared"], 10_000);
       const refused = await ours.acquire(["shared"], 10_000).catch((e: unknown) => e);
@@ -617,6 +625,7 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     const redlock = new Redlock(clients(), {
       retryCount: 0,
       redquorum: {
+        ...notAboutTimeouts,
         onEvent: async (event) => {
           told.push(event.type);
           throw new Error("metrics backend down");
@@ -651,7 +660,11 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
   it('README: the "error" event tells each failed attempt and each node out of service', async () => {
     const errors: unknown[] = [];
     const holder = new Redlock(clients());
-    const redlock = new Redlock(clients(), { retryCount: 1, retryDelay: 10 });
+    const redlock = new Redlock(clients(), {
+      retryCount: 1,
+      retryDelay: 10,
+      redquorum: notAboutTimeouts,
+    });
     redlock.on("error", (error) => {
       // Ignore cases where a resource is explicitly marked as locked on a client.
       if (error instanceof ResourceLockedError) {

@@ -91,7 +91,12 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
     it(`quarantine on, ${loss} of a node A holds: B cannot get the lock until A's TTL has passed`, async () => {
       // Fencing off here: it isolates the quarantine (a lost fencing counter
       // also keeps a node out, until repaired; the fencing tests cover that).
-      const options = { maxTtlMs: 2_000, retry: { retries: 0 }, fencing: false };
+      const options = {
+        ...notAboutTimeouts,
+        maxTtlMs: 2_000,
+        retry: { retries: 0 },
+        fencing: false,
+      };
       const a = new Redlock(cluster.urls, options);
       const b = new Redlock(cluster.urls, options);
       try {
@@ -115,7 +120,12 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
   }
 
   it("init() on a cluster in use leaves a node that restarted empty alone: unmarked, out of service, reported", async () => {
-    const options = { maxTtlMs: 5_000, retry: { retries: 0 }, fencing: false };
+    const options = {
+      ...notAboutTimeouts,
+      maxTtlMs: 5_000,
+      retry: { retries: 0 },
+      fencing: false,
+    };
     const a = new Redlock(cluster.urls, options);
     const b = new Redlock(cluster.urls, options);
     try {
@@ -139,7 +149,12 @@ describe("restart quarantine (FAULTS.md L4/L5)", () => {
   });
 
   it("negative control: quarantine off, B takes the lock while A still holds it, and the checker flags it", async () => {
-    const options = { quarantine: false, retry: { retries: 0 }, fencing: false };
+    const options = {
+      ...notAboutTimeouts,
+      quarantine: false,
+      retry: { retries: 0 },
+      fencing: false,
+    };
     const a = new Redlock(cluster.urls, options);
     const b = new Redlock(cluster.urls, options);
     try {
@@ -344,7 +359,11 @@ describe("Redlock.init()", () => {
         await client.set("app:user:1", "alice");
         await client.set("other-lock", "their-value", "PX", 60_000);
       }
-      const ids = new NextId(cluster.urls, { key: "orders:id", unsafeAllowNonDurableNodes: true });
+      const ids = new NextId(cluster.urls, {
+        ...notAboutTimeouts,
+        key: "orders:id",
+        unsafeAllowNonDurableNodes: true,
+      });
       await ids.init();
       await ids.next();
       await ids.close();

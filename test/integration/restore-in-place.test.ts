@@ -21,6 +21,7 @@ import { NextId, Redlock } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { inspectionTimeoutMs, useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /** A node's copy, restored later: its AOF (incr files) or every key's DUMP. */
 type Copy = { readonly kind: "aof"; readonly bytes: Buffer } | DumpCopy;
@@ -85,7 +86,7 @@ for (const form of ["aof", "dump"] as const) {
 
     it("X draws 1–10; D and E lag while Y draws 11–30; A is restored to before Y: X's next ID is above Y's last", async () => {
       const urls = cluster().urls;
-      const options = { key: `restore-${form}`, repairDelayMs: 1_100 };
+      const options = { ...notAboutTimeouts, key: `restore-${form}`, repairDelayMs: 1_100 };
       const x = new NextId(urls, options);
       const y = new NextId(urls, options);
       try {

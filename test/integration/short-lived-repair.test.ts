@@ -5,6 +5,7 @@ import { limits } from "../../src/limits.js";
 import { finished, type Run, startCli } from "../helpers/cli.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 /**
  * Short-lived clients (every CLI command, a serverless function) leave the
@@ -35,7 +36,7 @@ describe("short-lived ID clients repair the restarted nodes they meet (5 AOF-alw
   const markers = (key: string) => cluster().onAll((client) => client.get(`${key}:marker`));
 
   async function init(key: string): Promise<bigint> {
-    const ids = new NextId(cluster().urls, { key });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key });
     try {
       await ids.init();
       return await ids.next();
@@ -77,7 +78,7 @@ describe("short-lived ID clients repair the restarted nodes they meet (5 AOF-alw
     // One retry at once: without waiting for the repairs, the call fails
     // long before they are due.
     const retry = { retries: 1, delayMs: 0, delayMsMax: 0 };
-    const ids = new NextId(cluster().urls, { key, repairDelayMs, retry });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key, repairDelayMs, retry });
     try {
       const id = await ids.next();
       assert.ok(id > before, `ID ${id} after ${before}`);
@@ -97,7 +98,13 @@ describe("short-lived ID clients repair the restarted nodes they meet (5 AOF-alw
       if (event.type === "node" && event.state === "needs repair") needsRepair.add(event.endpoint);
     };
     const retry = { retries: 1, delayMs: 0, delayMsMax: 0 };
-    const ids = new NextId(cluster().urls, { key, repairDelayMs, retry, onEvent });
+    const ids = new NextId(cluster().urls, {
+      ...notAboutTimeouts,
+      key,
+      repairDelayMs,
+      retry,
+      onEvent,
+    });
     const order: string[] = [];
     const call = ids.next().then(
       () => order.push("ID"),
@@ -201,7 +208,7 @@ describe("`redquorum status` and nodes restarted that no client has checked sinc
 
   it("names them 'restarted, not yet checked', counts them out of both verdicts, and counts them in again once a short-lived client repaired them", async () => {
     const key = "redquorum:id";
-    const ids = new NextId(cluster().urls, { key });
+    const ids = new NextId(cluster().urls, { ...notAboutTimeouts, key });
     try {
       await ids.init();
       await ids.next();

@@ -9,6 +9,7 @@ import {
 } from "../../src/index.js";
 import { useFreshCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 
 describe("redlock.using: auto-extension, loss and release", () => {
   const cluster = useFreshCluster({ nodeCount: 5 });
@@ -129,7 +130,7 @@ describe("redlock.using: auto-extension, loss and release", () => {
   });
 
   it("an extension that finds the keys gone from a majority leaves the lock no validity, and aborts the routine at once", async () => {
-    const holder = new Redlock(cluster().urls);
+    const holder = new Redlock(cluster().urls, notAboutTimeouts);
     try {
       // Outside using: the Lock itself.
       const lock = await holder.acquire(["plain"], 10_000);

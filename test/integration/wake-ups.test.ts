@@ -7,6 +7,7 @@ import { acquireScript } from "../../src/lock/acquire-script.js";
 import { startCluster, type TestCluster } from "../helpers/cluster.js";
 import { noTimers, until } from "../helpers/no-timers.js";
 import { sleep } from "../helpers/sleep.js";
+import { notAboutTimeouts } from "../helpers/timeouts.js";
 import { wrappedTransports } from "../helpers/wrapped-transport.js";
 
 /**
@@ -328,7 +329,11 @@ describe("waiters are woken by releases (no blind polling)", () => {
     // ms late; without the releaser's courtesy the releaser would win most
     // rounds (measured: 8 of 90 grants for the other).
     const instances = [0, 1].map(
-      () => new Redlock(cluster.urls, { retry: { retries: 10_000, delayMs: 1_000 } }),
+      () =>
+        new Redlock(cluster.urls, {
+          ...notAboutTimeouts,
+          retry: { retries: 10_000, delayMs: 1_000 },
+        }),
     );
     const grants = [0, 0];
     const end = performance.now() + 1_500;
