@@ -13,7 +13,12 @@ import { markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
 import { requireIndependentMaster, requireRerunList } from "./change-checks.js";
-import { chooseRecord, type MembershipRuntime, systemRuntime } from "./choose.js";
+import {
+  AnotherRecordWritten,
+  chooseRecord,
+  type MembershipRuntime,
+  systemRuntime,
+} from "./choose.js";
 import {
   changingPrefix,
   describeMembers,
@@ -509,6 +514,26 @@ function requireEvenRemoval(nodes: readonly RedisNode[], view: MembershipRecord)
   );
 }
 
+/**
+ * Another change was chosen instead of this one: `record` (as read, or
+ * undefined when it could not be: `stamp` names it).
+ */
+function anotherCompleted(
+  nodes: readonly RedisNode[],
+  record: MembershipRecord | undefined,
+  stamp: string,
+): MembershipError {
+  const now = record
+    ? `${describeMembers(record)} (epoch ${record.epoch})`
+    : `those of the record ${stamp}`;
+  return new MembershipError(
+    nodes.map((node) => node.endpoint),
+    "another change of members, run before or at the same time, was completed instead: " +
+      `the members are now ${now}. ` +
+      "Check them (`redquorum members show`) and run this change again with that list if it is still wanted",
+  );
+}
+
 /** Whether `reports` are exactly the members of `view` (requireList passes). */
 function fitsList(reports: readonly NodeMembershipReport[], view: MembershipRecord): boolean {
   try {
@@ -787,7 +812,13 @@ export async function applyMemberChange(
         participants.push(node);
       }),
     );
-    chosen = await chooseRecord(participants, view, next, timeoutMs, runtime);
+    chosen = await chooseRecord(participants, view, next, timeoutMs, runtime).catch(
+      async (error: unknown) => {
+        if (!(error instanceof AnotherRecordWritten)) throw error;
+        const written = await readRecord(error.node, timeoutMs).catch(() => undefined);
+        throw anotherCompleted(nodes, written?.record, error.stamp);
+      },
+    );
     if (stampOf(chosen) !== stampOf(next)) {
       // This change run before, its added node given another id then.
       const same =
@@ -839,14 +870,7 @@ export async function applyMemberChange(
     }),
   );
   const previous = fromView ?? view;
-  if (another) {
-    throw new MembershipError(
-      nodes.map((node) => node.endpoint),
-      `another change of members, run before or at the same time, was completed instead: ` +
-        `the members are now ${describeMembers(another)} (epoch ${another.epoch}). ` +
-        "Check them (`redquorum members show`) and run this change again with that list if it is still wanted",
-    );
-  }
+  if (another) throw anotherCompleted(nodes, another, stampOf(another));
   // Run again after the node to add joined: it holds the record too, and
   // counts among the members that do (a member of the list that lost its
   // memory since is left alone above).

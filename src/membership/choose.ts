@@ -39,6 +39,29 @@ import { acceptScript, prepareScript, proposalReply } from "./scripts.js";
 /** Rounds of ballots before a change gives up to another one running (each raises the ballot). */
 const maxBallots = 6;
 
+/**
+ * What `chooseRecord` throws when a member holds a record of a later epoch
+ * than the change started from that is not the change's own: only chosen
+ * records are ever written, so another change was completed (change.ts
+ * reads that record from `node` and says so).
+ */
+export class AnotherRecordWritten extends Error {
+  constructor(
+    readonly node: RedisNode,
+    readonly stamp: string,
+  ) {
+    super(`${node.endpoint} holds ${stamp}: another change was completed`);
+  }
+}
+
+/** The epoch a stamp names (record.ts, stampOf: "<cluster>:<epoch>:<digest>"), for `clusterId`'s stamps. */
+function epochOfStamp(stamp: string, clusterId: string): number | undefined {
+  const parts = stamp.split(":");
+  if (parts.length !== 3 || parts[0] !== clusterId) return undefined;
+  const epoch = Number(parts[1]);
+  return Number.isSafeInteger(epoch) ? epoch : undefined;
+}
+
 /** The clock and randomness a change runs on (injectable, as a Redlock's are). */
 export interface MembershipRuntime {
   readonly clock: Clock;
@@ -117,6 +140,17 @@ export async function chooseRecord(
   const ours = stampOf(proposal);
   const chosenAlready = (replies: readonly Reply[]) =>
     replies.some((reply) => reply.kind === "moved" && reply.stamp === ours);
+  // And one holding another record past `from` shows another change
+  // completed: no ballot of this one can win any more.
+  const requireNoOther = (replies: readonly Reply[]) => {
+    replies.forEach((reply, i) => {
+      if (reply.kind !== "moved" || reply.stamp === ours) return;
+      const epoch = epochOfStamp(reply.stamp, from.clusterId);
+      if (epoch !== undefined && epoch > from.epoch) {
+        throw new AnotherRecordWritten(nodes[i]!, reply.stamp);
+      }
+    });
+  };
   let number = 1;
   let last = "";
   for (let attempt = 0; attempt < maxBallots; attempt++) {
@@ -132,6 +166,7 @@ export async function chooseRecord(
       nodes.map((node) => ask(node, prepareScript, prepare, timeoutMs)),
     );
     if (chosenAlready(promises)) return proposal;
+    requireNoOther(promises);
     const outcome = tally(promises, needed, nodes);
     number = Math.max(number, outcome.highestNumber) + 1;
     if (!outcome.majority) {
@@ -159,6 +194,7 @@ export async function chooseRecord(
     const accepted = tally(accepts, needed, nodes);
     number = Math.max(number, accepted.highestNumber + 1);
     if (!accepted.majority && chosenAlready(accepts)) return proposal;
+    if (!accepted.majority) requireNoOther(accepts);
     if (accepted.majority) {
       const record = parseRecord(value);
       if (!record || record.clusterId !== from.clusterId || record.epoch !== proposal.epoch) {

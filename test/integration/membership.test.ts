@@ -20,7 +20,7 @@ import {
 } from "../../src/index.js";
 import { acquireScript } from "../../src/lock/acquire-script.js";
 import { applyMemberChange } from "../../src/membership/change.js";
-import { acceptScript, writeRecordScript } from "../../src/membership/scripts.js";
+import { acceptScript, prepareScript, writeRecordScript } from "../../src/membership/scripts.js";
 import { membershipTesting } from "../../src/membership/testing.js";
 import { createNodes } from "../../src/node/resolve.js";
 import { markNode, startCluster, type TestCluster } from "../helpers/cluster.js";
@@ -977,6 +977,46 @@ describe("cluster membership on real redis-server nodes", () => {
       const status = await membershipStatus(urls(0, 1, 2, 3));
       assert.equal(status.record?.epoch, 2, String(status.problem));
       assert.equal(status.nodes.filter((node) => node.id !== undefined).length, 4);
+      assert.equal(await cluster.client(4).get("redquorum:node"), null, "B's node did not join");
+    });
+
+    it("a change whose members moved on to another change's record before its first ballot says that change was completed instead", async () => {
+      await client(urls(0, 1, 2)).init();
+      // Change B (node 4 added) has read the members at epoch 1; its
+      // ballots wait until change A (node 3 added) has completed.
+      let atBallot = () => {};
+      const reachedBallot = new Promise<void>((resolve) => {
+        atBallot = resolve;
+      });
+      let letGo = () => {};
+      const gate = new Promise<void>((resolve) => {
+        letGo = resolve;
+      });
+      const held = wrappedTransports(urls(0, 1, 2), (real) => ({
+        async send(args, timeoutMs) {
+          if (args[0] === "EVAL" && args[1] === prepareScript.source) {
+            atBallot();
+            await gate;
+          }
+          return real.send(args, timeoutMs);
+        },
+      }));
+      const b = changeMembers(held, { add: cluster.urls[4]! }, { timeoutMs: 1_000 }).catch(
+        (error: unknown) => error,
+      );
+      await reachedBallot;
+      const a = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }, { timeoutMs: 1_000 });
+      assert.equal(a.to.epoch, 2);
+      letGo();
+      const error = await b;
+      assert.ok(error instanceof MembershipError, `B: ${String(error)}`);
+      // Before, B's six ballots met members holding A's record ("moved")
+      // and it said it had not reached them: run it again once they answer.
+      assert.match(
+        error.message,
+        /another change of members, run before or at the same time, was completed instead: the members are now .* \(epoch 2\)/,
+      );
+      assert.ok(error.message.includes(new URL(cluster.urls[3]!).host), error.message);
       assert.equal(await cluster.client(4).get("redquorum:node"), null, "B's node did not join");
     });
 
