@@ -40,6 +40,18 @@ export const maxTtlOption = (minMs = 1): Option =>
     { minMs, maxMs: limits.ttlMsMax },
   ).env(maxTtlEnv);
 
+/**
+ * The bound on each node's answer in a round, --node-timeout or
+ * $REDQUORUM_NODE_TIMEOUT (lock: Redlock's default; id, serve: NextId's).
+ */
+export const nodeTimeoutOption = (defaultMs: number, description: string): Option =>
+  durationOption(
+    "--node-timeout <duration>",
+    `bound on each node's answer in a round${description}`,
+    formatDuration(defaultMs),
+    { minMs: 1, maxMs: limits.nodeTimeoutMsMax },
+  ).env("REDQUORUM_NODE_TIMEOUT");
+
 /** NextId's `proposals` (id next, serve). */
 export const proposalsOption = (): Option =>
   new Option(

@@ -3,7 +3,7 @@ import { Command, Option } from "commander";
 import { AlreadyInitializedError } from "../errors.js";
 import { NextId } from "../id/next-id.js";
 import type { IdProposals } from "../id/options.js";
-import { idLimits } from "../limits.js";
+import { idDefaults, idLimits } from "../limits.js";
 import {
   diagnose,
   idKeyOption,
@@ -11,6 +11,7 @@ import {
   type NodesOptions,
   nodesFrom,
   nodesOption,
+  nodeTimeoutOption,
   onWarning,
   printData,
   printJson,
@@ -21,6 +22,7 @@ import { parseInteger } from "./integer.js";
 
 interface IdOptions extends NodesOptions {
   key: string;
+  nodeTimeout: number;
 }
 
 interface NextOptions extends IdOptions {
@@ -35,6 +37,9 @@ const parseCount = (text: string) => parseInteger(text, "--count", 1, countMax);
 
 const keyOption = () => idKeyOption("the counter's Redis key");
 
+const idNodeTimeoutOption = () =>
+  nodeTimeoutOption(idDefaults.nodeTimeoutMs, " (longer on a busy or shared machine)");
+
 async function withNextId<T>(
   options: IdOptions & { proposals?: IdProposals },
   run: (ids: NextId) => Promise<T>,
@@ -42,6 +47,7 @@ async function withNextId<T>(
   const ids = new NextId(nodesFrom(options), {
     key: options.key,
     proposals: options.proposals,
+    nodeTimeoutMs: options.nodeTimeout,
     // Lines of the CLI's own, not Node's process warnings (NextId's default).
     onWarning,
     onRepair: (event) =>
@@ -68,6 +74,7 @@ export function idCommand(): Command {
     )
     .addOption(nodesOption())
     .addOption(keyOption())
+    .addOption(idNodeTimeoutOption())
     .action(async (options: IdOptions) => {
       await withNextId(options, async (ids) => {
         try {
@@ -87,6 +94,7 @@ export function idCommand(): Command {
       new Option("--count <n>", `how many IDs (1 to ${countMax})`).default(1).argParser(parseCount),
     )
     .addOption(proposalsOption())
+    .addOption(idNodeTimeoutOption())
     .addOption(jsonOption())
     .action(async (options: NextOptions) => {
       const batch = await withNextId(options, (ids) => ids.nextBatch(options.count));

@@ -24,6 +24,7 @@ import {
   type NodesOptions,
   nodesFrom,
   nodesOption,
+  nodeTimeoutOption,
   onWarning,
 } from "./common.js";
 import { durationOption, formatDuration } from "./duration.js";
@@ -241,14 +242,7 @@ export function lockCommand(childArgv: () => readonly string[]): Command {
         "5s",
       ),
     )
-    .addOption(
-      durationOption(
-        "--node-timeout <duration>",
-        "bound on each node's answer in a round (longer on a busy or shared machine)",
-        formatDuration(defaults.nodeTimeoutMs),
-        { minMs: 1, maxMs: limits.nodeTimeoutMsMax },
-      ).env("REDQUORUM_NODE_TIMEOUT"),
-    )
+    .addOption(nodeTimeoutOption(defaults.nodeTimeoutMs, " (longer on a busy or shared machine)"))
     .action(async (resources: string[], options: LockOptions, command: Command) => {
       const argv = childArgv();
       if (argv.length === 0) {

@@ -15,7 +15,13 @@ import { idDefaults, idLimits } from "../limits.js";
 import { clientTimeoutMs, IdServer } from "../server/id-server.js";
 import { jsonLogger, type LogLevel, logLevels } from "../server/json-log.js";
 import { IdServerMetrics } from "../server/metrics.js";
-import { type NodesOptions, nodesFrom, nodesOption, proposalsOption } from "./common.js";
+import {
+  type NodesOptions,
+  nodesFrom,
+  nodesOption,
+  nodeTimeoutOption,
+  proposalsOption,
+} from "./common.js";
 import { durationOption, formatDuration } from "./duration.js";
 import { UsageError } from "./errors.js";
 import { signalExitCode } from "./exit-codes.js";
@@ -156,14 +162,7 @@ export function serveCommand(): Command {
         { minMs: 1, maxMs: 60_000 },
       ).env("REDQUORUM_REQUEST_TIMEOUT"),
     )
-    .addOption(
-      durationOption(
-        "--node-timeout <duration>",
-        "bound on each node's answer in a round",
-        "200ms",
-        { minMs: 1, maxMs: 1_000 },
-      ).env("REDQUORUM_NODE_TIMEOUT"),
-    )
+    .addOption(nodeTimeoutOption(idDefaults.nodeTimeoutMs, ""))
     .addOption(
       integerOption(
         "--pipeline-depth <n>",
