@@ -27,7 +27,8 @@ describe("redquorum id", () => {
   before(async () => {
     // New nodes: `redquorum id init` writes the counter's marker.
     cluster = await LocalCluster.start({ nodeCount: 3, persistence: "aof-always", init: false });
-    env = { REDQUORUM_NODES: cluster.urls.join(",") };
+    // Not about node timeouts: id init needs every node within the bound.
+    env = { REDQUORUM_NODES: cluster.urls.join(","), REDQUORUM_NODE_TIMEOUT: "1s" };
   });
 
   after(() => cluster.stop());
