@@ -769,7 +769,13 @@ export async function applyMemberChange(
         i === removeIndex ? { endpoint: r.endpoint, error: "lost its memory" } : r,
       )
     : reports;
-  if (fromView) requireList(listReports, view);
+  // A change accepted by some members and not written on them (a run of
+  // it, or of another, that stopped or is still writing): a member that
+  // lost its memory meanwhile is taken back by no client until it is
+  // written (view.ts, confirmCurrent), so it goes on without that member
+  // (left alone below, as a down one), rather than wait for it.
+  const underWay = reports.some((report) => report.changing === true);
+  if (fromView) requireList(listReports, view, { lostMemoryOk: underWay });
   else requireRerunList(reports, view, removeIndex);
   if (fromView && removeIndex !== undefined && !add) requireEvenRemoval(nodes, view);
   if (fromView && removeIndex !== undefined && add) requireOtherMember(nodes, view);
@@ -845,9 +851,10 @@ export async function applyMemberChange(
         results[i] = { endpoint: node.endpoint, result: `not reached: ${report.error}` };
         return;
       }
-      if (!fromView && holdsNothing(report) && i !== removeIndex) {
-        // A member that lost its memory since the run before: given the
-        // record here without its id, it could never be taken back.
+      if ((!fromView || underWay) && holdsNothing(report) && i !== removeIndex) {
+        // A member that lost its memory since the run before (or while a
+        // change was under way): given the record here without its id, it
+        // could never be taken back.
         results[i] = {
           endpoint: node.endpoint,
           result: "left alone: holds nothing (lost its memory); a lock or ID call takes it back",

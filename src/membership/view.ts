@@ -307,11 +307,15 @@ export class MembershipView {
    * again), so it neither refuses the client for good (a `MembershipError`
    * of scope "list" would, and one found at first contact of any scope) nor
    * excludes the node for a recheck interval once they answer. A member that
-   * accepted a change not written yet still answers with the record it
-   * holds, and counts: refusing the node then would stop that change too,
-   * which waits for the node to be taken back (it takes no part, marked:
-   * choose.ts). What this cannot see: a change whose record is being
-   * written when these reads land, read on members it has not reached yet.
+   * accepted a change not written on it yet (its stamp "changing") may hold
+   * the read's only trace of a chosen record that the lost node held
+   * before its loss: taken back at `view`'s epoch, the node made one
+   * majority of the old members with a member the change never reached,
+   * beside the new members' majority (both lists held one lock). So the
+   * node waits while any member read is changing (a NodeError) until that
+   * change is written there; a change run again goes on without the node
+   * (change.ts), so the wait ends. What this cannot see: a change whose
+   * accepts are landing as these reads do, on members they have not reached yet.
    */
   private async confirmCurrent(
     index: number,
@@ -327,8 +331,10 @@ export class MembershipView {
     );
     let answered = 0;
     let newer: MembershipRecord | undefined;
-    for (const read of reads) {
+    const changing: string[] = [];
+    for (const [other, read] of reads.entries()) {
       if (!read) continue;
+      if (read.changing) changing.push(this.nodes[other]!.endpoint);
       // A node that lost its record too holds no later one either (after
       // the whole cluster lost its memory, the view is the record left).
       answered++;
@@ -339,6 +345,16 @@ export class MembershipView {
     if (newer) {
       this.adopt(newer);
       return newer;
+    }
+    if (changing.length > 0) {
+      throw new NodeError(
+        endpoint,
+        new Error(
+          `lost its membership record while a change of members is under way (${changing.join(", ")} ` +
+            `accepted the next record, not yet written there): it is taken back once that change ` +
+            "is written (if the change stopped, run it again)",
+        ),
+      );
     }
     if (answered < needed) {
       throw new NodeError(

@@ -1080,7 +1080,7 @@ describe("cluster membership on real redis-server nodes", () => {
     assert.ok(lock.remainingMs() > 0);
   });
 
-  it("a member that lost its memory after accepting a change takes no part in the next: with another member out of reach, that change fails", async () => {
+  it("a member that lost its memory after accepting a change takes no part in the next, nor is taken back before it is written: with another member out of reach, that change fails", async () => {
     await client(urls(0, 1, 2)).init();
     // A change (node 3 added) accepted by nodes 0 and 1, and written nowhere.
     const stopped = wrappedTransports(urls(0, 1, 2, 3), (real, i) => ({
@@ -1095,14 +1095,13 @@ describe("cluster membership on real redis-server nodes", () => {
     await assert.rejects(changeMembers(stopped.slice(0, 3), { add: stopped[3]! }), MembershipError);
     assert.match(String(await cluster.client(0).get("redquorum:cluster")), /^changing:/);
     assert.match(String(await cluster.client(1).get("redquorum:cluster")), /^changing:/);
-    // Node 0 loses its memory, and a client takes it back as the member.
+    // Node 0 loses its memory. No client takes it back while node 1 holds
+    // the change accepted and not written (node 0 may have known it chosen).
     await cluster.client(0).flushall();
     await clientCheckingLast([0, 1, 2], 0)
       .acquire(["r"], 1_000)
       .catch(() => {});
-    await nodeRejoined(0);
-    // Marked, with no epoch yet: a client's list may be older than the members.
-    assert.equal(await cluster.client(0).get("redquorum:members-next"), unknownMarked);
+    assert.equal(await cluster.client(0).get("redquorum:node"), null);
     // Another change, with node 1 out of reach: nodes 0 and 2 would be a
     // majority, and neither remembers the change node 1 accepted.
     const withoutNode1 = wrappedTransports(urls(0, 1, 2), (real, i) => ({
@@ -1113,14 +1112,20 @@ describe("cluster membership on real redis-server nodes", () => {
     }));
     await assert.rejects(
       changeMembers(withoutNode1, { remove: 2, add: cluster.urls[3]! }),
-      /lost its memory, and takes no part until the changes it may have forgotten are decided/,
+      /holds no record at a member's address: it lost its memory/,
     );
     // With node 1 answering (node 0 still left out), what node 1 accepted is the change written.
     await assert.rejects(
       changeMembers(urls(0, 1, 2), { remove: 2, add: cluster.urls[3]! }),
       /another change of members.*was completed instead/,
     );
-    // The change that was chosen, run again, joins its node.
+    // Now written, a client of the members takes node 0 back under it, and
+    // the change that was chosen, run again, joins its node.
+    await clientCheckingLast([0, 1, 2, 3], 0)
+      .acquire(["r"], 1_000)
+      .catch(() => {});
+    await nodeRejoined(0);
+    assert.match(String(await cluster.client(0).get("redquorum:cluster")), /:2:/);
     await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
     const status = await membershipStatus(urls(0, 1, 2, 3));
     assert.equal(status.problem, undefined, status.problem);
@@ -1249,6 +1254,92 @@ describe("cluster membership on real redis-server nodes", () => {
       // A change that reads nodes 1 and 2 (a majority) works it out: marked up to epoch 3.
       await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
       assert.equal(await cluster.client(0).get("redquorum:members-next"), "3\namnesiac\n\n\n");
+    });
+
+    it("a member that loses its memory while a change is being written is not taken back at the old epoch: the old list cannot hold a lock beside the new one", async () => {
+      await client(urls(0, 1, 2)).init();
+      // The change (node 3 added, node 2 removed) reaches nodes 0 and 1
+      // only, and its write to node 1 waits for the gate.
+      let letGo = () => {};
+      const gate = new Promise<void>((resolve) => {
+        letGo = resolve;
+      });
+      const changer = wrappedTransports(urls(0, 1, 2), (real, i) => ({
+        async send(args, timeoutMs) {
+          if (i === 2 && args[0] === "EVAL") throw new Error("connection reset (the test's)");
+          if (i === 1 && args[0] === "EVAL" && args[1] === writeRecordScript.source) await gate;
+          return real.send(args, timeoutMs);
+        },
+      }));
+      const old = client(urls(0, 1, 2));
+      try {
+        await (await old.acquire(["warm"], 1_000)).release();
+        const change = changeMembers(
+          changer,
+          { add: cluster.urls[3]!, remove: 2 },
+          { timeoutMs: 30_000 },
+        ).catch((error: unknown) => error);
+        // Node 0 holds the new record (epoch 2), node 1 accepted it; then
+        // node 0 loses its memory.
+        const until = performance.now() + 5_000;
+        while (!/:2:/.test(String(await cluster.client(0).get("redquorum:cluster")))) {
+          assert.ok(performance.now() < until, "node 0 never held epoch 2");
+          await sleep(5);
+        }
+        await cluster.client(0).flushall();
+        // Before, the old list's client took node 0 back at epoch 1 (node 1
+        // answered with the record it holds, node 2 with epoch 1) and,
+        // once its quarantine was over, held r on nodes 0 and 2, while the
+        // new list could win on nodes 1 and 3.
+        const deadline = performance.now() + options.maxTtlMs + 2_000;
+        while (performance.now() < deadline) {
+          const lock = await old.acquire(["r"], 1_000).catch(() => undefined);
+          if (lock) {
+            await lock.release();
+            assert.fail("the old list took r at epoch 1 after the new record was chosen");
+          }
+          assert.doesNotMatch(String(await cluster.client(0).get("redquorum:cluster")), /:1:/);
+          await sleep(50);
+        }
+        letGo();
+        const report = await change;
+        assert.ok(!(report instanceof Error), String(report));
+      } finally {
+        letGo();
+      }
+    });
+
+    it("a change stopped after its accepts, run again while a member that lost its memory meanwhile is not taken back, completes without it; a client then takes it back under the new record", async () => {
+      await client(urls(0, 1, 2)).init();
+      // The first run's accepts land, none of its writes does.
+      const stopped = wrappedTransports(urls(0, 1, 2), (real) => ({
+        async send(args, timeoutMs) {
+          if (args[0] === "EVAL" && args[1] === writeRecordScript.source) {
+            throw new Error("connection reset (the test's)");
+          }
+          return real.send(args, timeoutMs);
+        },
+      }));
+      await assert.rejects(
+        changeMembers(stopped, { add: cluster.urls[3]! }, { timeoutMs: 1_000 }),
+        MembershipError,
+      );
+      await cluster.client(0).flushall();
+      // No client takes node 0 back while nodes 1 and 2 hold the change
+      // accepted and not written: the run again goes on without node 0.
+      // Before, it was refused until a client took node 0 back (at epoch 1).
+      await client(urls(0, 1, 2))
+        .acquire(["r"], 1_000)
+        .catch(() => {});
+      assert.equal(await cluster.client(0).get("redquorum:node"), null);
+      const report = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      assert.equal(report.to.epoch, 2);
+      assert.match(report.nodes[0]!.result, /^left alone: holds nothing/);
+      await clientCheckingLast([0, 1, 2, 3], 0)
+        .acquire(["r"], 1_000)
+        .catch(() => {});
+      await nodeRejoined(0);
+      assert.match(String(await cluster.client(0).get("redquorum:cluster")), /:2:/);
     });
 
     it("a change meeting a member that lost its memory, before any client has, says so; once a client took it back, the change runs", async () => {
