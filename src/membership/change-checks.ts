@@ -5,7 +5,10 @@
  * that landed.
  */
 import { MembershipError } from "../errors.js";
+import { idKeySuffixes } from "../id/keys.js";
 import { inspectNode, type NodeInfo } from "../node/inspect.js";
+import { aliveKey } from "../node/memory-check.js";
+import { horizonKey, markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { NodeMembershipReport } from "./change.js";
 import { describeMembers, type MembershipRecord, memberById } from "./record.js";
@@ -97,4 +100,62 @@ export function requireRerunList(
       ". Another change landed: check the members (`redquorum members show`) and give " +
       "every client that list",
   );
+}
+
+/**
+ * Keys a client's first contact writes on any node it checks, even one
+ * whose list it then refuses (a former member emptied to be added again,
+ * met by a service still on the old list; a new node met by one already
+ * given the new list): the lock node's memory and its identity cache, the
+ * horizon's maxTtlMs records, and the marker the join writes over. None is
+ * a lock or a counter. Held against the node to add, they made it
+ * "not empty" for as long as such a service ran, and FLUSHALL did not help.
+ */
+const bookkeepingKeys = new Set([markerKey, runKey, aliveKey, horizonKey]);
+
+/** Past this many keys a node is not one emptied to join: its keys are not looked at one by one. */
+const bookkeepingKeysMax = 64;
+
+const idRunSuffix = idKeySuffixes[2];
+
+/**
+ * The keys the node to add holds but for redquorum's bookkeeping above and
+ * an ID counter's certified run_id without its counter, marker or loss
+ * token (what an ID client's first contact writes): a counter left on the
+ * node would be trusted as it is, its run_id alone is nothing.
+ */
+export async function keysHeld(node: RedisNode, timeoutMs: number): Promise<number> {
+  try {
+    const size = Number(await node.command(["DBSIZE"], { timeoutMs }));
+    if (size === 0 || size > bookkeepingKeysMax) return size;
+    let held = 0;
+    for (const key of await scanKeys(node, timeoutMs)) {
+      if (bookkeepingKeys.has(key)) continue;
+      if (key.endsWith(idRunSuffix)) {
+        const counter = key.slice(0, -idRunSuffix.length);
+        const parts = [counter, ...idKeySuffixes.slice(0, 2).map((suffix) => counter + suffix)];
+        if (Number(await node.command(["EXISTS", ...parts], { timeoutMs })) === 0) continue;
+      }
+      held++;
+    }
+    return held;
+  } catch (error) {
+    throw new MembershipError(
+      [node.endpoint],
+      `the node to add did not say which keys it holds: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
+
+/** Every key of a node with few keys (SCAN, not KEYS: KEYS is often renamed away). */
+async function scanKeys(node: RedisNode, timeoutMs: number): Promise<string[]> {
+  const keys = new Set<string>();
+  let cursor = "0";
+  do {
+    const reply = await node.command(["SCAN", cursor, "COUNT", "1000"], { timeoutMs });
+    const [next, batch] = Array.isArray(reply) ? reply : [];
+    for (const key of Array.isArray(batch) ? batch : []) keys.add(String(key));
+    cursor = String(next ?? "0");
+  } while (cursor !== "0");
+  return [...keys];
 }

@@ -8,11 +8,9 @@
 import { repeatWhile } from "../clock.js";
 import { InvalidArgumentError, MembershipError } from "../errors.js";
 import { parseInfo } from "../node/inspect.js";
-import { aliveKey } from "../node/memory-check.js";
-import { markerKey, runKey } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import { quorumOf } from "../quorum/round.js";
-import { requireIndependentMaster, requireRerunList } from "./change-checks.js";
+import { keysHeld, requireIndependentMaster, requireRerunList } from "./change-checks.js";
 import {
   AnotherRecordWritten,
   chooseRecord,
@@ -114,26 +112,6 @@ export async function readRecord(node: RedisNode, timeoutMs: number): Promise<No
     };
   } catch (error) {
     throw new MembershipError([node.endpoint], `${node.endpoint}: ${(error as Error).message}`);
-  }
-}
-
-/**
- * The keys a node holds, but for those the join writes over (the lock
- * marker and the memory it was written on, as `init` or a local cluster
- * leaves them on a spare node) and the memory identity's cache.
- */
-async function keysHeld(node: RedisNode, timeoutMs: number): Promise<number> {
-  try {
-    const [size, rewritten] = await Promise.all([
-      node.command(["DBSIZE"], { timeoutMs }),
-      node.command(["EXISTS", markerKey, runKey, aliveKey], { timeoutMs }),
-    ]);
-    return Number(size) - Number(rewritten);
-  } catch (error) {
-    throw new MembershipError(
-      [node.endpoint],
-      `the node to add did not say how many keys it holds: ${error instanceof Error ? error.message : String(error)}`,
-    );
   }
 }
 

@@ -1490,6 +1490,39 @@ describe("cluster membership on real redis-server nodes", () => {
       assert.equal(report.to.members.length, 4);
     });
 
+    it("a member removed and emptied joins again though services on the old list keep meeting it (what their first contact writes is no counter); an ID counter left on it is still refused", async () => {
+      await client(urls(0, 1, 2)).init();
+      const ids = new NextId(urls(0, 1, 2), {
+        nodeTimeoutMs: 500,
+        unsafeAllowNonDurableNodes: true,
+      });
+      await ids.init();
+      await ids.close();
+      await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[3]! });
+      await cluster.client(3).flushall();
+      // What the first contact of a lock and an ID service still on the old
+      // list leaves on it before they are refused (copied from a member's):
+      // its maxTtlMs records and an ID counter's certified run_id.
+      for (const key of ["redquorum:horizon", "redquorum:id:run"]) {
+        const dump = await cluster.client(0).dumpBuffer(key);
+        assert.ok(dump, `the premise: node 0 holds ${key}`);
+        await cluster.client(3).restore(key, 0, dump);
+      }
+      // Before: "holds 2 keys: a node joins empty … Empty it (FLUSHALL)", as
+      // long as such a service ran.
+      const report = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      assert.equal(report.to.members.length, 4);
+      // A counter beside its run_id is still a node that is not empty.
+      await changeMembers(urls(0, 1, 2, 3), { remove: cluster.urls[3]! });
+      await cluster.client(3).flushall();
+      await cluster.client(3).mset("orders:id", "41", "orders:id:run", "x");
+      await assert.rejects(
+        changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }),
+        /holds 2 keys: a node joins empty/,
+      );
+    });
+
     it("a member is not removed from an odd number of members (a later repair would have too few witnesses); from an even number it is", async () => {
       await client(urls(0, 1, 2)).init();
       const before = await membershipStatus(urls(0, 1, 2));
