@@ -488,7 +488,8 @@ function requireEvenRemoval(nodes: readonly RedisNode[], view: MembershipRecord)
     `cannot remove a member from ${view.members.length} members: afterwards a member that ` +
       "lost its memory would be repaired from too few of the others to find every ID and " +
       "fencing token handed out before. Replace it instead (`redquorum members replace`), " +
-      "or add a member first and then remove it",
+      "or add a member first and then remove it (an odd number of members can grow, but " +
+      `never gets smaller: from ${view.members.length}, never below ${view.members.length})`,
   );
 }
 
