@@ -5,7 +5,8 @@
  * that landed.
  */
 import { MembershipError } from "../errors.js";
-import { idKeySuffixes } from "../id/keys.js";
+import { counterKeys } from "../id/keys.js";
+import { idDefaults } from "../limits.js";
 import { inspectNode, type NodeInfo } from "../node/inspect.js";
 import { aliveKey } from "../node/memory-check.js";
 import { horizonKey, markerKey, runKey } from "../node/node-state.js";
@@ -111,51 +112,36 @@ export function requireRerunList(
  * a lock or a counter. Held against the node to add, they made it
  * "not empty" for as long as such a service ran, and FLUSHALL did not help.
  */
-const bookkeepingKeys = new Set([markerKey, runKey, aliveKey, horizonKey]);
-
-/** Past this many keys a node is not one emptied to join: its keys are not looked at one by one. */
-const bookkeepingKeysMax = 64;
-
-const idRunSuffix = idKeySuffixes[2];
+const bookkeepingKeys = [markerKey, runKey, aliveKey, horizonKey];
 
 /**
- * The keys the node to add holds but for redquorum's bookkeeping above and
- * an ID counter's certified run_id without its counter, marker or loss
- * token (what an ID client's first contact writes): a counter left on the
- * node would be trusted as it is, its run_id alone is nothing.
+ * The default ID counter's keys: its certified run_id is what an ID
+ * client's first contact writes; alone, without the counter, its marker or
+ * its loss token, it is nothing (a counter left on the node would be
+ * trusted as it is). A counter under a `key` of its own leaves
+ * `<key>:run`, which counts (finding it would take SCAN, which the ACL in
+ * docs/operations.md does not grant).
  */
+const [defaultIdCounter, defaultIdMarker, defaultIdLost, defaultIdRun] = counterKeys(
+  idDefaults.key,
+);
+
+/** The keys the node to add holds but for the bookkeeping above. */
 export async function keysHeld(node: RedisNode, timeoutMs: number): Promise<number> {
   try {
-    const size = Number(await node.command(["DBSIZE"], { timeoutMs }));
-    if (size === 0 || size > bookkeepingKeysMax) return size;
-    let held = 0;
-    for (const key of await scanKeys(node, timeoutMs)) {
-      if (bookkeepingKeys.has(key)) continue;
-      if (key.endsWith(idRunSuffix)) {
-        const counter = key.slice(0, -idRunSuffix.length);
-        const parts = [counter, ...idKeySuffixes.slice(0, 2).map((suffix) => counter + suffix)];
-        if (Number(await node.command(["EXISTS", ...parts], { timeoutMs })) === 0) continue;
-      }
-      held++;
-    }
-    return held;
+    const [size, bookkeeping, idCounter, idRun] = await Promise.all([
+      node.command(["DBSIZE"], { timeoutMs }),
+      node.command(["EXISTS", ...bookkeepingKeys], { timeoutMs }),
+      node.command(["EXISTS", defaultIdCounter, defaultIdMarker, defaultIdLost], { timeoutMs }),
+      node.command(["EXISTS", defaultIdRun], { timeoutMs }),
+    ]);
+    // The run key alone is nothing; beside its counter, marker or loss token it counts.
+    const idRunAlone = Number(idRun) === 1 && Number(idCounter) === 0;
+    return Number(size) - Number(bookkeeping) - (idRunAlone ? 1 : 0);
   } catch (error) {
     throw new MembershipError(
       [node.endpoint],
-      `the node to add did not say which keys it holds: ${error instanceof Error ? error.message : String(error)}`,
+      `the node to add did not say how many keys it holds: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
-}
-
-/** Every key of a node with few keys (SCAN, not KEYS: KEYS is often renamed away). */
-async function scanKeys(node: RedisNode, timeoutMs: number): Promise<string[]> {
-  const keys = new Set<string>();
-  let cursor = "0";
-  do {
-    const reply = await node.command(["SCAN", cursor, "COUNT", "1000"], { timeoutMs });
-    const [next, batch] = Array.isArray(reply) ? reply : [];
-    for (const key of Array.isArray(batch) ? batch : []) keys.add(String(key));
-    cursor = String(next ?? "0");
-  } while (cursor !== "0");
-  return [...keys];
 }
