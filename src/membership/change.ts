@@ -513,6 +513,29 @@ function anotherCompleted(
   );
 }
 
+/**
+ * Whether `record` is `next` but for the id its added node was given (a
+ * run of this very change drew another): that member of `record`, or
+ * undefined when it is another change.
+ */
+function sameChangeAs(
+  record: MembershipRecord,
+  next: MembershipRecord,
+  add: RedisNode | undefined,
+  newMember: Member | undefined,
+): Member | undefined {
+  if (!add || !newMember || record.epoch !== next.epoch) return undefined;
+  if (record.members.length !== next.members.length) return undefined;
+  const others = (of: MembershipRecord) =>
+    of.members
+      .filter((member) => member.address !== add.endpoint)
+      .map((member) => member.id)
+      .sort()
+      .join(",");
+  const same = memberAt(record, add.endpoint);
+  return same && others(record) === others(next) ? same : undefined;
+}
+
 /** Whether `reports` are exactly the members of `view` (requireList passes). */
 function fitsList(reports: readonly NodeMembershipReport[], view: MembershipRecord): boolean {
   try {
@@ -800,23 +823,23 @@ export async function applyMemberChange(
     chosen = await chooseRecord(participants, view, next, timeoutMs, runtime).catch(
       async (error: unknown) => {
         if (!(error instanceof AnotherRecordWritten)) throw error;
-        const written = await readRecord(error.node, timeoutMs).catch(() => undefined);
-        throw anotherCompleted(nodes, written?.record, error.stamp);
+        const written = (await readRecord(error.node, timeoutMs).catch(() => undefined))?.record;
+        // This very change, run twice at once: the other run completed it.
+        if (written && sameChangeAs(written, next, add, newMember)) {
+          throw new MembershipError(
+            nodes.map((node) => node.endpoint),
+            "this change, run twice at the same time, was completed by its other run: the " +
+              `members are now ${describeMembers(written)} (epoch ${written.epoch}). Check ` +
+              "them (`redquorum members show`); run it again only if its node did not join",
+          );
+        }
+        throw anotherCompleted(nodes, written, error.stamp);
       },
     );
     if (stampOf(chosen) !== stampOf(next)) {
       // This change run before, its added node given another id then.
-      const same =
-        add && newMember && chosen.members.length === next.members.length
-          ? memberAt(chosen, add.endpoint)
-          : undefined;
-      const others = (record: MembershipRecord) =>
-        record.members
-          .filter((member) => member.address !== add?.endpoint)
-          .map((member) => member.id)
-          .sort()
-          .join(",");
-      if (same && others(chosen) === others(next)) newMember = same;
+      const same = sameChangeAs(chosen, next, add, newMember);
+      if (same) newMember = same;
       else another = chosen;
     }
   }

@@ -334,7 +334,11 @@ export class MembershipView {
     const changing: string[] = [];
     for (const [other, read] of reads.entries()) {
       if (!read) continue;
-      if (read.changing) changing.push(this.nodes[other]!.endpoint);
+      // Changing from the view's epoch (one behind it accepted the view's
+      // own record, which the node is then taken back under).
+      if (read.changing && read.record && read.record.epoch >= view.epoch) {
+        changing.push(this.nodes[other]!.endpoint);
+      }
       // A node that lost its record too holds no later one either (after
       // the whole cluster lost its memory, the view is the record left).
       answered++;

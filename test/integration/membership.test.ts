@@ -1020,6 +1020,45 @@ describe("cluster membership on real redis-server nodes", () => {
       assert.equal(await cluster.client(4).get("redquorum:node"), null, "B's node did not join");
     });
 
+    it("one change run twice at once, the second run's ballots after the first run completed it: the second says its other run completed it", async () => {
+      await client(urls(0, 1, 2)).init();
+      let atBallot = () => {};
+      const reachedBallot = new Promise<void>((resolve) => {
+        atBallot = resolve;
+      });
+      let letGo = () => {};
+      const gate = new Promise<void>((resolve) => {
+        letGo = resolve;
+      });
+      const held = wrappedTransports(urls(0, 1, 2), (real) => ({
+        async send(args, timeoutMs) {
+          if (args[0] === "EVAL" && args[1] === prepareScript.source) {
+            atBallot();
+            await gate;
+          }
+          return real.send(args, timeoutMs);
+        },
+      }));
+      const second = changeMembers(held, { add: cluster.urls[3]! }, { timeoutMs: 1_000 }).catch(
+        (error: unknown) => error,
+      );
+      await reachedBallot;
+      const first = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
+      letGo();
+      const error = await second;
+      assert.ok(error instanceof MembershipError, `second run: ${String(error)}`);
+      // Each run gives the node to add an id of its own: the first run's
+      // record is this change's, not another's.
+      assert.match(
+        error.message,
+        /this change, run twice at the same time, was completed by its other run/,
+      );
+      assert.doesNotMatch(error.message, /another change/);
+      assert.equal(first.to.members.length, 4);
+      const status = await membershipStatus(urls(0, 1, 2, 3));
+      assert.equal(status.record?.epoch, 2, String(status.problem));
+    });
+
     it("run again, a change completes one of the two: its list works, the other's is refused", async () => {
       await splitRemovals();
       const report = await changeMembers(urls(0, 1, 2, 3), { remove: 3 }).catch(
