@@ -298,9 +298,10 @@ export class MembershipView {
    * back may have been one of them: its loss took that away, and written
    * back at `view`'s epoch it would make one majority of the old members
    * with those the change never reached, beside the new members' majority.
-   * So N - Q + 1 of the other members are read now (N members, a majority
-   * Q): at least one of any Q - 1 of them, so at least one that accepted or
-   * holds a later record, if there is one. Answers the newer record read
+   * So N - Q + 1 of the other members that hold the record must answer (N
+   * members, a majority Q; one that lost its record too may have lost the
+   * later one with it), or all of them: at least one of any Q - 1 of them,
+   * so at least one that accepted or holds a later record, if there is one. Answers the newer record read
    * (adopted as the view: the node is then taken back under it, if a member
    * of it); throws a `NodeError` when too few answer: not a configuration
    * problem but a wait (the node stays out, and its next vote checks it
@@ -330,6 +331,8 @@ export class MembershipView {
       ),
     );
     let answered = 0;
+    /** Answers that hold this cluster's record: a node that lost its record too may have lost the newer one with it. */
+    let holding = 0;
     let newer: MembershipRecord | undefined;
     const changing: string[] = [];
     for (const [other, read] of reads.entries()) {
@@ -339,11 +342,11 @@ export class MembershipView {
       if (read.changing && read.record && read.record.epoch >= view.epoch) {
         changing.push(this.nodes[other]!.endpoint);
       }
-      // A node that lost its record too holds no later one either (after
-      // the whole cluster lost its memory, the view is the record left).
       answered++;
       const { record } = read;
-      if (!record || record.clusterId !== view.clusterId || record.epoch <= view.epoch) continue;
+      if (!record || record.clusterId !== view.clusterId) continue;
+      holding++;
+      if (record.epoch <= view.epoch) continue;
       if (!newer || record.epoch > newer.epoch) newer = record;
     }
     if (newer) {
@@ -360,12 +363,19 @@ export class MembershipView {
         ),
       );
     }
-    if (answered < needed) {
+    // N - Q + 1 answers that hold the record: with any number of other
+    // nodes that lost theirs, they include a member that accepted or holds
+    // a chosen later record, if there is one. Or every other node's answer,
+    // which does too while at most N - Q nodes lost their memory, and keeps
+    // the cluster live beyond that (three members, two restarted empty:
+    // before, each was taken back once both others answered, and still is).
+    if (holding < needed && answered < this.nodes.length - 1) {
       throw new NodeError(
         endpoint,
         new Error(
           `lost its membership record; it is taken back once ${needed} of the other ` +
-            `members confirm epoch ${view.epoch} is still the cluster's, and ${answered} answered`,
+            `members holding the record confirm epoch ${view.epoch} is still the cluster's, ` +
+            `or all of them answer, and ${holding} did (${answered} answered)`,
         ),
       );
     }
