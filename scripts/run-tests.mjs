@@ -46,12 +46,14 @@ function fullOnly(file) {
 
 /**
  * The full tier's own files outside test/faults/: the two commands that
- * start a whole local cluster, and three scenario files of restarts from
- * older data, lost witnesses and a whole-cluster power loss (a minute of
- * the fast tier's time between them; the fast tier keeps the same
+ * start a whole local cluster, and four scenario files of restarts from
+ * older data, lost witnesses, a whole-cluster power loss and short-lived
+ * clients repairing restarted nodes (a minute and a half of the fast
+ * tier's time between them; the fast tier keeps the same safety
  * properties in `fencing`, `fencing-floor`, `restart-quarantine`,
- * `next-id-faults` and `id-repair`), so that `npm test` stays within 3
- * minutes on a 2-core machine.
+ * `next-id-faults` and `id-repair`, and a closing client's repairs in
+ * `restart-quarantine`), so that `npm test` stays within 3 minutes on a
+ * 2-core machine.
  */
 const fullTierFiles = new Set([
   "test/integration/npm-start.test.ts",
@@ -59,6 +61,7 @@ const fullTierFiles = new Set([
   "test/integration/restarted-node.test.ts",
   "test/integration/repair-witness.test.ts",
   "test/integration/power-loss.test.ts",
+  "test/integration/short-lived-repair.test.ts",
 ]);
 
 /** Started first (longest first, as measured here), so no long file is left to run alone at the end. */
