@@ -300,8 +300,9 @@ export class MembershipView {
    * with those the change never reached, beside the new members' majority.
    * So N - Q + 1 of the other members that hold the record must answer (N
    * members, a majority Q; one that lost its record too may have lost the
-   * later one with it), or all of them: at least one of any Q - 1 of them,
-   * so at least one that accepted or holds a later record, if there is one. Answers the newer record read
+   * later one with it): at least one of any Q - 1 of them, so at least one
+   * that accepted or holds a later record, if there is one. Or every other
+   * member, which meets one while at most N - Q lost their memory (below). Answers the newer record read
    * (adopted as the view: the node is then taken back under it, if a member
    * of it); throws a `NodeError` when too few answer: not a configuration
    * problem but a wait (the node stays out, and its next vote checks it
@@ -365,11 +366,16 @@ export class MembershipView {
     }
     // N - Q + 1 answers that hold the record: with any number of other
     // nodes that lost theirs, they include a member that accepted or holds
-    // a chosen later record, if there is one. Or every other node's answer,
-    // which does too while at most N - Q nodes lost their memory, and keeps
-    // the cluster live beyond that (three members, two restarted empty:
-    // before, each was taken back once both others answered, and still is).
-    if (holding < needed && answered < this.nodes.length - 1) {
+    // a chosen later record, if there is one (the first acceptor to lose
+    // its memory and be taken back was seen so, by an acceptor that still
+    // remembered; a member behind the view accepted nothing after it). Or
+    // every other node's answer, which does too while at most N - Q nodes
+    // lost their memory, and keeps the cluster live beyond that (three
+    // members, two restarted empty: before, each was taken back once both
+    // others answered, and still is). A lone member has no other to
+    // answer: it is never taken back (its list may be one a change left).
+    const everyOther = this.nodes.length > 1 && answered === this.nodes.length - 1;
+    if (holding < needed && !everyOther) {
       throw new NodeError(
         endpoint,
         new Error(

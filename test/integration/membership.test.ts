@@ -1386,6 +1386,18 @@ describe("cluster membership on real redis-server nodes", () => {
       assert.equal(await cluster.client(1).get("redquorum:node"), null);
     });
 
+    it("the only member of a one-node cluster that lost its memory is not taken back: no other member can confirm its record is still the cluster's", async () => {
+      await client(urls(4)).init();
+      // A client running since: it holds the record in its view.
+      const running = client(urls(4));
+      await running.release(await running.acquire(["warm"], 1_000));
+      await cluster.client(4).flushall();
+      await assert.rejects(running.acquire(["r"], 1_000));
+      // A list of one may be one a change left behind ({A} → {A, D} →
+      // {A, D, E}): taken back at its epoch, it would win alone.
+      assert.equal(await cluster.client(4).get("redquorum:node"), null);
+    });
+
     it("a change stopped after its accepts, run again while a member that lost its memory meanwhile is not taken back, completes without it; a client then takes it back under the new record", async () => {
       await client(urls(0, 1, 2)).init();
       // The first run's accepts land, none of its writes does.
