@@ -372,13 +372,9 @@ export class MembershipView {
     // every other node's answer, which does too while at most N - Q nodes
     // lost their memory, and keeps the cluster live beyond that (three
     // members, two restarted empty: before, each was taken back once both
-    // others answered, and still is). But not when none of them holds the
-    // record: a list whose every node lost its memory, or was removed and
-    // emptied (the cluster moved to other nodes, a client still on its old
-    // list), would be taken back as a cluster of its own beside the real
-    // one. A lone member has no other to answer: it is never taken back
-    // (its list may be one a change left).
-    const everyOther = holding > 0 && answered === this.nodes.length - 1;
+    // others answered, and still is). A lone member has no other to
+    // answer: it is never taken back (its list may be one a change left).
+    const everyOther = this.nodes.length > 1 && answered === this.nodes.length - 1;
     if (holding < needed && !everyOther) {
       throw new NodeError(
         endpoint,
