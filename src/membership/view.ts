@@ -34,6 +34,8 @@ export class MembershipView {
   private readonly mode: MembershipMode;
   private readonly answers: Array<NodeMembership | undefined>;
   private current: MembershipRecord | undefined;
+  /** Operator acts running (`vouching`): while any does, a list whose every other node lost its record too is taken back. */
+  private vouchers = 0;
 
   constructor(nodes: readonly RedisNode[], mode?: MembershipMode) {
     this.nodes = nodes;
@@ -44,6 +46,23 @@ export class MembershipView {
   /** The record the view holds (the highest epoch read), undefined while no node had one. */
   get record(): MembershipRecord | undefined {
     return this.current;
+  }
+
+  /**
+   * Runs `act`, an operator's act on this client's list (the fencing floor
+   * raised after more than N - Q nodes lost their memory): meanwhile a
+   * member that lost its record is taken back under the view even when
+   * every other member answers without one too (`confirmCurrent`). A
+   * client's own calls never do so: its list may be one whose nodes were
+   * all removed and emptied, the cluster living on other nodes.
+   */
+  async vouching<T>(act: () => Promise<T>): Promise<T> {
+    this.vouchers++;
+    try {
+      return await act();
+    } finally {
+      this.vouchers--;
+    }
   }
 
   /** The member id node `index` answered at its last check, if any. */
@@ -372,9 +391,27 @@ export class MembershipView {
     // every other node's answer, which does too while at most N - Q nodes
     // lost their memory, and keeps the cluster live beyond that (three
     // members, two restarted empty: before, each was taken back once both
-    // others answered, and still is). A lone member has no other to
-    // answer: it is never taken back (its list may be one a change left).
-    const everyOther = this.nodes.length > 1 && answered === this.nodes.length - 1;
+    // others answered, and still is). But not when none of them holds the
+    // record, unless an operator vouches for the list: the nodes of a list
+    // a client missed changes of (the cluster moved to other nodes one
+    // replacement at a time, these emptied to be reused) would each
+    // confirm the other, and be taken back as a cluster of their own
+    // beside the real one. A lone member has no other to answer: it is
+    // never taken back (its list may be one a change left).
+    const everyOtherAnswered = this.nodes.length > 1 && answered === this.nodes.length - 1;
+    const everyOther = everyOtherAnswered && (holding > 0 || this.vouchers > 0);
+    if (everyOtherAnswered && !everyOther) {
+      throw new NodeError(
+        endpoint,
+        new Error(
+          `lost its membership record, and so did every other node of the list: no node holds ` +
+            `cluster ${view.clusterId}'s record. Either the list's nodes were removed from the ` +
+            "cluster and emptied (this client missed the change: give it the cluster's members), " +
+            "or every node lost its memory (the runbook's power loss without persistence; " +
+            "raiseFencingFloor on this client takes them back under its record)",
+        ),
+      );
+    }
     if (holding < needed && !everyOther) {
       throw new NodeError(
         endpoint,

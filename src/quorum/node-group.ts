@@ -134,6 +134,16 @@ export class NodeGroup {
     }
   }
 
+  /**
+   * Checks every node again now, whatever its last check, and waits for
+   * them all (a node that fails its check is left out as it would be by a
+   * round): an operator's act that must meet the nodes as they are now.
+   */
+  async checkAll(): Promise<void> {
+    this.checkedAtMs.fill(Number.NEGATIVE_INFINITY);
+    await Promise.allSettled(this.nodes.map((_, index) => this.check(index)));
+  }
+
   /** The refusal found by a late check, if any (operations then stop). */
   get refused(): NodeConfigurationError | undefined {
     return this.refusal;

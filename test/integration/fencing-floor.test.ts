@@ -42,6 +42,20 @@ async function untilCountersUnknown(
   }
 }
 
+/** Tries `resource` until it is granted (once the nodes' quarantines are over); its fencing token. */
+async function untilGranted(redlock: Redlock, resource: string): Promise<bigint> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const lock = await redlock.acquire([resource], 1_000).catch(() => undefined);
+    if (lock) {
+      await lock.release();
+      return lock.fence!;
+    }
+    assert.ok(performance.now() < deadline, "the quarantines never ended");
+    await sleep(100);
+  }
+}
+
 /**
  * A short maxTtlMs: the restarted nodes' quarantines end within a test. Not
  * about node timeouts: not on the 50 ms default, which a loaded machine can
@@ -144,13 +158,23 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
       await redlock.init();
       const issued = await lastTokenOf(redlock, "low", 5);
       for (const index of [0, 1, 2]) await cluster.cluster.restart(index, { keepData: false });
-      await untilCountersUnknown(redlock, "low", 3);
-      // The operator's bound is below a token the store saw: tokens repeat
-      // (for a client that did not see the earlier ones: this one's own
-      // proposals would still go above them).
-      await redlock.raiseFencingFloor({ atLeast: issued - 3n });
+      // Every node lost its memory, the membership record with it: this
+      // client's lock calls take none back (the list could be one whose
+      // nodes were removed and emptied), nor grant anything.
+      await assert.rejects(redlock.acquire(["low"], 1_000));
+      // The operator's act does, from this client: its list is the cluster's.
+      // The bound is below a token the store saw: tokens repeat (for a
+      // client that did not see the earlier ones: this one's own proposals
+      // would still go above them).
+      const first = await redlock.raiseFencingFloor({ atLeast: issued - 3n });
+      assert.deepEqual(
+        first.map((r) => [r.found, r.action]),
+        Array(3).fill(["unknown", "raised"]),
+        JSON.stringify(first),
+      );
+      for (const i of [0, 1, 2]) assert.ok(await cluster.client(i).get("redquorum:node"));
       const other = new Redlock(cluster.urls, notHurried);
-      const repeated = await lastTokenOf(other, "low", 1).finally(() => other.close());
+      const repeated = await untilGranted(other, "low").finally(() => other.close());
       assert.ok(repeated <= issued, `token ${repeated}: the floor was not too low after all`);
       // Found out, the operator runs it again with a bound high enough. The
       // nodes' counters are known now (floored): each is raised all the same.
@@ -179,10 +203,13 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
 
   it("takes nodes with no marker (restarted empty, met by no client) for lost: marks them, starts their quarantine, sets the floor", async () => {
     await cluster.flushAll();
+    const service = new Redlock(cluster.urls, notHurried);
+    // The operator's, as `redquorum fencing-floor` and `redquorum init`
+    // are: a new client, which finds no record of the cluster.
     const redlock = new Redlock(cluster.urls, notHurried);
     try {
-      await redlock.init();
-      const issued = await lastTokenOf(redlock, "u", 3);
+      await service.init();
+      const issued = await lastTokenOf(service, "u", 3);
       // Every node loses its memory at once: to init, a new cluster.
       for (const i of [0, 1, 2]) await cluster.client(i).flushall();
       const floor = issued + 1_000n;
@@ -201,22 +228,17 @@ describe("raiseFencingFloor: fenced locks after more than N - Q nodes lost their
           `node ${i} not quarantined`,
         );
       }
-      // init now sees a cluster in use and marks nothing.
+      // init now sees a cluster in use and marks nothing; it records the
+      // members anew, under a new cluster id.
       assert.ok((await redlock.init()).every((r) => r.action !== "marked"));
       // Once the quarantines are judged and over, tokens go on above the floor.
-      const deadline = performance.now() + 60_000;
-      for (;;) {
-        const lock = await redlock.acquire(["u"], 1_000).catch(() => undefined);
-        if (lock) {
-          assert.ok(lock.fence! > floor, `token ${lock.fence} not above the floor ${floor}`);
-          await lock.release();
-          break;
-        }
-        assert.ok(performance.now() < deadline, "the quarantines never ended");
-        await sleep(100);
-      }
+      const token = await untilGranted(redlock, "u");
+      assert.ok(token > floor, `token ${token} not above the floor ${floor}`);
+      // A service running since before is refused until restarted.
+      await assert.rejects(service.acquire(["u"], 1_000), /two clusters/);
     } finally {
       await redlock.close();
+      await service.close();
     }
     await assert.rejects(redlock.raiseFencingFloor({ atLeast: 1 }), { code: "ERR_CLOSED" });
   });

@@ -1386,6 +1386,62 @@ describe("cluster membership on real redis-server nodes", () => {
       assert.equal(await cluster.client(1).get("redquorum:node"), null);
     });
 
+    it("a client still on a list whose nodes were all replaced and emptied does not take them back as a cluster of their own", async () => {
+      await client(urls(0, 1)).init();
+      // A client running since: it holds epoch 1 of {0, 1} in its view.
+      const stale = client(urls(0, 1));
+      await stale.release(await stale.acquire(["warm"], 1_000));
+      await changeMembers(urls(0, 1), { add: cluster.urls[2]!, remove: cluster.urls[0]! });
+      await changeMembers(urls(2, 1), { add: cluster.urls[3]!, remove: cluster.urls[1]! });
+      await cluster.client(0).flushall();
+      await cluster.client(1).flushall();
+      // Before, each empty node confirmed the other (every other node
+      // answered): the stale client took both back at epoch 1, a second
+      // cluster beside {2, 3}, and once their quarantine ended won r there
+      // while {2, 3} granted it too.
+      // Its checks of the emptied nodes run beside its calls: 3 s of them.
+      const until = performance.now() + 3_000;
+      let refusal = "";
+      while (performance.now() < until) {
+        refusal = await stale.acquire(["r"], 1_000).then(
+          async (lock) => {
+            await stale.release(lock);
+            return "granted";
+          },
+          (error: Error) => error.message,
+        );
+        await sleep(100);
+      }
+      assert.equal(await cluster.client(0).get("redquorum:node"), null);
+      assert.equal(await cluster.client(1).get("redquorum:node"), null);
+      assert.doesNotMatch(refusal, /granted/);
+    });
+
+    it("…and says why, whatever the epoch its list was left at", async () => {
+      await client(urls(0, 1)).init();
+      await changeMembers(urls(0, 1), { add: cluster.urls[2]!, remove: cluster.urls[1]! });
+      // A client running since epoch 2 of {0, 2} (at epoch 1, a node
+      // without a record is waited for as an init's write on its way).
+      // Its checks read the record; node 2's quarantine refuses the lock.
+      const stale = client(urls(0, 2));
+      await assert.rejects(stale.acquire(["warm"], 1_000), /quarantined/);
+      await changeMembers(urls(0, 2), { add: cluster.urls[3]!, remove: cluster.urls[0]! });
+      await changeMembers(urls(3, 2), { add: cluster.urls[4]!, remove: cluster.urls[2]! });
+      await cluster.client(0).flushall();
+      await cluster.client(2).flushall();
+      const refusal = await stale.acquire(["r"], 1_000).then(
+        () => "granted",
+        (error: Error) => error.message,
+      );
+      assert.match(
+        refusal,
+        /lost its membership record, and so did every other node of the list: no node holds cluster \w+'s record/,
+      );
+      assert.match(refusal, /give it the cluster's members/);
+      assert.equal(await cluster.client(0).get("redquorum:node"), null);
+      assert.equal(await cluster.client(2).get("redquorum:node"), null);
+    });
+
     it("the only member of a one-node cluster that lost its memory is not taken back: no other member can confirm its record is still the cluster's", async () => {
       await client(urls(4)).init();
       // A client running since: it holds the record in its view.
