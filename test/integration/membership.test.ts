@@ -902,6 +902,35 @@ describe("cluster membership on real redis-server nodes", () => {
       }
     }
 
+    /**
+     * A change of nodes 0–2's members whose ballots wait at a gate:
+     * \`reachedBallot\` resolves once it has read the members, \`letGo()\`
+     * sends its ballots on; \`outcome\` is its report or its error.
+     */
+    function heldAtBallots(change: { add: string }) {
+      let atBallot = () => {};
+      const reachedBallot = new Promise<void>((resolve) => {
+        atBallot = resolve;
+      });
+      let letGo = () => {};
+      const gate = new Promise<void>((resolve) => {
+        letGo = resolve;
+      });
+      const held = wrappedTransports(urls(0, 1, 2), (real) => ({
+        async send(args, timeoutMs) {
+          if (args[0] === "EVAL" && args[1] === prepareScript.source) {
+            atBallot();
+            await gate;
+          }
+          return real.send(args, timeoutMs);
+        },
+      }));
+      const outcome = changeMembers(held, change, { timeoutMs: 1_000 }).catch(
+        (error: unknown) => error,
+      );
+      return { reachedBallot, letGo, outcome };
+    }
+
     it("two changes that each reached half of the members: the lists of both cannot both take a lock", async () => {
       await splitRemovals();
       const unfenced = { ...options, fencing: false };
@@ -984,31 +1013,12 @@ describe("cluster membership on real redis-server nodes", () => {
       await client(urls(0, 1, 2)).init();
       // Change B (node 4 added) has read the members at epoch 1; its
       // ballots wait until change A (node 3 added) has completed.
-      let atBallot = () => {};
-      const reachedBallot = new Promise<void>((resolve) => {
-        atBallot = resolve;
-      });
-      let letGo = () => {};
-      const gate = new Promise<void>((resolve) => {
-        letGo = resolve;
-      });
-      const held = wrappedTransports(urls(0, 1, 2), (real) => ({
-        async send(args, timeoutMs) {
-          if (args[0] === "EVAL" && args[1] === prepareScript.source) {
-            atBallot();
-            await gate;
-          }
-          return real.send(args, timeoutMs);
-        },
-      }));
-      const b = changeMembers(held, { add: cluster.urls[4]! }, { timeoutMs: 1_000 }).catch(
-        (error: unknown) => error,
-      );
-      await reachedBallot;
+      const b = heldAtBallots({ add: cluster.urls[4]! });
+      await b.reachedBallot;
       const a = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! }, { timeoutMs: 1_000 });
       assert.equal(a.to.epoch, 2);
-      letGo();
-      const error = await b;
+      b.letGo();
+      const error = await b.outcome;
       assert.ok(error instanceof MembershipError, `B: ${String(error)}`);
       // Before, B's six ballots met members holding A's record ("moved")
       // and it said it had not reached them: run it again once they answer.
@@ -1022,30 +1032,11 @@ describe("cluster membership on real redis-server nodes", () => {
 
     it("one change run twice at once, the second run's ballots after the first run completed it: the second says its other run completed it", async () => {
       await client(urls(0, 1, 2)).init();
-      let atBallot = () => {};
-      const reachedBallot = new Promise<void>((resolve) => {
-        atBallot = resolve;
-      });
-      let letGo = () => {};
-      const gate = new Promise<void>((resolve) => {
-        letGo = resolve;
-      });
-      const held = wrappedTransports(urls(0, 1, 2), (real) => ({
-        async send(args, timeoutMs) {
-          if (args[0] === "EVAL" && args[1] === prepareScript.source) {
-            atBallot();
-            await gate;
-          }
-          return real.send(args, timeoutMs);
-        },
-      }));
-      const second = changeMembers(held, { add: cluster.urls[3]! }, { timeoutMs: 1_000 }).catch(
-        (error: unknown) => error,
-      );
-      await reachedBallot;
+      const second = heldAtBallots({ add: cluster.urls[3]! });
+      await second.reachedBallot;
       const first = await changeMembers(urls(0, 1, 2), { add: cluster.urls[3]! });
-      letGo();
-      const error = await second;
+      second.letGo();
+      const error = await second.outcome;
       assert.ok(error instanceof MembershipError, `second run: ${String(error)}`);
       // Each run gives the node to add an id of its own: the first run's
       // record is this change's, not another's.
