@@ -6,4 +6,10 @@
 export const membershipTesting: {
   /** Views made while this is "off" check no list and send each node its own stamp. */
   mode: "enforce" | "off";
-} = { mode: "enforce" };
+  /**
+   * True: a member that lost its record is taken back once every other
+   * member answered, even when none of them holds the record (the rule
+   * before it was closed: view.ts, confirmCurrent).
+   */
+  takeBackEmptyLists: boolean;
+} = { mode: "enforce", takeBackEmptyLists: false };

@@ -399,7 +399,9 @@ export class MembershipView {
     // beside the real one. A lone member has no other to answer: it is
     // never taken back (its list may be one a change left).
     const everyOtherAnswered = this.nodes.length > 1 && answered === this.nodes.length - 1;
-    const everyOther = everyOtherAnswered && (holding > 0 || this.vouchers > 0);
+    const everyOther =
+      everyOtherAnswered &&
+      (holding > 0 || this.vouchers > 0 || membershipTesting.takeBackEmptyLists);
     if (everyOtherAnswered && !everyOther) {
       throw new NodeError(
         endpoint,

@@ -1,5 +1,5 @@
 /**
- * Membership rows (M1–M3): clients whose node lists differ must never both
+ * Membership rows (M1–M4): clients whose node lists differ must never both
  * win. The cluster has 4 nodes; the members are first {0,1,2}. Each
  * safety row has a negative control that turns one check off and must be
  * flagged.
@@ -238,6 +238,92 @@ async function replaceUnderLoad(ctx: RowContext, joinQuarantine: boolean): Promi
   if (got.ok) await taker.attempt("release", { resource: held.resource });
 }
 
+/**
+ * A client left on a list whose nodes were all removed: members {0,1},
+ * then {0,2} (the stale client starts here and reads that record), then
+ * {3,2} and {3,1}, one replacement at a time, each removed node emptied
+ * to be reused. The current list {3,1} holds r; the stale client, still
+ * on {0,2}, asks for it until it is held no longer. Its nodes hold no
+ * record: it must take neither back. Before that was closed (the control:
+ * `takeBackEmptyLists`), each empty node confirmed the other, the client
+ * took both back as a cluster of its own and, their quarantine over
+ * (its maxTtlMs, 1 s), won r beside the current list. Without fencing:
+ * the removed nodes' counters are not what this row is about.
+ */
+async function emptiedList(ctx: RowContext, takeBackEmptyLists: boolean): Promise<void> {
+  /** The current list's hold, and its clients' maxTtlMs (the joined nodes' quarantine). */
+  const holdMs = 5_000;
+  const short = { ...library, maxTtlMs: 1_000, retry: { retries: 0 } };
+  const setup = new Redlock(urlsOf(ctx, 0, 1), { ...short, onWarning: () => {} });
+  try {
+    await setup.init();
+  } finally {
+    await setup.close();
+  }
+  await change(ctx, [0, 1], { remove: 1, add: 2 });
+  const stale = await ctx.spawn("lock", "stale", {
+    urls: urlsOf(ctx, 0, 2),
+    library: short,
+    fencing: false,
+    takeBackEmptyLists,
+  });
+  // Its first contact reads epoch 2 (node 2's quarantine may refuse the lock).
+  const warm = await stale.attempt("acquire", { resource: "warm", ttlMs: 500 });
+  if (warm.ok) await stale.attempt("release", { resource: "warm" });
+  await ctx.admin(1).flushall();
+  await change(ctx, [0, 2], { remove: 0, add: 3 });
+  await change(ctx, [3, 2], { remove: 2, add: 1 });
+  await ctx.admin(0).flushall();
+  await ctx.admin(2).flushall();
+  // The stale client goes on calling, as a service would: in the control
+  // its take-back and the quarantine that follows (1 s) are over before
+  // the current list holds r.
+  for (const until = monotonicMs() + 2_000; monotonicMs() < until; ) {
+    const got = await stale.attempt("acquire", { resource: "other", ttlMs: 500 });
+    if (got.ok) await stale.attempt("release", { resource: "other" });
+    await ctx.sleep(100);
+  }
+  const current = await ctx.spawn("lock", "current", {
+    urls: urlsOf(ctx, 3, 1),
+    library: { ...short, maxTtlMs: holdMs },
+    fencing: false,
+  });
+  // Granted once the joined nodes' quarantines are over (setup, not the question).
+  let held: { validUntilMs: number } | undefined;
+  await ctx.waitFor(async () => {
+    const got = await current.attempt("acquire", { resource: "r", ttlMs: holdMs });
+    if (got.ok) held = got.result as { validUntilMs: number };
+    return got.ok;
+  }, 30_000);
+  if (!held) {
+    ctx.expect(false, "premise broke: the current list never got r");
+    return;
+  }
+  // Asked until a second before the hold ends.
+  let last = "";
+  let won = false;
+  while (!won && monotonicMs() < held.validUntilMs - 1_000) {
+    const got = await stale.attempt("acquire", { resource: "r", ttlMs: 1_000 });
+    won = got.ok;
+    last = got.ok ? "granted" : got.message;
+    if (!won) await ctx.sleep(100);
+  }
+  if (!takeBackEmptyLists) {
+    ctx.expect(
+      !won,
+      "the stale list, its nodes removed and emptied, won r while the current list held it",
+    );
+    ctx.expect(
+      won || /so did every other node of the list/.test(last),
+      `the stale client was refused, but not for its emptied list: ${last}`,
+    );
+  } else {
+    ctx.expect(won, `the control: the stale list did not take r (${last})`);
+  }
+  await current.attempt("release", { resource: "r" });
+  if (won) await stale.attempt("release", { resource: "r" });
+}
+
 export const membershipRows: Row[] = [
   {
     id: "M1",
@@ -315,5 +401,23 @@ export const membershipRows: Row[] = [
       );
       ctx.expect(refused, "the first list's clients were never told their list changed");
     },
+  },
+  {
+    id: "M4",
+    title:
+      "a client left on a list whose nodes were all replaced ({0,2} → {3,1}) and emptied: it takes none back",
+    expected: "refused",
+    setup: { nodeCount: 4 },
+    checks: { MX: "clean", HY: "clean" },
+    run: (ctx) => emptiedList(ctx, false),
+  },
+  {
+    id: "M4-empty-lists-taken-back",
+    title:
+      "as M4, with empty lists taken back as before: the stale list wins r beside the current one (negative control)",
+    expected: "documented-unsafe",
+    setup: { nodeCount: 4 },
+    checks: { MX: "flagged" },
+    run: (ctx) => emptiedList(ctx, true),
   },
 ];

@@ -444,6 +444,7 @@ export class RowContext {
       buggyGroupCommit: spec.buggyGroupCommit,
       sampleMs: spec.sampleMs,
       membershipOff: spec.membershipOff,
+      takeBackEmptyLists: spec.takeBackEmptyLists,
     };
     const child = spawn(
       process.execPath,

@@ -47,6 +47,8 @@ export interface WorkloadOptions {
   readonly sampleMs?: number;
   /** Test-only (membership rows' negative control): the client checks no node list. */
   readonly membershipOff?: boolean;
+  /** Test-only (M4's negative control): nodes that all lost the record are taken back by any call. */
+  readonly takeBackEmptyLists?: boolean;
 }
 
 export function readOptions(): WorkloadOptions {
@@ -57,6 +59,7 @@ export function readOptions(): WorkloadOptions {
     );
   const options = JSON.parse(raw) as WorkloadOptions;
   if (options.membershipOff) membershipTesting.mode = "off";
+  if (options.takeBackEmptyLists) membershipTesting.takeBackEmptyLists = true;
   return options;
 }
 
