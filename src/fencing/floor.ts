@@ -103,6 +103,22 @@ export async function raiseFencingFloors(
   options: FencingFloorOptions,
 ): Promise<FencingFloorReport[]> {
   const atLeast = requireFloor(options);
+  const { group } = context;
+  // The operator's word that this list is the cluster's: nodes that all
+  // lost their membership record are taken back under this client's by
+  // these checks (a lock or ID call's would not: membership/view.ts, the
+  // list may be one whose nodes were removed and emptied), before the
+  // floor is read and set.
+  return group.membership.vouching(async () => {
+    if (group.membership.record) await group.checkAll();
+    return raiseFloors(context, atLeast);
+  });
+}
+
+async function raiseFloors(
+  context: FencingFloorContext,
+  atLeast: bigint,
+): Promise<FencingFloorReport[]> {
   const { group, timeoutMs, assertOpen, onUnjudged } = context;
   await group.ready().catch(() => {}); // a node that failed its check is reported below
   assertOpen();

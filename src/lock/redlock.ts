@@ -217,12 +217,10 @@ export class Redlock implements LockOwner {
    * are unknown takes it (or the highest value a node still knows, if
    * higher) as its floor, and every token issued after is above it. A
    * value too low can let a token go backwards: only the resource knows.
-   * Quarantines still run their course. Nodes of this client's list that
-   * all lost the cluster's membership record (every node lost its memory)
-   * are taken back under the record this client holds, which lock and ID
-   * calls never do (the list could be one whose nodes were removed and
-   * emptied): call it with the cluster's members. Resolves with what it
-   * found and did on each node.
+   * Quarantines still run their course. Nodes that all lost the
+   * membership record are taken back under the one this client holds,
+   * which lock and ID calls never do: call it with the cluster's members.
+   * Resolves with what it found and did on each node.
    */
   async raiseFencingFloor(options: FencingFloorOptions): Promise<FencingFloorReport[]> {
     this.assertOpen();
@@ -234,17 +232,7 @@ export class Redlock implements LockOwner {
         if (this.options.quarantine) this.context.judge.schedule(index, marker);
       },
     };
-    // The operator's word that this list is the cluster's: nodes that all
-    // lost their membership record are taken back under this client's
-    // record by these checks (a lock call's would not: membership/view.ts),
-    // before the floor is read and set.
-    const { membership } = this.group;
-    return this.track(
-      membership.vouching(async () => {
-        if (membership.record) await this.group.checkAll();
-        return raiseFencingFloors(context, options);
-      }),
-    );
+    return this.track(raiseFencingFloors(context, options));
   }
 
   /**
