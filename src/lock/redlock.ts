@@ -219,7 +219,9 @@ export class Redlock implements LockOwner {
    * value too low can let a token go backwards: only the resource knows.
    * Quarantines still run their course. Nodes that all lost the
    * membership record are taken back under the one this client holds,
-   * which lock and ID calls never do: call it with the cluster's members.
+   * which lock and ID calls never do: call it with the cluster's members
+   * (given a list whose nodes were removed and emptied, it would make
+   * them a cluster of their own).
    * Resolves with what it found and did on each node.
    */
   async raiseFencingFloor(options: FencingFloorOptions): Promise<FencingFloorReport[]> {

@@ -191,8 +191,8 @@ export class MembershipView {
    * back now as a member that lost its memory, it would sit out the restart
    * quarantine with its counters unknown; a majority taken back so, fenced
    * grants would wait for `redquorum fencing-floor`. So while another node
-   * answers without a record too, this one is read again (for at most
-   * `timeoutMs`) until it holds one. Alone without one, it lost its memory
+   * answers without a record too (and one with it: `anotherLacksRecord`),
+   * this one is read again (for at most `timeoutMs`) until it holds one. Alone without one, it lost its memory
    * or is an init's last write: one node taken back is what one loss costs,
    * and a node that lost its memory waits no longer than it must.
    */
@@ -213,24 +213,32 @@ export class MembershipView {
   }
 
   /**
-   * Whether a node other than `index` answers without a record: as soon as
-   * one does (a stalled node costs no timeout then), or once every other
-   * node answered or failed.
+   * Whether the other nodes look like an init's writes under way: one
+   * answers without a record and one with (as soon as both are seen: a
+   * stalled node costs no timeout then). When none of those that answer
+   * holds one, no init is writing (it writes one node first, and this
+   * client read a record somewhere): the list's nodes all lost it, or were
+   * removed and emptied, which `confirmCurrent` tells the caller at once.
    */
   private anotherLacksRecord(index: number, timeoutMs: number): Promise<boolean> {
     return new Promise((resolve) => {
       let waiting = this.nodes.length - 1;
+      let lacking = false;
+      let holding = false;
+      const settle = () => {
+        if (--waiting === 0) resolve(lacking && holding);
+      };
       if (waiting === 0) resolve(false);
       this.nodes.forEach((other, otherIndex) => {
         if (otherIndex === index) return;
         readRecord(other, timeoutMs).then(
           (read) => {
-            if (!read.record) resolve(true);
-            if (--waiting === 0) resolve(false);
+            if (read.record) holding = true;
+            else lacking = true;
+            if (lacking && holding) resolve(true);
+            settle();
           },
-          () => {
-            if (--waiting === 0) resolve(false);
-          },
+          () => settle(),
         );
       });
     });
@@ -409,8 +417,8 @@ export class MembershipView {
           `lost its membership record, and so did every other node of the list: no node holds ` +
             `cluster ${view.clusterId}'s record. Either the list's nodes were removed from the ` +
             "cluster and emptied (this client missed the change: give it the cluster's members), " +
-            "or every node lost its memory (the runbook's power loss without persistence; " +
-            "raiseFencingFloor on this client takes them back under its record)",
+            "or every node of the cluster lost its memory (see the operations guide, " +
+            '"Nodes without persistence")',
         ),
       );
     }
@@ -478,7 +486,10 @@ export class MembershipView {
     const view = this.current!;
     const endpoint = this.nodes[index]!.endpoint;
     const others = this.nodes
-      .filter((_, otherIndex) => this.answers[otherIndex]?.record?.clusterId === view.clusterId)
+      .filter(
+        (_, otherIndex) =>
+          otherIndex !== index && this.answers[otherIndex]?.record?.clusterId === view.clusterId,
+      )
       .map((node) => node.endpoint);
     return new MembershipError(
       [endpoint, ...others],
