@@ -110,6 +110,9 @@ export async function raiseFencingFloors(
   // list may be one whose nodes were removed and emptied), before the
   // floor is read and set.
   return group.membership.vouching(async () => {
+    // First contact reads the record (a new client, as the CLI's, has
+    // none yet); the nodes that lost it are then checked again under it.
+    await group.ready().catch(() => {}); // a node that failed its check is reported below
     if (group.membership.record) await group.checkAll();
     return raiseFloors(context, atLeast);
   });
@@ -120,7 +123,6 @@ async function raiseFloors(
   atLeast: bigint,
 ): Promise<FencingFloorReport[]> {
   const { group, timeoutMs, assertOpen, onUnjudged } = context;
-  await group.ready().catch(() => {}); // a node that failed its check is reported below
   assertOpen();
   const everyNode = { isYes: () => true, stop: "all", timeoutMs } as const;
   const read = await group.round(

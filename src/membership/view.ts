@@ -87,7 +87,9 @@ export class MembershipView {
       node.membershipStamp = stampOf(answer.record);
       return;
     }
-    if (!answer.record && this.current?.epoch === 1) {
+    // A node this client found holding the record before lost it: no
+    // init's write is on its way there.
+    if (!answer.record && this.current?.epoch === 1 && !this.answers[index]?.record) {
       answer = await this.firstRecordWritten(index, answer, timeoutMs);
     }
     const { record } = answer;
@@ -328,8 +330,8 @@ export class MembershipView {
    * So N - Q + 1 of the other members that hold the record must answer (N
    * members, a majority Q; one that lost its record too may have lost the
    * later one with it): at least one of any Q - 1 of them, so at least one
-   * that accepted or holds a later record, if there is one. Or every other
-   * member, which meets one while at most N - Q lost their memory (below). Answers the newer record read
+   * that accepted or holds a later record, if there is one. Or, while an
+   * operator vouches for the list, every other member (below). Answers the newer record read
    * (adopted as the view: the node is then taken back under it, if a member
    * of it); throws a `NodeError` when too few answer: not a configuration
    * problem but a wait (the node stays out, and its next vote checks it
@@ -395,22 +397,24 @@ export class MembershipView {
     // nodes that lost theirs, they include a member that accepted or holds
     // a chosen later record, if there is one (the first acceptor to lose
     // its memory and be taken back was seen so, by an acceptor that still
-    // remembered; a member behind the view accepted nothing after it). Or
-    // every other node's answer, which does too while at most N - Q nodes
-    // lost their memory, and keeps the cluster live beyond that (three
-    // members, two restarted empty: before, each was taken back once both
-    // others answered, and still is). But not when none of them holds the
-    // record, unless an operator vouches for the list: the nodes of a list
-    // a client missed changes of (the cluster moved to other nodes one
-    // replacement at a time, these emptied to be reused) would each
-    // confirm the other, and be taken back as a cluster of their own
-    // beside the real one. A lone member has no other to answer: it is
-    // never taken back (its list may be one a change left).
+    // remembered; a member behind the view accepted nothing after it).
+    // While at most N - Q members lost their memory, the others that hold
+    // it are that many. Beyond, the node waits for the operator's word
+    // that this list is the cluster's (`vouching`: raiseFencingFloor,
+    // which every other member's answer then suffices for). Taken back on
+    // every other member's answer alone, as before, two members that lost
+    // their memory while a change was written could make one majority of
+    // the old members with the third, beside the new members' majority;
+    // and a client left on a list whose nodes were removed and emptied
+    // (one of them, replaced while it was down, back with its old record)
+    // took them back as a cluster of its own beside the real one. A lone
+    // member has no other to answer: it is never taken back (its list may
+    // be one a change left).
     const everyOtherAnswered = this.nodes.length > 1 && answered === this.nodes.length - 1;
-    const everyOther =
-      everyOtherAnswered &&
-      (holding > 0 || this.vouchers > 0 || membershipTesting.takeBackEmptyLists);
-    if (everyOtherAnswered && !everyOther) {
+    const vouched =
+      everyOtherAnswered && (this.vouchers > 0 || membershipTesting.takeBackEmptyLists);
+    if (holding >= needed || vouched) return undefined;
+    if (everyOtherAnswered && holding === 0) {
       throw new NodeError(
         endpoint,
         new Error(
@@ -422,17 +426,17 @@ export class MembershipView {
         ),
       );
     }
-    if (holding < needed && !everyOther) {
-      throw new NodeError(
-        endpoint,
-        new Error(
-          `lost its membership record; it is taken back once ${needed} of the other ` +
-            `members holding the record confirm epoch ${view.epoch} is still the cluster's, ` +
-            `or all of them answer, and ${holding} did (${answered} answered)`,
-        ),
-      );
-    }
-    return undefined;
+    const spare = this.nodes.length - quorumOf(this.nodes.length);
+    throw new NodeError(
+      endpoint,
+      new Error(
+        `lost its membership record; it is taken back once ${needed} of the other ` +
+          `members holding the record confirm epoch ${view.epoch} is still the cluster's, ` +
+          `and ${holding} did (${answered} answered). If more than ${spare} of the ` +
+          `${this.nodes.length} members lost their memory, only the operator takes them back: ` +
+          '`redquorum fencing-floor` (see the operations guide, "A majority of nodes lost their disks")',
+      ),
+    );
   }
 
   /** Node `index` must answer as a member of `view`, and as no other node of the list does. */
