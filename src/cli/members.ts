@@ -55,8 +55,9 @@ function printChange(report: MemberChangeReport, json: boolean | undefined): voi
 /** A member that lost its memory, not yet taken back: no problem for clients (`status`, `members show`). */
 export function describeLostMemory(endpoint: string): string {
   return (
-    `  ${endpoint}: lost its memory (no record at a member's address); the first lock or ID ` +
-    "call of a client with this list takes it back (a change of members waits until then)"
+    `  ${endpoint}: lost its memory (no record at a member's address); a lock or ID call of a ` +
+    "client with this list takes it back once enough other members holding the record answer " +
+    "(a change of members waits until then)"
   );
 }
 

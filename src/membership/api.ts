@@ -116,8 +116,9 @@ export async function membershipStatus(
           ...lostMemory,
           problem:
             `${lost.length} of ${size} members hold no membership record (${lost.join(", ")}): ` +
-            "clients take each back as a member that lost its memory, in the restart quarantine, " +
-            "so no majority is left in service (see the operations guide, a majority of nodes lost their disks)",
+            "more than the cluster can spare, so clients take none back and no majority is in " +
+            "service; `redquorum fencing-floor` takes them back (see the operations guide, a " +
+            "majority of nodes lost their disks)",
         };
       }
       return { record, nodes: reports, ...lostMemory };

@@ -426,15 +426,21 @@ export class MembershipView {
         ),
       );
     }
+    // Every other member answered and too few hold the record: more than
+    // N - Q lost their memory, which only the operator's act gets past.
+    // Fewer answered: the others may still hold it, and are waited for.
     const spare = this.nodes.length - quorumOf(this.nodes.length);
     throw new NodeError(
       endpoint,
       new Error(
         `lost its membership record; it is taken back once ${needed} of the other ` +
           `members holding the record confirm epoch ${view.epoch} is still the cluster's, ` +
-          `and ${holding} did (${answered} answered). If more than ${spare} of the ` +
-          `${this.nodes.length} members lost their memory, only the operator takes them back: ` +
-          '`redquorum fencing-floor` (see the operations guide, "A majority of nodes lost their disks")',
+          `and ${holding} did (${answered} answered)` +
+          (everyOtherAnswered
+            ? `: more than ${spare} of the ${this.nodes.length} members lost their memory, and ` +
+              "only the operator takes them back: `redquorum fencing-floor` (see the operations " +
+              'guide, "A majority of nodes lost their disks")'
+            : ": it waits for the others to answer"),
       ),
     );
   }

@@ -101,6 +101,22 @@ describe("members that lost their memory beyond N - Q", () => {
     await held.release();
   });
 
+  it("one of three members restarted empty while another is down: waited for, without sending the operator to the fencing floor", async () => {
+    const service = client([0, 1, 2]);
+    await service.init();
+    await service.release(await untilGranted(service, "r"));
+    await cluster.cluster.kill(2);
+    await cluster.cluster.restart(0, { keepData: false });
+    const refusal = await askFor(service, "r", 2_000);
+    assert.notEqual(refusal, "granted");
+    assert.match(
+      refusal,
+      /lost its membership record; .* \(1 answered\): it waits for the others to answer/,
+    );
+    assert.doesNotMatch(refusal, /fencing-floor/);
+    await cluster.cluster.restart(2, { keepData: true });
+  });
+
   it("two of three members restarted empty: the clients take neither back; a new client's raiseFencingFloor (as `redquorum fencing-floor`) does", async () => {
     const service = client([0, 1, 2]);
     await service.init();
@@ -112,7 +128,7 @@ describe("members that lost their memory beyond N - Q", () => {
     assert.notEqual(refusal, "granted");
     assert.match(
       refusal,
-      /lost its membership record; it is taken back once 2 of the other members holding the record .* If more than 1 of the 3 members lost their memory, only the operator takes them back: `redquorum fencing-floor`/,
+      /lost its membership record; it is taken back once 2 of the other members holding the record .*: more than 1 of the 3 members lost their memory, and only the operator takes them back: `redquorum fencing-floor`/,
     );
     assert.equal(await cluster.client(0).get("redquorum:node"), null);
     // The operator's word, from a new client with no record of its own:

@@ -699,6 +699,10 @@ describe("cluster membership on real redis-server nodes", () => {
     const status = await membershipStatus(urls(0, 1, 2, 3, 4));
     assert.equal(status.lostMemory?.length, 3);
     assert.match(String(status.problem), /3 of 5 members hold no membership record/);
+    assert.match(
+      String(status.problem),
+      /clients take none back .* `redquorum fencing-floor` takes them back/,
+    );
   });
 
   it("a client whose view is an epoch behind does not take back a member that lost its memory at that epoch: it would make a majority of the old members beside the new members' majority", async () => {
