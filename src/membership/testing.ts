@@ -8,8 +8,8 @@ export const membershipTesting: {
   mode: "enforce" | "off";
   /**
    * True: a member that lost its record is taken back once every other
-   * member answered, even when none of them holds the record (the rule
-   * before it was closed: view.ts, confirmCurrent).
+   * member answered, whatever they hold, as by an operator's act (the
+   * clients' rule before it was closed: view.ts, confirmCurrent).
    */
   takeBackEmptyLists: boolean;
 } = { mode: "enforce", takeBackEmptyLists: false };

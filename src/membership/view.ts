@@ -34,7 +34,7 @@ export class MembershipView {
   private readonly mode: MembershipMode;
   private readonly answers: Array<NodeMembership | undefined>;
   private current: MembershipRecord | undefined;
-  /** Operator acts running (`vouching`): while any does, a list whose every other node lost its record too is taken back. */
+  /** Operator acts running (`vouching`): while any does, a member is taken back once every other member answered. */
   private vouchers = 0;
 
   constructor(nodes: readonly RedisNode[], mode?: MembershipMode) {
@@ -51,10 +51,11 @@ export class MembershipView {
   /**
    * Runs `act`, an operator's act on this client's list (the fencing floor
    * raised after more than N - Q nodes lost their memory): meanwhile a
-   * member that lost its record is taken back under the view even when
-   * every other member answers without one too (`confirmCurrent`). A
-   * client's own calls never do so: its list may be one whose nodes were
-   * all removed and emptied, the cluster living on other nodes.
+   * member that lost its record is taken back under the view once every
+   * other member answered, whatever they hold (`confirmCurrent`). A
+   * client's own calls need N - Q + 1 answers holding the record: its list
+   * may be one whose nodes were removed and emptied, the cluster living on
+   * other nodes.
    */
   async vouching<T>(act: () => Promise<T>): Promise<T> {
     this.vouchers++;
@@ -194,8 +195,8 @@ export class MembershipView {
    * quarantine with its counters unknown; a majority taken back so, fenced
    * grants would wait for `redquorum fencing-floor`. So while another node
    * answers without a record too (and one with it: `anotherLacksRecord`),
-   * this one is read again (for at most `timeoutMs`) until it holds one. Alone without one, it lost its memory
-   * or is an init's last write: one node taken back is what one loss costs,
+   * this one is read again (for at most `timeoutMs`) until it holds one.
+   * Alone without one, it lost its memory or is an init's last write: one node taken back is what one loss costs,
    * and a node that lost its memory waits no longer than it must.
    */
   private async firstRecordWritten(
