@@ -7,6 +7,7 @@
 //
 //   npm run bench                   (runs the lock and the ID benchmark)
 //   node bench/ids.mjs --seconds 2 --reps 3
+import { Redis } from "ioredis";
 import { LocalCluster, NextId } from "../dist/index.js";
 import { runWorkers, startWorker } from "./processes.mjs";
 import { benchArgs, fmt, interleave, measureCell, percentile, report } from "./report.mjs";
@@ -14,9 +15,17 @@ import { benchArgs, fmt, interleave, measureCell, percentile, report } from "./r
 const { cellMs, reps, json, pick } = benchArgs();
 
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "aof-always" });
-const init = new NextId(cluster.urls);
-await init.init();
-await init.close();
+const peeks = cluster.urls.map((url) => new Redis(url));
+
+/** The counter at `key` on the node where it is highest (0 for none). */
+async function counterTop(key) {
+  let top = 0n;
+  for (const peek of peeks) {
+    const value = await peek.get(key).catch(() => null);
+    if (value && /^\d+$/.test(value) && BigInt(value) > top) top = BigInt(value);
+  }
+  return top;
+}
 
 const workloads = [
   { name: "1 caller", instances: 1, callers: 1 },
@@ -30,13 +39,27 @@ const workloads = [
   { name: "16 processes × 1 caller", processes: 16 },
 ];
 
-/** Each contender's NextId options. */
+/**
+ * Each contender's NextId options. Each has a counter of its own on the
+ * same nodes: on a shared one, the dense cells left it wherever their holes
+ * took it (ahead of the clock's microseconds, before dense proposals chased
+ * only clock-driven counters), and the clock cells after them proposed as
+ * dense ones do until the clock caught up.
+ */
 const contenders = {
-  range: { strategy: "range" },
+  range: { strategy: "range", key: "bench:id:dense" },
   // Proposals at least the wall clock in microseconds (IdProposals).
-  "range, clock proposals": { strategy: "range", proposals: "clock" },
-  seed: { strategy: "seed" },
+  "range, clock proposals": { strategy: "range", proposals: "clock", key: "bench:id:clock" },
+  seed: { strategy: "seed", key: "bench:id:seed" },
 };
+// One ID each first, so that a clock counter's jump to the clock's scale
+// is not counted in the first cell's "counter moved per ID".
+for (const options of Object.values(contenders)) {
+  const init = new NextId(cluster.urls, options);
+  await init.init();
+  await init.next();
+  await init.close();
+}
 
 try {
   const results = await interleave(
@@ -57,15 +80,21 @@ try {
     cellMs,
     reps,
     extra: {
-      title: "rounds won / sent",
+      // How far the counter moved per ID handed out (warm-up calls
+      // included): 1 when there are no holes.
+      title: "rounds won / sent; counter moved per ID",
       of: (cells) => {
         const won = cells.reduce((n, c) => n + c.roundsWon, 0);
         const sent = won + cells.reduce((n, c) => n + c.roundsLost, 0);
-        return sent === 0 ? "—" : `${fmt((100 * won) / sent)} %`;
+        const rounds = sent === 0 ? "—" : `${fmt((100 * won) / sent)} %`;
+        const moved = cells.reduce((n, c) => n + c.moved, 0);
+        const ids = cells.reduce((n, c) => n + c.ids, 0);
+        return `${rounds}; ${ids === 0 ? "—" : fmt(moved / ids)}`;
       },
     },
   });
 } finally {
+  for (const peek of peeks) peek.disconnect();
   await cluster.stop();
 }
 
@@ -77,27 +106,33 @@ async function instanceCell(options, workload) {
   const onEvent = (event) => {
     if (event.type === "id-round" && rounds.counting) rounds[event.outcome]++;
   };
+  const before = await counterTop(options.key);
   const generators = Array.from(
     { length: workload.instances },
     () => new NextId(cluster.urls, { ...options, onEvent }),
   );
   for (const g of generators) await g.next(); // connect and check
+  let ids = generators.length;
   rounds.counting = true;
   // Caller w belongs to instance w % instances.
-  const cell = await measureCell(workload.instances * workload.callers, cellMs, (w) =>
-    generators[w % workload.instances].next(),
-  );
+  const cell = await measureCell(workload.instances * workload.callers, cellMs, async (w) => {
+    await generators[w % workload.instances].next();
+    ids++;
+  });
   rounds.counting = false;
   await Promise.all(generators.map((g) => g.close()));
-  return { ...cell, roundsWon: rounds.won, roundsLost: rounds.lost };
+  const moved = Number((await counterTop(options.key)) - before);
+  return { ...cell, roundsWon: rounds.won, roundsLost: rounds.lost, moved, ids };
 }
 
 /** `processes` child processes, each one NextId with one caller. */
 async function processCell(options, workload) {
+  const before = await counterTop(options.key);
   const workers = Array.from({ length: workload.processes }, () =>
     startWorker("ids-worker.mjs", { urls: cluster.urls, options }),
   );
   const { results, elapsedMs } = await runWorkers(workers, cellMs);
+  const moved = Number((await counterTop(options.key)) - before);
   const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
   const sum = (key) => results.reduce((n, r) => n + r[key], 0);
   return {
@@ -107,5 +142,8 @@ async function processCell(options, workload) {
     errors: sum("errors"),
     roundsWon: sum("roundsWon"),
     roundsLost: sum("roundsLost"),
+    moved,
+    // Each worker's 3 warm-up calls besides the ones it timed.
+    ids: latencies.length + 3 * workload.processes,
   };
 }

@@ -35,7 +35,11 @@ import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
-/** The most a lost round's chase leaps (a second of clock proposals' microseconds). */
+/**
+ * The most a lost round's chase leaps, and how near the clock's microseconds
+ * a counter must be for dense proposals to chase at all (a second of clock
+ * proposals' microseconds).
+ */
 const chaseMax = 1_000_000n;
 
 interface Waiter {
@@ -260,8 +264,13 @@ export class RangeRounds {
       // last loss taught, so the gap is what others did in one round trip.
       // A first loss only brings an instance's view up to date (a fresh
       // one knows nothing yet): no chase then.
+      // Only on a counter that clock proposals drive: among dense instances
+      // alone, each chasing the leaps of the others, the leaps fed each
+      // other until every round leapt the most (16 processes: about 150,000
+      // IDs burnt per ID handed out, for no more rounds won).
       const gap = counter.knownMax - proposal;
-      this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
+      this.chase =
+        this.consecutiveLosses > 0 && gap > 0n && this.nearClock(counter.knownMax) ? gap : 0n;
       const failure = counter.failureOf("next", round, this.consecutiveLosses + 1);
       // Nor is it a retry spent: a round sent before any answer proposed
       // from nothing, and lost only to the IDs handed out before this
@@ -358,18 +367,43 @@ export class RangeRounds {
   }
 
   /**
+   * Whether `known` is within `chaseMax` of the clock's microseconds since
+   * the epoch, either way: a counter that instances with clock proposals
+   * drive (a dense counter is nowhere near 1.8·10^15). False without a clock
+   * that reads them, or when it fails: the chase is for speed only, and a
+   * dense call never fails for want of a clock.
+   */
+  private nearClock(known: bigint): boolean {
+    const { clock } = this.context.options;
+    if (typeof clock.epochMicros !== "function") return false;
+    let micros: unknown;
+    try {
+      micros = clock.epochMicros();
+    } catch {
+      return false;
+    }
+    if (typeof micros !== "bigint") return false;
+    return (known > micros ? known - micros : micros - known) <= chaseMax;
+  }
+
+  /**
    * After lost rounds, propose further above the known maximum: the others
    * keep moving it while our next proposal travels, and a proposal that is
    * stale on arrival loses again (a starving instance). Two measures, the
    * larger taken, each random so that competitors do not leap in step:
    *
-   * - what the last of two losses in a row showed, the counter found that
-   *   far above our proposal (`chase`): others moving it fast, as instances proposing
-   *   the clock's microseconds do (a rolling switch of ID servers from
-   *   dense to clock proposals), are chased at their pace from the first
-   *   loss, not after the doubling below has caught up with them; capped at
-   *   `chaseMax`, so one far jump (a clock proposal on a small counter)
-   *   costs at most that many IDs;
+   * - on a counter near the clock's microseconds (`nearClock`), what the
+   *   last of two losses in a row showed, the counter found that far above
+   *   our proposal (`chase`): instances proposing the clock's microseconds
+   *   (a rolling switch of ID servers from dense to clock proposals) move
+   *   it a round trip's microseconds every round, and are chased at their
+   *   pace from the first loss, not after the doubling below has caught up
+   *   with them; capped at `chaseMax`. Dense instances alone chase nothing:
+   *   what they move the counter by is their rounds and the doubling below,
+   *   and chasing each other's leaps made the leaps grow until each was
+   *   `chaseMax`. On a counter near the clock they do chase one another,
+   *   but only while it is within `chaseMax` of the clock, so at most about
+   *   two seconds' microseconds ahead of it: on the clock's scale already;
    * - after two stale losses in a row, a margin that doubles with each.
    *
    * A win ends both, so a lone instance's IDs stay consecutive; the

@@ -235,9 +235,19 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
-  it("dense proposals after two lost rounds in a row chase the gap the second one showed; after a win, and for a lone instance, IDs stay consecutive", async () => {
-    const options = { key: "chased", ...notAboutTimeouts };
-    const mover = new NextId(cluster().urls, options);
+  /**
+   * A dense instance loses two rounds in a row: its first proposal is
+   * stale (the mover took 1,000 IDs), and before its second goes out the
+   * mover takes 2,000 more. Returns its next ID (the third round) and the
+   * top of the mover's 2,000 (where the counter was).
+   */
+  async function twoLossesInARow(
+    key: string,
+    moverOptions: NextIdOptions,
+    denseOptions: NextIdOptions,
+  ): Promise<{ chased: bigint; top: bigint; after: bigint }> {
+    const options = { key, ...notAboutTimeouts };
+    const mover = new NextId(cluster().urls, { ...options, ...moverOptions });
     // The dense instance's rounds, counted on each node once armed: before
     // its second round goes out, the mover takes 2,000 IDs.
     let armed = false;
@@ -245,7 +255,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     const rounds = cluster().urls.map(() => 0);
     const transports = wrappedTransports(cluster().urls, (real, i) => ({
       send: async (args, timeoutMs) => {
-        if (armed && args[0]!.startsWith("EVAL") && args.includes("chased")) {
+        if (armed && args[0]!.startsWith("EVAL") && args.includes(key)) {
           rounds[i]!++;
           if (rounds[i] === 2) {
             moved ??= mover.nextBatch(2_000);
@@ -255,7 +265,7 @@ describe("NextId on 5 nodes with appendfsync always", () => {
         return real.send(args, timeoutMs);
       },
     }));
-    const dense = new NextId(transports, options);
+    const dense = new NextId(transports, { ...options, ...denseOptions });
     try {
       await mover.init();
       assert.equal(await dense.next(), 1n);
@@ -264,18 +274,45 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       armed = true;
       // Round 1 proposes 3: refused, it learns where the counter is (K).
       // Round 2 proposes K + 1: refused, the counter at K + 2,000 (the gap:
-      // 1,999). Round 3 chases it: 1,000 to 1,999 above the counter; without
-      // the chase, 0 to 2 above.
+      // 1,999). Round 3 proposes above that.
       const chased = await dense.next();
       const top = ((await moved) as bigint[]).at(-1)!;
-      assert.ok(
-        chased >= top + 1_001n && chased <= top + 2_000n,
-        `ID ${chased}: expected ${top + 1_001n} to ${top + 2_000n} (the counter was at ${top})`,
-      );
-      assert.equal(await dense.next(), chased + 1n, "after a win, consecutive again");
+      return { chased, top, after: await dense.next() };
     } finally {
       await Promise.all([mover.close(), dense.close()]);
     }
+  }
+
+  it("dense proposals on a counter near the clock's microseconds chase, after two lost rounds in a row, the gap the second one showed; after a win, and for a lone instance, IDs stay consecutive", async () => {
+    // The clock stands still, near the real one: the mover's first batch
+    // (clock proposals) puts the counter at its reading, its second is
+    // dense above it, and the gap is exactly 1,999.
+    const micros = systemClock.epochMicros!();
+    const clock = { ...systemClock, epochMicros: () => micros };
+    const { chased, top, after } = await twoLossesInARow(
+      "chased",
+      { proposals: "clock", clock },
+      { clock },
+    );
+    assert.ok(top > micros && top - micros < 10_000n, `the counter at ${top}, the clock ${micros}`);
+    // Round 3 chases the gap: 1,000 to 1,999 above the counter; without the
+    // chase, 0 to 2 above.
+    assert.ok(
+      chased >= top + 1_001n && chased <= top + 2_000n,
+      `ID ${chased}: expected ${top + 1_001n} to ${top + 2_000n} (the counter was at ${top})`,
+    );
+    assert.equal(after, chased + 1n, "after a win, consecutive again");
+  });
+
+  it("dense proposals on a dense counter chase nothing after two lost rounds in a row: just above the counter (chasing each other's leaps, 16 processes burnt about 150,000 IDs per ID handed out)", async () => {
+    const { chased, top, after } = await twoLossesInARow("unchased", {}, {});
+    // Round 3: the counter plus 1, and a doubling margin of 0 to 2 after
+    // two stale losses (a chase would add 1,000 to 1,999).
+    assert.ok(
+      chased >= top + 1n && chased <= top + 3n,
+      `ID ${chased}: expected ${top + 1n} to ${top + 3n} (the counter was at ${top})`,
+    );
+    assert.equal(after, chased + 1n, "after a win, consecutive again");
   });
 
   it("clock proposals with skewed and stepping clocks, 8 instances × 4 callers: no duplicate, real-time order kept", async (t) => {
