@@ -36,11 +36,20 @@ import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
 /**
- * The most a lost round's chase leaps, and how near the clock's microseconds
- * a counter must be for dense proposals to chase at all (a second of clock
- * proposals' microseconds).
+ * The most a lost round's chase leaps on a counter that clock proposals
+ * drive, and how near the clock's microseconds such a counter is (a second
+ * of clock proposals' microseconds).
  */
 const chaseMax = 1_000_000n;
+/**
+ * On any other counter, the most a chase leaps per ID of the round: 64
+ * covers what a few other instances' rounds of about as many IDs take in
+ * one round trip (group commit: 4 processes × 16 callers took about 1.15× the
+ * IDs with the chase as without it), and bounds what instances chasing one
+ * another's leaps burn (uncapped, 16 processes moved the counter about
+ * 150,000 per ID handed out; capped, about 25).
+ */
+const denseChasePerId = 64n;
 
 interface Waiter {
   readonly count: number;
@@ -89,6 +98,8 @@ export class RangeRounds {
    * turned out to be (0 after a win): how fast others move it meanwhile.
    */
   private chase = 0n;
+  /** Whether the counter was near the clock's microseconds when `chase` was measured. */
+  private chaseNearClock = false;
   private backoff: Promise<void> | undefined;
 
   constructor(context: RangeContext) {
@@ -264,13 +275,9 @@ export class RangeRounds {
       // last loss taught, so the gap is what others did in one round trip.
       // A first loss only brings an instance's view up to date (a fresh
       // one knows nothing yet): no chase then.
-      // Only on a counter that clock proposals drive: among dense instances
-      // alone, each chasing the leaps of the others, the leaps fed each
-      // other until every round leapt the most (16 processes: about 150,000
-      // IDs burnt per ID handed out, for no more rounds won).
       const gap = counter.knownMax - proposal;
-      this.chase =
-        this.consecutiveLosses > 0 && gap > 0n && this.nearClock(counter.knownMax) ? gap : 0n;
+      this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
+      this.chaseNearClock = this.chase > 0n && this.nearClock(counter.knownMax);
       const failure = counter.failureOf("next", round, this.consecutiveLosses + 1);
       // Nor is it a retry spent: a round sent before any answer proposed
       // from nothing, and lost only to the IDs handed out before this
@@ -370,8 +377,8 @@ export class RangeRounds {
    * Whether `known` is within `chaseMax` of the clock's microseconds since
    * the epoch, either way: a counter that instances with clock proposals
    * drive (a dense counter is nowhere near 1.8·10^15). False without a clock
-   * that reads them, or when it fails: the chase is for speed only, and a
-   * dense call never fails for want of a clock.
+   * that reads them, or when it fails: it only sets how far a chase may
+   * leap, and a dense call never fails for want of a clock.
    */
   private nearClock(known: bigint): boolean {
     const { clock } = this.context.options;
@@ -392,18 +399,16 @@ export class RangeRounds {
    * stale on arrival loses again (a starving instance). Two measures, the
    * larger taken, each random so that competitors do not leap in step:
    *
-   * - on a counter near the clock's microseconds (`nearClock`), what the
-   *   last of two losses in a row showed, the counter found that far above
-   *   our proposal (`chase`): instances proposing the clock's microseconds
-   *   (a rolling switch of ID servers from dense to clock proposals) move
-   *   it a round trip's microseconds every round, and are chased at their
-   *   pace from the first loss, not after the doubling below has caught up
-   *   with them; capped at `chaseMax`. Dense instances alone chase nothing:
-   *   what they move the counter by is their rounds and the doubling below,
-   *   and chasing each other's leaps made the leaps grow until each was
-   *   `chaseMax`. On a counter near the clock they do chase one another,
-   *   but only while it is within `chaseMax` of the clock, so at most about
-   *   two seconds' microseconds ahead of it: on the clock's scale already;
+   * - what the last of two losses in a row showed, the counter found that
+   *   far above our proposal (`chase`): others moving it fast are chased
+   *   at their pace from the first loss, not after the doubling below has
+   *   caught up with them. On a counter near the clock's microseconds
+   *   (`nearClock`), instances proposing them (a rolling switch of ID
+   *   servers from dense to clock proposals) move it a round trip's
+   *   microseconds every round: capped at `chaseMax`. On any other
+   *   counter, at `denseChasePerId` per ID: there the gap is other dense
+   *   instances' rounds and their own chases, and chasing those leaps made
+   *   them grow until each was `chaseMax`;
    * - after two stale losses in a row, a margin that doubles with each.
    *
    * A win ends both, so a lone instance's IDs stay consecutive; the
@@ -414,7 +419,8 @@ export class RangeRounds {
     let leap = 0n;
     // Clock proposals have the clock as their chase already.
     if (this.chase > 0n && proposals !== "clock") {
-      const chase = Number(this.chase < chaseMax ? this.chase : chaseMax);
+      const cap = this.chaseNearClock ? chaseMax : denseChasePerId * BigInt(ids);
+      const chase = Number(this.chase < cap ? this.chase : cap);
       leap = BigInt(random.integer(Math.ceil(chase / 2), chase));
     }
     // The first retry after a refusal proposes just above what the nodes
