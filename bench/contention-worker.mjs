@@ -37,6 +37,8 @@ const factories = {
   "redquorum, fencing off": () => ours({ fencing: false }),
   // Every release hands the key to the next waiter of another process (no turn kept).
   "redquorum, turnMs 0": () => ours({ turnMs: 0 }),
+  "redquorum, turnMs 5": () => ours({ turnMs: 5 }),
+  "redquorum, turnMs 10": () => ours({ turnMs: 10 }),
   "node-redlock 5.0.0-beta.2": () => {
     const clients = ioredisClients();
     const redlock = new NodeRedlock(clients, {

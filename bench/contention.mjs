@@ -45,6 +45,8 @@ const known = [
   "redquorum",
   "redquorum, fencing off",
   "redquorum, turnMs 0",
+  "redquorum, turnMs 5",
+  "redquorum, turnMs 10",
   "node-redlock 5.0.0-beta.2",
   "node-redlock, caller retries",
   "floor",
