@@ -53,6 +53,39 @@ describe("status verdict", () => {
     assert.match(verdict.ids.reasons[1]!, /ID counter marker "suspect".*until repaired/);
   });
 
+  it("says whether clients can repair a node that lost the ID counter: from N - Q + 1 nodes holding it", () => {
+    const empty = { ...good, marker: false, markerValue: undefined };
+    const down = { endpoint: "e:1", reachable: false, error: "ECONNREFUSED" };
+    const at = (endpoint: string) => ({ ...good, endpoint });
+    // 5 nodes: a repair reads 3 others that hold the counter.
+    const repairable = verdictOf([], [empty, at("b:1"), at("c:1"), at("d:1"), down]);
+    assert.match(repairable.ids.reasons[0]!, /the next ID call repairs it from the others\)$/);
+    const waiting = verdictOf(
+      [],
+      [empty, at("b:1"), at("c:1"), { ...down, endpoint: "d:1" }, down],
+    );
+    assert.match(
+      waiting.ids.reasons[0]!,
+      /it is repaired from the others once 3 nodes holding the counter answer \(2 do now\)\)$/,
+    );
+    // Three of five lost it, the other two answer: no client repairs it.
+    const lost = verdictOf(
+      [],
+      [
+        empty,
+        { ...empty, endpoint: "b:1" },
+        { ...empty, endpoint: "c:1" },
+        at("d:1"),
+        { ...good, endpoint: "e:1", marker: false, markerValue: "suspect" },
+      ],
+    );
+    assert.match(
+      lost.ids.reasons[0]!,
+      /and 2 of the 5 nodes hold the counter, too few to repair it from \(it needs 3\): no client can; see the operations guide, "A majority of nodes lost their disks"\)$/,
+    );
+    assert.doesNotMatch(lost.ids.reasons[0]!, /repairs it/);
+  });
+
   it("advises init for a node without a marker only where no node has one (a new cluster, a new counter)", () => {
     const unmarked = { ...good, marker: false, markerValue: undefined };
     const fresh = verdictOf([unmarked, { ...unmarked, endpoint: "b:1" }]);

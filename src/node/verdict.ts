@@ -2,6 +2,7 @@
  * Whether a cluster is safe to use, from each node's status: what
  * `redquorum status` prints and the ID server's /healthz answers.
  */
+import { repairReadsOf } from "../quorum/round.js";
 import type { NodeStatus } from "./status.js";
 
 export interface Verdict {
@@ -24,6 +25,17 @@ export interface ClusterVerdict {
  */
 export const restartUnchecked = "restarted, not yet checked";
 
+/** What the other nodes of the list say about one node's problem. */
+interface Beside {
+  /** Some node has a marker (any value): the cluster (or counter) is in use. */
+  readonly inUse: boolean;
+  /** Nodes that answered holding a marker (any value: a restarted one's counter still counts in a repair). */
+  readonly holders: number;
+  /** Nodes that did not answer: they may hold one. */
+  readonly unreachable: number;
+  readonly nodeCount: number;
+}
+
 /** Why a node cannot take part in anything: not reachable, or not a master. */
 function reachMasterProblem(node: NodeStatus): string | undefined {
   if (!node.reachable) return `unreachable (${node.error ?? "no answer"})`;
@@ -35,7 +47,7 @@ function reachMasterProblem(node: NodeStatus): string | undefined {
 function lockProblem(
   node: NodeStatus,
   options: VerdictOptions,
-  inUse: boolean,
+  { inUse }: Beside,
 ): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
@@ -74,16 +86,16 @@ function lockProblem(
  * `NextId.status()` (its marker is the counter's; the lock quarantine and
  * marker do not concern IDs).
  */
-function idProblem(node: NodeStatus, options: VerdictOptions, inUse: boolean): string | undefined {
+function idProblem(node: NodeStatus, options: VerdictOptions, beside: Beside): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
   if (!node.marker) {
     if (node.markerValue === undefined) {
       // Beside nodes that hold the counter, id init is the wrong advice
       // (refused, and never to be forced): the node came back empty.
-      return inUse
+      return beside.inUse
         ? "no ID counter marker, beside nodes that hold the counter: it came back empty (do not " +
-            "run id init; the next ID call repairs it from the others)"
+            `run id init; ${idRepairOutlook(beside)})`
         : "no ID counter marker: run `redquorum id init` (with your --key) on a new cluster";
     }
     return (
@@ -106,18 +118,41 @@ function idProblem(node: NodeStatus, options: VerdictOptions, inUse: boolean): s
   return undefined;
 }
 
+/**
+ * Whether clients repair a node that lost the ID counter: from N - Q + 1
+ * other nodes holding it (quorum/counter-repair.ts). With fewer, no client
+ * can; the counter's highest ID is then unknown for good.
+ */
+function idRepairOutlook({ holders, unreachable, nodeCount }: Beside): string {
+  const reads = repairReadsOf(nodeCount);
+  if (holders >= reads) return "the next ID call repairs it from the others";
+  if (holders + unreachable >= reads) {
+    return `it is repaired from the others once ${reads} nodes holding the counter answer (${holders} do now)`;
+  }
+  return (
+    `and ${holders} of the ${nodeCount} nodes hold the counter, too few to repair it from (it needs ` +
+    `${reads}): no client can; see the operations guide, "A majority of nodes lost their disks"`
+  );
+}
+
 function verdictBy(
   nodes: readonly NodeStatus[],
-  problemOf: (node: NodeStatus, options: VerdictOptions, inUse: boolean) => string | undefined,
+  problemOf: (node: NodeStatus, options: VerdictOptions, beside: Beside) => string | undefined,
   options: VerdictOptions,
 ): Verdict {
   const needed = Math.floor(nodes.length / 2) + 1;
   const reasons: string[] = [];
   let usable = 0;
-  // Some node has a marker (any value): the cluster (or counter) is in use.
-  const inUse = nodes.some((node) => node.marker || node.markerValue !== undefined);
+  const beside: Beside = {
+    inUse: nodes.some((node) => node.marker || node.markerValue !== undefined),
+    holders: nodes.filter(
+      (node) => node.reachable && (node.marker || node.markerValue !== undefined),
+    ).length,
+    unreachable: nodes.filter((node) => !node.reachable).length,
+    nodeCount: nodes.length,
+  };
   for (const node of nodes) {
-    const problem = problemOf(node, options, inUse);
+    const problem = problemOf(node, options, beside);
     if (problem) reasons.push(`${node.endpoint}: ${problem}`);
     else usable++;
   }
