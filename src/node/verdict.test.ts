@@ -86,6 +86,27 @@ describe("status verdict", () => {
     assert.doesNotMatch(lost.ids.reasons[0]!, /repairs it/);
   });
 
+  it("says whether clients can take back a node that came back empty: from N - Q + 1 nodes that kept their data", () => {
+    const empty = { ...good, marker: false, markerValue: undefined };
+    const at = (endpoint: string) => ({ ...good, endpoint });
+    const down = { endpoint: "c:1", reachable: false, error: "ECONNREFUSED" };
+    // 3 nodes: a repair reads 2 others that kept their counters.
+    assert.match(
+      verdictOf([empty, at("b:1"), at("c:1")]).locks.reasons[0]!,
+      /the next lock call starts its restart quarantine and fencing repair\)$/,
+    );
+    assert.match(
+      verdictOf([empty, at("b:1"), down]).locks.reasons[0]!,
+      /its fencing repair waits for 2 nodes that kept their data to answer \(1 do now\)\)$/,
+    );
+    const lost = verdictOf([empty, { ...empty, endpoint: "b:1" }, at("c:1")]).locks.reasons[0]!;
+    assert.match(
+      lost,
+      /and 1 of the 3 nodes kept their data, too few to repair it from \(it needs 2\): no client can; see the operations guide, "A majority of nodes lost their disks" \(`redquorum fencing-floor`\)\)$/,
+    );
+    assert.doesNotMatch(lost, /the next lock call/);
+  });
+
   it("advises init for a node without a marker only where no node has one (a new cluster, a new counter)", () => {
     const unmarked = { ...good, marker: false, markerValue: undefined };
     const fresh = verdictOf([unmarked, { ...unmarked, endpoint: "b:1" }]);

@@ -31,6 +31,8 @@ interface Beside {
   readonly inUse: boolean;
   /** Nodes that answered holding a marker (any value: a restarted one's counter still counts in a repair). */
   readonly holders: number;
+  /** Nodes that answered with their marker intact: they kept their data. */
+  readonly intact: number;
   /** Nodes that did not answer: they may hold one. */
   readonly unreachable: number;
   readonly nodeCount: number;
@@ -47,7 +49,7 @@ function reachMasterProblem(node: NodeStatus): string | undefined {
 function lockProblem(
   node: NodeStatus,
   options: VerdictOptions,
-  { inUse }: Beside,
+  beside: Beside,
 ): string | undefined {
   const problem = reachMasterProblem(node);
   if (problem) return problem;
@@ -61,9 +63,8 @@ function lockProblem(
     if (node.markerValue === undefined) {
       // Beside nodes with a marker, init is the wrong advice: it came back
       // empty, and the next lock call quarantines it (init leaves it so).
-      return inUse
-        ? "no marker, beside nodes that have one: it came back empty (do not run init; the next " +
-            "lock call starts its restart quarantine and fencing repair)"
+      return beside.inUse
+        ? `no marker, beside nodes that have one: it came back empty (do not run init; ${lockRepairOutlook(beside)})`
         : "no marker: run `redquorum init` on a new cluster";
     }
     return (
@@ -119,6 +120,29 @@ function idProblem(node: NodeStatus, options: VerdictOptions, beside: Beside): s
 }
 
 /**
+ * Whether clients take back a node that came back empty: its fencing
+ * counters are repaired from N - Q + 1 nodes that kept theirs (and beyond
+ * N - Q lost members, only the operator takes members back).
+ */
+function lockRepairOutlook({ intact, unreachable, nodeCount }: Beside): string {
+  const reads = repairReadsOf(nodeCount);
+  if (intact >= reads) {
+    return "the next lock call starts its restart quarantine and fencing repair";
+  }
+  if (intact + unreachable >= reads) {
+    return (
+      "the next lock call starts its restart quarantine; its fencing repair waits for " +
+      `${reads} nodes that kept their data to answer (${intact} do now)`
+    );
+  }
+  return (
+    `and ${intact} of the ${nodeCount} nodes kept their data, too few to repair it from (it ` +
+    `needs ${reads}): no client can; see the operations guide, "A majority of nodes lost their ` +
+    'disks" (`redquorum fencing-floor`)'
+  );
+}
+
+/**
  * Whether clients repair a node that lost the ID counter: from N - Q + 1
  * other nodes holding it (quorum/counter-repair.ts). With fewer, no client
  * can; the counter's highest ID is then unknown for good.
@@ -148,6 +172,7 @@ function verdictBy(
     holders: nodes.filter(
       (node) => node.reachable && (node.marker || node.markerValue !== undefined),
     ).length,
+    intact: nodes.filter((node) => node.reachable && node.marker).length,
     unreachable: nodes.filter((node) => !node.reachable).length,
     nodeCount: nodes.length,
   };
