@@ -35,19 +35,23 @@ import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
-/**
- * The most a lost round's chase leaps on a counter that clock proposals
- * drive, and how near the clock's microseconds such a counter is (a second
- * of clock proposals' microseconds).
- */
+/** The most a lost round's chase ever leaps (a second of clock proposals' microseconds). */
 const chaseMax = 1_000_000n;
 /**
- * On any other counter, the most a chase leaps per ID of the round: 64
- * covers what a few other instances' rounds of about as many IDs take in
- * one round trip (group commit: 4 processes × 16 callers took about 1.15× the
- * IDs with the chase as without it), and bounds what instances chasing one
- * another's leaps burn (uncapped, 16 processes moved the counter about
- * 150,000 per ID handed out; capped, about 25).
+ * Below this (September 2001 in microseconds since the epoch) no counter
+ * has taken a clock proposal: a counter that clock proposals drive is at
+ * least this, and a dense one that never took one does not get there.
+ * Judged from the counter alone, not from this instance's clock, which may
+ * be off by seconds or have no `epochMicros` at all.
+ */
+const clockScaleMicros = 1_000_000_000_000_000n;
+/**
+ * On a counter below the clock's scale, the most a chase leaps per ID of
+ * the round: 64 covers what a few other instances' rounds of about as many
+ * IDs take in one round trip (group commit: 4 processes × 16 callers took
+ * about 1.15× the IDs with the chase as without it), and bounds what
+ * instances chasing one another's leaps burn (uncapped, 16 processes moved
+ * the counter about 150,000 per ID handed out; capped, about 25).
  */
 const denseChasePerId = 64n;
 
@@ -98,8 +102,8 @@ export class RangeRounds {
    * turned out to be (0 after a win): how fast others move it meanwhile.
    */
   private chase = 0n;
-  /** Whether the counter was near the clock's microseconds when `chase` was measured. */
-  private chaseNearClock = false;
+  /** On a counter on the clock's scale when `chase` was measured, the most it may leap (else per ID). */
+  private chaseCap: bigint | undefined;
   private backoff: Promise<void> | undefined;
 
   constructor(context: RangeContext) {
@@ -224,7 +228,7 @@ export class RangeRounds {
     const sequence = ++this.roundsSent;
     // Whether this proposal rests on anything the nodes said (see finishRound).
     const informed = this.answered;
-    const startMs = observer.counting ? options.clock.now() : 0;
+    const startMs = options.clock.now();
     const round: Promise<void> = counter
       .propose(proposal)
       .then(
@@ -237,7 +241,7 @@ export class RangeRounds {
               durationMs: options.clock.now() - startMs,
             });
           }
-          this.finishRound(batch, ids, proposal, result, sequence, informed);
+          this.finishRound(batch, ids, proposal, result, sequence, informed, startMs);
         },
         (error: unknown) => this.loseRound(batch, { error: asRedquorumError(error), stale: false }),
       )
@@ -266,6 +270,7 @@ export class RangeRounds {
     round: RoundResult<CounterReply>,
     sequence: number,
     informed: boolean,
+    startMs: number,
   ): void {
     const { counter, quorum } = this.context;
     const previousMax = counter.learn(round, proposal);
@@ -277,7 +282,14 @@ export class RangeRounds {
       // one knows nothing yet): no chase then.
       const gap = counter.knownMax - proposal;
       this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
-      this.chaseNearClock = this.chase > 0n && this.nearClock(counter.knownMax);
+      // On the clock's scale, at most what the clock moved (twice over)
+      // while the round was out: clock proposals move the counter no faster,
+      // and dense instances chasing one another's leaps then keep to the
+      // clock instead of running ahead of it.
+      const outMs = Math.max(0, this.context.options.clock.now() - startMs);
+      const twiceOut = BigInt(Math.ceil(outMs * 2_000));
+      this.chaseCap =
+        counter.knownMax < clockScaleMicros ? undefined : twiceOut < chaseMax ? twiceOut : chaseMax;
       const failure = counter.failureOf("next", round, this.consecutiveLosses + 1);
       // Nor is it a retry spent: a round sent before any answer proposed
       // from nothing, and lost only to the IDs handed out before this
@@ -374,26 +386,6 @@ export class RangeRounds {
   }
 
   /**
-   * Whether `known` is within `chaseMax` of the clock's microseconds since
-   * the epoch, either way: a counter that instances with clock proposals
-   * drive (a dense counter is nowhere near 1.8·10^15). False without a clock
-   * that reads them, or when it fails: it only sets how far a chase may
-   * leap, and a dense call never fails for want of a clock.
-   */
-  private nearClock(known: bigint): boolean {
-    const { clock } = this.context.options;
-    if (typeof clock.epochMicros !== "function") return false;
-    let micros: unknown;
-    try {
-      micros = clock.epochMicros();
-    } catch {
-      return false;
-    }
-    if (typeof micros !== "bigint") return false;
-    return (known > micros ? known - micros : micros - known) <= chaseMax;
-  }
-
-  /**
    * After lost rounds, propose further above the known maximum: the others
    * keep moving it while our next proposal travels, and a proposal that is
    * stale on arrival loses again (a starving instance). Two measures, the
@@ -402,13 +394,16 @@ export class RangeRounds {
    * - what the last of two losses in a row showed, the counter found that
    *   far above our proposal (`chase`): others moving it fast are chased
    *   at their pace from the first loss, not after the doubling below has
-   *   caught up with them. On a counter near the clock's microseconds
-   *   (`nearClock`), instances proposing them (a rolling switch of ID
-   *   servers from dense to clock proposals) move it a round trip's
-   *   microseconds every round: capped at `chaseMax`. On any other
-   *   counter, at `denseChasePerId` per ID: there the gap is other dense
-   *   instances' rounds and their own chases, and chasing those leaps made
-   *   them grow until each was `chaseMax`;
+   *   caught up with them. On a counter on the clock's scale
+   *   (`clockScaleMicros`), instances proposing the clock's microseconds (a
+   *   rolling switch of ID servers from dense to clock proposals) move it
+   *   a round trip's microseconds every round: capped at twice the
+   *   microseconds the lost round was out, and at `chaseMax`. Below it, at
+   *   `denseChasePerId` per ID. Uncapped, among dense instances the gap
+   *   is the others' rounds and their own chases, and chasing those leaps
+   *   made them grow until each was `chaseMax`: 16 processes burnt about
+   *   150,000 IDs per ID handed out, and pushed a clock-scale counter so far
+   *   ahead of the clock that clock instances on it lost round after round;
    * - after two stale losses in a row, a margin that doubles with each.
    *
    * A win ends both, so a lone instance's IDs stay consecutive; the
@@ -419,7 +414,7 @@ export class RangeRounds {
     let leap = 0n;
     // Clock proposals have the clock as their chase already.
     if (this.chase > 0n && proposals !== "clock") {
-      const cap = this.chaseNearClock ? chaseMax : denseChasePerId * BigInt(ids);
+      const cap = this.chaseCap ?? denseChasePerId * BigInt(ids);
       const chase = Number(this.chase < cap ? this.chase : cap);
       leap = BigInt(random.integer(Math.ceil(chase / 2), chase));
     }

@@ -245,7 +245,8 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     key: string,
     moverOptions: NextIdOptions,
     denseOptions: NextIdOptions,
-  ): Promise<{ chased: bigint; top: bigint; after: bigint }> {
+    beforeSecondMove: () => void = () => {},
+  ): Promise<{ chased: bigint; top: bigint; after: bigint; chasedMs: number }> {
     const options = { key, ...notAboutTimeouts };
     const mover = new NextId(cluster().urls, { ...options, ...moverOptions });
     // The dense instance's rounds, counted on each node once armed: before
@@ -258,8 +259,12 @@ describe("NextId on 5 nodes with appendfsync always", () => {
         if (armed && args[0]!.startsWith("EVAL") && args.includes(key)) {
           rounds[i]!++;
           if (rounds[i] === 2) {
+            if (!moved) beforeSecondMove();
             moved ??= mover.nextBatch(2_000);
             await moved;
+            // The round is out at least 5 ms: on the clock's scale a chase
+            // leaps at most twice the microseconds its round was out.
+            await new Promise((resolve) => setTimeout(resolve, 5));
           }
         }
         return real.send(args, timeoutMs);
@@ -275,15 +280,17 @@ describe("NextId on 5 nodes with appendfsync always", () => {
       // Round 1 proposes 3: refused, it learns where the counter is (K).
       // Round 2 proposes K + 1: refused, the counter at K + 2,000 (the gap:
       // 1,999). Round 3 proposes above that.
+      const startMs = performance.now();
       const chased = await dense.next();
+      const chasedMs = performance.now() - startMs;
       const top = ((await moved) as bigint[]).at(-1)!;
-      return { chased, top, after: await dense.next() };
+      return { chased, top, after: await dense.next(), chasedMs };
     } finally {
       await Promise.all([mover.close(), dense.close()]);
     }
   }
 
-  it("dense proposals on a counter near the clock's microseconds chase, after two lost rounds in a row, the gap the second one showed; after a win, and for a lone instance, IDs stay consecutive", async () => {
+  it("dense proposals on a counter on the clock's scale chase, after two lost rounds in a row, the gap the second one showed; after a win, and for a lone instance, IDs stay consecutive", async () => {
     // The clock stands still, near the real one: the mover's first batch
     // (clock proposals) puts the counter at its reading, its second is
     // dense above it, and the gap is exactly 1,999.
@@ -300,6 +307,57 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     assert.ok(
       chased >= top + 1_001n && chased <= top + 2_000n,
       `ID ${chased}: expected ${top + 1_001n} to ${top + 2_000n} (the counter was at ${top})`,
+    );
+    assert.equal(after, chased + 1n, "after a win, consecutive again");
+  });
+
+  it("dense proposals chase on a counter on the clock's scale whatever their own clock says: an hour behind, or an epochMicros getter that throws (the calls do not fail for it)", async () => {
+    const micros = systemClock.epochMicros!();
+    const frozen = { ...systemClock, epochMicros: () => micros };
+    const behind = { ...systemClock, epochMicros: () => micros - 3_600_000_000n };
+    const throwing = Object.defineProperty({ ...systemClock }, "epochMicros", {
+      get() {
+        throw new Error("no wall clock here");
+      },
+    }) as Clock;
+    for (const [key, clock] of [
+      ["chased-behind", behind],
+      ["chased-throwing", throwing],
+    ] as const) {
+      const { chased, top, after } = await twoLossesInARow(
+        key,
+        { proposals: "clock", clock: frozen },
+        { clock },
+      );
+      assert.ok(
+        chased >= top + 1_001n && chased <= top + 2_000n,
+        `${key}: ID ${chased}: expected ${top + 1_001n} to ${top + 2_000n} (the counter was at ${top})`,
+      );
+      assert.equal(after, chased + 1n, `${key}: after a win, consecutive again`);
+    }
+  });
+
+  it("dense proposals on a counter on the clock's scale leap at most twice the microseconds their lost round was out, so that dense instances chasing one another keep to the clock", async () => {
+    // The mover's clock jumps 999,000 µs ahead for its second batch: the
+    // gap is then about that, far more than the round was out.
+    const micros = systemClock.epochMicros!();
+    let jump = 0n;
+    const mover = { ...systemClock, epochMicros: () => micros + jump };
+    const { chased, top, after, chasedMs } = await twoLossesInARow(
+      "chased-capped",
+      { proposals: "clock", clock: mover },
+      {},
+      () => {
+        jump = 999_000n;
+      },
+    );
+    assert.ok(top >= micros + 999_000n, `the counter at ${top}`);
+    // Uncapped, the leap would be 499,500 or more: more than twice the
+    // microseconds of the whole call unless it took 250 ms.
+    const bound = BigInt(Math.ceil(chasedMs * 2_000)) + 1n;
+    assert.ok(
+      chased > top && chased - top <= bound,
+      `ID ${chased}: expected above ${top} by at most ${bound} (the call took ${chasedMs.toFixed(1)} ms)`,
     );
     assert.equal(after, chased + 1n, "after a win, consecutive again");
   });
