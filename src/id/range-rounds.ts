@@ -54,6 +54,15 @@ const clockScaleMicros = 1_000_000_000_000_000n;
  * the counter about 150,000 per ID handed out; capped, about 25).
  */
 const denseChasePerId = 64n;
+/**
+ * Below the clock's scale, the stale losses' margin stops doubling at 2^10
+ * per ID of the round (2^20 on it). Beyond about 16 contenders long streaks
+ * are common, and margins of up to 2^20 per ID burnt the IDs the chase's
+ * cap saved: 64 instances in one process moved the counter 138,000–185,000
+ * per ID handed out, with 2^10 about 200, at as many IDs a second or more
+ * and about as many `ContentionError`s (bench/results/ids.md).
+ */
+const denseDoublingsMax = 10;
 
 interface Waiter {
   readonly count: number;
@@ -404,7 +413,8 @@ export class RangeRounds {
    *   made them grow until each was `chaseMax`: 16 processes burnt about
    *   150,000 IDs per ID handed out, and pushed a clock-scale counter so far
    *   ahead of the clock that clock instances on it lost round after round;
-   * - after two stale losses in a row, a margin that doubles with each.
+   * - after two stale losses in a row, a margin that doubles with each, up
+   *   to 2^20 per ID on the clock's scale and `denseDoublingsMax` below it.
    *
    * A win ends both, so a lone instance's IDs stay consecutive; the
    * skipped IDs are holes, which the ID contract allows.
@@ -421,7 +431,8 @@ export class RangeRounds {
     // The first retry after a refusal proposes just above what the nodes
     // said; only a second stale loss in a row shows others moving meanwhile.
     if (this.staleLosses < 2) return leap;
-    const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, 20));
+    const doublings = this.chaseCap === undefined ? denseDoublingsMax : 20;
+    const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, doublings));
     const doubling = BigInt(random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
     return doubling > leap ? doubling : leap;
   }

@@ -362,6 +362,48 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     assert.equal(after, chased + 1n, "after a win, consecutive again");
   });
 
+  it("a dense instance that lost 20 rounds in a row to others' writes then leaps at most 2^10 per ID above a counter below the clock's scale (2^20 before: 64 instances in one process burnt about 150,000 IDs per ID)", async () => {
+    const key = "streak";
+    const init = new NextId(cluster().urls, { key, ...notAboutTimeouts });
+    await init.init();
+    await init.close();
+    // Before each of the dense instance's first 20 rounds reaches a node,
+    // the node's counter is raised far above it (k · 10^9 for round k), as
+    // other writers' wins would: every one of them is refused as stale.
+    let armed = false;
+    const rounds = cluster().urls.map(() => 0);
+    const transports = wrappedTransports(cluster().urls, (real, i) => ({
+      send: async (args, timeoutMs) => {
+        if (armed && args[0]!.startsWith("EVAL") && args.includes(key)) {
+          rounds[i]!++;
+          if (rounds[i]! <= 20) {
+            await real.send(["SET", key, String(1_000_000_000n * BigInt(rounds[i]!))], timeoutMs);
+          }
+        }
+        return real.send(args, timeoutMs);
+      },
+    }));
+    const dense = new NextId(transports, { key, ...notAboutTimeouts });
+    try {
+      assert.equal(await dense.next(), 1n);
+      armed = true;
+      const top = 20_000_000_000n;
+      const id = await dense.next();
+      assert.ok(
+        rounds.every((n) => n >= 21),
+        `rounds per node: ${rounds.join(", ")}`,
+      );
+      // The counter plus 1, and a margin of at most 2^10 (the chase: at
+      // most 64); with 2^19 the margin would exceed 1,024 in 99.8 % of runs.
+      assert.ok(
+        id > top && id <= top + 1n + 1_024n,
+        `ID ${id}: expected ${top + 1n} to ${top + 1_025n} (the counter was at ${top})`,
+      );
+    } finally {
+      await dense.close();
+    }
+  });
+
   it("dense proposals on a dense counter chase at most 64 per ID after two lost rounds in a row (uncapped, 16 processes chasing one another's leaps burnt about 150,000 IDs per ID handed out)", async () => {
     const { chased, top, after } = await twoLossesInARow("capped", {}, {});
     // Round 3 (1 ID): the counter plus 1 and a chase of 32 to 64, the gap
