@@ -35,7 +35,7 @@ import type { CounterReply } from "./counter.js";
 import type { CounterRounds, RoundFailure } from "./counter-rounds.js";
 import type { ResolvedNextIdOptions } from "./options.js";
 
-/** The most a lost round's chase ever leaps (a second of clock proposals' microseconds). */
+/** The most a lost round's chase leaps on a counter on the clock's scale (a second of clock proposals' microseconds). */
 const chaseMax = 1_000_000n;
 /**
  * Below this (September 2001 in microseconds since the epoch) no counter
@@ -237,7 +237,7 @@ export class RangeRounds {
     const sequence = ++this.roundsSent;
     // Whether this proposal rests on anything the nodes said (see finishRound).
     const informed = this.answered;
-    const startMs = options.clock.now();
+    const startMs = readMs(options.clock);
     const round: Promise<void> = counter
       .propose(proposal)
       .then(
@@ -293,9 +293,11 @@ export class RangeRounds {
       this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
       // On the clock's scale, at most what the clock moved (twice over)
       // while the round was out: clock proposals move the counter no faster,
-      // and dense instances chasing one another's leaps then keep to the
-      // clock instead of running ahead of it.
-      const outMs = Math.max(0, this.context.options.clock.now() - startMs);
+      // and dense instances chasing one another's leaps do not run it ahead
+      // of the clock (the stale losses' doubling still can, beyond about 16
+      // contenders).
+      const out = readMs(this.context.options.clock) - startMs;
+      const outMs = Number.isFinite(out) && out > 0 ? out : 0;
       const twiceOut = BigInt(Math.ceil(outMs * 2_000));
       this.chaseCap =
         counter.knownMax < clockScaleMicros ? undefined : twiceOut < chaseMax ? twiceOut : chaseMax;
@@ -459,6 +461,20 @@ function serve(batch: readonly Waiter[], first: bigint, last: bigint): Waiter[] 
     settle(waiter, undefined, out);
   }
   return unserved;
+}
+
+/**
+ * The clock's reading in ms, NaN when it fails or is not a number: it only
+ * bounds a chase (an injected clock that breaks its contract must not fail
+ * the calls for that).
+ */
+function readMs(clock: ResolvedNextIdOptions["clock"]): number {
+  try {
+    const ms: unknown = clock.now();
+    return typeof ms === "number" ? ms : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {

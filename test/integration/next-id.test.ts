@@ -404,6 +404,29 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }
   });
 
+  it("a clock whose now() breaks its contract (NaN, or throwing once rounds are lost) fails no dense call for the chase", async () => {
+    let broken = false;
+    const nan = { ...systemClock, now: () => (broken ? Number.NaN : systemClock.now()) };
+    const throwing = {
+      ...systemClock,
+      now: () => {
+        if (broken) throw new Error("no clock");
+        return systemClock.now();
+      },
+    };
+    for (const [key, clock] of [
+      ["nan-now", nan],
+      ["throwing-now", throwing],
+    ] as const) {
+      broken = false;
+      const { chased, top } = await twoLossesInARow(key, {}, { clock }, () => {
+        broken = true;
+      });
+      broken = false;
+      assert.ok(chased > top, `${key}: ID ${chased} above the counter ${top}`);
+    }
+  });
+
   it("dense proposals on a dense counter chase at most 64 per ID after two lost rounds in a row (uncapped, 16 processes chasing one another's leaps burnt about 150,000 IDs per ID handed out)", async () => {
     const { chased, top, after } = await twoLossesInARow("capped", {}, {});
     // Round 3 (1 ID): the counter plus 1 and a chase of 32 to 64, the gap
