@@ -21,6 +21,10 @@ export function maxOf(a: bigint, b: bigint): bigint {
   return a > b ? a : b;
 }
 
+export function minOf(a: bigint, b: bigint): bigint {
+  return a < b ? a : b;
+}
+
 /**
  * Lua, for the scripts of both counters: `less(a, b)` compares two counter
  * values as Redis holds them (decimal strings without leading zeros):

@@ -17,7 +17,7 @@
 
 import { assert } from "../assert.js";
 import { onAbort, systemClock } from "../clock.js";
-import { maxId, maxOf } from "../decimal.js";
+import { maxId, maxOf, minOf } from "../decimal.js";
 import {
   ClosedError,
   ContentionError,
@@ -111,8 +111,10 @@ export class RangeRounds {
    * turned out to be (0 after a win): how fast others move it meanwhile.
    */
   private chase = 0n;
-  /** On a counter on the clock's scale when `chase` was measured, the most it may leap (else per ID). */
-  private chaseCap: bigint | undefined;
+  /** Whether the counter was on the clock's scale at the last loss (`clockScaleMicros`). */
+  private onClockScale = false;
+  /** Twice the microseconds the last lost round was out: on the clock's scale, the chase's cap. */
+  private twiceOutMicros = 0n;
   private backoff: Promise<void> | undefined;
 
   constructor(context: RangeContext) {
@@ -296,11 +298,10 @@ export class RangeRounds {
       // and dense instances chasing one another's leaps do not run it ahead
       // of the clock (the stale losses' doubling still can, beyond about 16
       // contenders).
-      const out = readMs(this.context.options.clock) - startMs;
-      const outMs = Number.isFinite(out) && out > 0 ? out : 0;
-      const twiceOut = BigInt(Math.ceil(outMs * 2_000));
-      this.chaseCap =
-        counter.knownMax < clockScaleMicros ? undefined : twiceOut < chaseMax ? twiceOut : chaseMax;
+      const outMs = readMs(this.context.options.clock) - startMs;
+      this.onClockScale = counter.knownMax >= clockScaleMicros;
+      this.twiceOutMicros =
+        Number.isFinite(outMs) && outMs > 0 ? BigInt(Math.ceil(outMs * 2_000)) : 0n;
       const failure = counter.failureOf("next", round, this.consecutiveLosses + 1);
       // Nor is it a retry spent: a round sent before any answer proposed
       // from nothing, and lost only to the IDs handed out before this
@@ -426,14 +427,16 @@ export class RangeRounds {
     let leap = 0n;
     // Clock proposals have the clock as their chase already.
     if (this.chase > 0n && proposals !== "clock") {
-      const cap = this.chaseCap ?? denseChasePerId * BigInt(ids);
-      const chase = Number(this.chase < cap ? this.chase : cap);
+      const cap = this.onClockScale
+        ? minOf(this.twiceOutMicros, chaseMax)
+        : denseChasePerId * BigInt(ids);
+      const chase = Number(minOf(this.chase, cap));
       leap = BigInt(random.integer(Math.ceil(chase / 2), chase));
     }
     // The first retry after a refusal proposes just above what the nodes
     // said; only a second stale loss in a row shows others moving meanwhile.
     if (this.staleLosses < 2) return leap;
-    const doublings = this.chaseCap === undefined ? denseDoublingsMax : 20;
+    const doublings = this.onClockScale ? 20 : denseDoublingsMax;
     const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, doublings));
     const doubling = BigInt(random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
     return doubling > leap ? doubling : leap;

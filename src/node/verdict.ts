@@ -120,16 +120,27 @@ function idProblem(node: NodeStatus, options: VerdictOptions, beside: Beside): s
 }
 
 /**
- * Whether clients take back a node that came back empty: its fencing
- * counters are repaired from N - Q + 1 nodes that kept theirs (and beyond
- * N - Q lost members, only the operator takes members back).
+ * Whether clients can repair a node that lost a counter, from `kept` other
+ * nodes that answered holding theirs: a repair reads N - Q + 1 of them
+ * (quorum/counter-repair.ts). "now"; "waits" for unreachable ones that may
+ * hold theirs; "never": too few at all, and no client can (beyond N - Q
+ * lost members only the operator takes members back).
  */
-function lockRepairOutlook({ intact, unreachable, nodeCount }: Beside): string {
+function repairReach(
+  kept: number,
+  { unreachable, nodeCount }: Beside,
+): { reach: "now" | "waits" | "never"; reads: number } {
   const reads = repairReadsOf(nodeCount);
-  if (intact >= reads) {
-    return "the next lock call starts its restart quarantine and fencing repair";
-  }
-  if (intact + unreachable >= reads) {
+  if (kept >= reads) return { reach: "now", reads };
+  return { reach: kept + unreachable >= reads ? "waits" : "never", reads };
+}
+
+/** Whether clients take back a node that came back empty: its fencing counters are repaired. */
+function lockRepairOutlook(beside: Beside): string {
+  const { intact, nodeCount } = beside;
+  const { reach, reads } = repairReach(intact, beside);
+  if (reach === "now") return "the next lock call starts its restart quarantine and fencing repair";
+  if (reach === "waits") {
     return (
       "the next lock call starts its restart quarantine; its fencing repair waits for " +
       `${reads} nodes that kept their data to answer (${intact} do now)`
@@ -142,15 +153,12 @@ function lockRepairOutlook({ intact, unreachable, nodeCount }: Beside): string {
   );
 }
 
-/**
- * Whether clients repair a node that lost the ID counter: from N - Q + 1
- * other nodes holding it (quorum/counter-repair.ts). With fewer, no client
- * can; the counter's highest ID is then unknown for good.
- */
-function idRepairOutlook({ holders, unreachable, nodeCount }: Beside): string {
-  const reads = repairReadsOf(nodeCount);
-  if (holders >= reads) return "the next ID call repairs it from the others";
-  if (holders + unreachable >= reads) {
+/** Whether clients repair a node that lost the ID counter; if not, its highest ID is unknown for good. */
+function idRepairOutlook(beside: Beside): string {
+  const { holders, nodeCount } = beside;
+  const { reach, reads } = repairReach(holders, beside);
+  if (reach === "now") return "the next ID call repairs it from the others";
+  if (reach === "waits") {
     return `it is repaired from the others once ${reads} nodes holding the counter answer (${holders} do now)`;
   }
   return (
