@@ -55,14 +55,17 @@ const clockScaleMicros = 1_000_000_000_000_000n;
  */
 const denseChasePerId = 64n;
 /**
- * Below the clock's scale, the stale losses' margin stops doubling at 2^10
- * per ID of the round (2^20 on it). Beyond about 16 contenders long streaks
- * are common, and margins of up to 2^20 per ID burnt the IDs the chase's
- * cap saved: 64 instances in one process moved the counter 138,000–185,000
- * per ID handed out, with 2^10 about 200, at as many IDs a second or more
- * and about as many `ContentionError`s (bench/results/ids.md).
+ * The stale losses' margin stops doubling at 2^10 per ID of the round; on
+ * the clock's scale it may go beyond that as far as twice the microseconds
+ * the lost round was out (`leapMargin`), and at 2^20 per ID. Beyond about
+ * 16 contenders long streaks are common, and margins of up to 2^20 per ID
+ * burnt the IDs the chase's cap saved: 64 instances in one process moved a
+ * dense counter 138,000–185,000 per ID handed out (with 2^10 about 200, at
+ * as many IDs a second or more and about as many `ContentionError`s), and
+ * a counter on the clock's scale about 100 times as fast as the clock
+ * (bench/results/ids.md).
  */
-const denseDoublingsMax = 10;
+const doublingsPerId = 10;
 
 interface Waiter {
   readonly count: number;
@@ -295,9 +298,8 @@ export class RangeRounds {
       this.chase = this.consecutiveLosses > 0 && gap > 0n ? gap : 0n;
       // On the clock's scale, at most what the clock moved (twice over)
       // while the round was out: clock proposals move the counter no faster,
-      // and dense instances chasing one another's leaps do not run it ahead
-      // of the clock (the stale losses' doubling still can, beyond about 16
-      // contenders).
+      // and dense instances chasing one another's leaps, or leaping after
+      // stale losses, do not run it ahead of the clock.
       const outMs = readMs(this.context.options.clock) - startMs;
       this.onClockScale = counter.knownMax >= clockScaleMicros;
       this.twiceOutMicros =
@@ -417,7 +419,8 @@ export class RangeRounds {
    *   150,000 IDs per ID handed out, and pushed a clock-scale counter so far
    *   ahead of the clock that clock instances on it lost round after round;
    * - after two stale losses in a row, a margin that doubles with each, up
-   *   to 2^20 per ID on the clock's scale and `denseDoublingsMax` below it.
+   *   to 2^`doublingsPerId` per ID, and on the clock's scale up to twice
+   *   the microseconds the lost round was out if that is more.
    *
    * A win ends both, so a lone instance's IDs stay consecutive; the
    * skipped IDs are holes, which the ID contract allows.
@@ -436,8 +439,17 @@ export class RangeRounds {
     // The first retry after a refusal proposes just above what the nodes
     // said; only a second stale loss in a row shows others moving meanwhile.
     if (this.staleLosses < 2) return leap;
-    const doublings = this.onClockScale ? 20 : denseDoublingsMax;
-    const bound = Math.min(2 ** 40, ids * 2 ** Math.min(this.staleLosses - 1, doublings));
+    // Beyond 2^10 per ID only on the clock's scale, and there only as far
+    // as the clock moved (twice over) while the lost round was out: that
+    // covers what clock proposals add meanwhile, and a streak of dense
+    // instances' stale losses no longer runs the counter ahead of the clock
+    // (2^20 per ID there let 64 in one process move it about 100 times as
+    // fast as the clock).
+    const timeBound = this.onClockScale ? Number(this.twiceOutMicros) : 0;
+    const bound = Math.min(
+      ids * 2 ** Math.min(this.staleLosses - 1, 20),
+      Math.max(ids * 2 ** doublingsPerId, timeBound),
+    );
     const doubling = BigInt(random.integer(0, Math.min(Number.MAX_SAFE_INTEGER, bound)));
     return doubling > leap ? doubling : leap;
   }

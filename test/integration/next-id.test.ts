@@ -362,22 +362,32 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     assert.equal(after, chased + 1n, "after a win, consecutive again");
   });
 
-  it("a dense instance that lost 20 rounds in a row to others' writes then leaps at most 2^10 per ID above a counter below the clock's scale (2^20 before: 64 instances in one process burnt about 150,000 IDs per ID)", async () => {
-    const key = "streak";
+  /**
+   * Before each of a dense instance's first `streak` rounds reaches a node,
+   * the node's counter is raised far above it (`base` + k · 10^9 for round
+   * k), as other writers' wins would: every one of them is refused as
+   * stale. Returns the ID its call then gets, where the counter was, and
+   * the longest time between two of its rounds' sends to one node (ms).
+   */
+  async function staleStreak(
+    key: string,
+    streak: number,
+    base: bigint,
+  ): Promise<{ id: bigint; top: bigint; longestRoundMs: number }> {
     const init = new NextId(cluster().urls, { key, ...notAboutTimeouts });
     await init.init();
     await init.close();
-    // Before each of the dense instance's first 20 rounds reaches a node,
-    // the node's counter is raised far above it (k · 10^9 for round k), as
-    // other writers' wins would: every one of them is refused as stale.
     let armed = false;
     const rounds = cluster().urls.map(() => 0);
+    const sentAt = cluster().urls.map((): number[] => []);
     const transports = wrappedTransports(cluster().urls, (real, i) => ({
       send: async (args, timeoutMs) => {
         if (armed && args[0]!.startsWith("EVAL") && args.includes(key)) {
           rounds[i]!++;
-          if (rounds[i]! <= 20) {
-            await real.send(["SET", key, String(1_000_000_000n * BigInt(rounds[i]!))], timeoutMs);
+          sentAt[i]!.push(performance.now());
+          if (rounds[i]! <= streak) {
+            const raised = base + 1_000_000_000n * BigInt(rounds[i]!);
+            await real.send(["SET", key, String(raised)], timeoutMs);
           }
         }
         return real.send(args, timeoutMs);
@@ -385,23 +395,47 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     }));
     const dense = new NextId(transports, { key, ...notAboutTimeouts });
     try {
-      assert.equal(await dense.next(), 1n);
+      await dense.next();
       armed = true;
-      const top = 20_000_000_000n;
       const id = await dense.next();
       assert.ok(
-        rounds.every((n) => n >= 21),
+        rounds.every((n) => n >= streak + 1),
         `rounds per node: ${rounds.join(", ")}`,
       );
-      // The counter plus 1, and a margin of at most 2^10 (the chase: at
-      // most 64); with 2^19 the margin would exceed 1,024 in 99.8 % of runs.
-      assert.ok(
-        id > top && id <= top + 1n + 1_024n,
-        `ID ${id}: expected ${top + 1n} to ${top + 1_025n} (the counter was at ${top})`,
+      const longestRoundMs = Math.max(
+        ...sentAt.flatMap((times) => times.slice(1).map((t, k) => t - times[k]!)),
       );
+      return { id, top: base + 1_000_000_000n * BigInt(streak), longestRoundMs };
     } finally {
       await dense.close();
     }
+  }
+
+  it("a dense instance that lost 20 rounds in a row to others' writes then leaps at most 2^10 per ID above a counter below the clock's scale (2^20 before: 64 instances in one process burnt about 150,000 IDs per ID)", async () => {
+    const { id, top } = await staleStreak("streak", 20, 0n);
+    // The counter plus 1, and a margin of at most 2^10 (the chase: at
+    // most 64); with 2^19 the margin would exceed 1,024 in 99.8 % of runs.
+    assert.ok(
+      id > top && id <= top + 1n + 1_024n,
+      `ID ${id}: expected ${top + 1n} to ${top + 1_025n} (the counter was at ${top})`,
+    );
+  });
+
+  it("on a counter on the clock's scale, a dense instance that lost 22 rounds in a row leaps at most 2^10 per ID or twice the microseconds its lost round was out (2^20 per ID before: 64 instances in one process ran the counter about 100 times as fast as the clock)", async () => {
+    const { id, top, longestRoundMs } = await staleStreak(
+      "streak-clock",
+      22,
+      2_000_000_000_000_000n,
+    );
+    // Each round was out no longer than until the next one was sent. With
+    // 2^20 per ID the margin is uniform up to 1,048,576: within a bound of
+    // a few thousand in well under 1 % of runs.
+    const bound = BigInt(Math.max(1_024, Math.ceil(longestRoundMs * 2_000)));
+    assert.ok(
+      id > top && id <= top + 1n + bound,
+      `ID ${id}: expected ${top + 1n} to ${top + 1n + bound} (the counter was at ${top}; ` +
+        `the longest round ${longestRoundMs.toFixed(2)} ms)`,
+    );
   });
 
   it("a clock whose now() breaks its contract (NaN, or throwing once rounds are lost) fails no dense call for the chase", async () => {
