@@ -53,7 +53,7 @@ describe("status verdict", () => {
     assert.match(verdict.ids.reasons[1]!, /ID counter marker "suspect".*until repaired/);
   });
 
-  it("says whether clients can repair a node that lost the ID counter: from N - Q + 1 nodes holding it", () => {
+  it("says whether clients can repair a node that lost the ID counter: from N - Q + 1 nodes that kept it", () => {
     const empty = { ...good, marker: false, markerValue: undefined };
     const down = { endpoint: "e:1", reachable: false, error: "ECONNREFUSED" };
     const at = (endpoint: string) => ({ ...good, endpoint });
@@ -66,7 +66,7 @@ describe("status verdict", () => {
     );
     assert.match(
       waiting.ids.reasons[0]!,
-      /it is repaired from the others once 3 nodes holding the counter answer \(2 do now\)\)$/,
+      /it is repaired from the others once 3 nodes that kept the counter answer \(2 do now\)\)$/,
     );
     // Three of five lost it, the other two answer: no client repairs it.
     const lost = verdictOf(
@@ -81,9 +81,38 @@ describe("status verdict", () => {
     );
     assert.match(
       lost.ids.reasons[0]!,
-      /and 2 of the 5 nodes hold the counter, too few to repair it from \(it needs 3\): no client can; see the operations guide, "A majority of nodes lost their disks"\)$/,
+      /and 1 of the 5 nodes kept the counter, too few to repair it from \(it needs 3, or every other node holding it\): no client can; see the operations guide, "A majority of nodes lost their disks"\)$/,
     );
     assert.doesNotMatch(lost.ids.reasons[0]!, /repairs it/);
+  });
+
+  it("counts a restarted node's counter toward a repair only when every other node answers holding one, as the repair does", () => {
+    const empty = { ...good, marker: false, markerValue: undefined };
+    const restarted = (endpoint: string) => ({
+      ...good,
+      endpoint,
+      marker: false,
+      markerValue: "suspect",
+    });
+    const down = { endpoint: "e:1", reachable: false, error: "ECONNREFUSED" };
+    const at = (endpoint: string) => ({ ...good, endpoint });
+    // 5 nodes, one down: two kept the counter and one restarted. The repair
+    // reads 3 that kept it, or all 4 others: it waits for the down one.
+    const beside = verdictOf([], [empty, at("b:1"), at("c:1"), restarted("d:1"), down]);
+    assert.match(
+      beside.ids.reasons[0]!,
+      /it is repaired from the others once 3 nodes that kept the counter answer \(2 do now\)\)$/,
+    );
+    // 3 nodes: one kept it, one restarted, both answer: that is every other node.
+    assert.match(
+      verdictOf([], [empty, at("b:1"), restarted("c:1")]).ids.reasons[0]!,
+      /the next ID call repairs it from the others\)$/,
+    );
+    // 5 nodes: one kept it, two restarted, one down: only all 4 others will do.
+    assert.match(
+      verdictOf([], [empty, at("b:1"), restarted("c:1"), restarted("d:1"), down]).ids.reasons[0]!,
+      /it is repaired from the others once all 4 others answer holding the counter \(3 do now\)\)$/,
+    );
   });
 
   it("says whether clients can take back a node that came back empty: from N - Q + 1 nodes that kept their data", () => {

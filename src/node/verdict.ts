@@ -29,7 +29,7 @@ export const restartUnchecked = "restarted, not yet checked";
 interface Beside {
   /** Some node has a marker (any value): the cluster (or counter) is in use. */
   readonly inUse: boolean;
-  /** Nodes that answered holding a marker (any value: a restarted one's counter still counts in a repair). */
+  /** Nodes that answered holding a marker (any value: a restarted one's counter counts in a repair that every other node answers). */
   readonly holders: number;
   /** Nodes that answered with their marker intact: they kept their data. */
   readonly intact: number;
@@ -153,17 +153,27 @@ function lockRepairOutlook(beside: Beside): string {
   );
 }
 
-/** Whether clients repair a node that lost the ID counter; if not, its highest ID is unknown for good. */
+/**
+ * Whether clients repair a node that lost the ID counter; if not, its
+ * highest ID is unknown for good. As quorum/counter-repair.ts does: from
+ * N - Q + 1 others that kept the counter, or from every other node holding
+ * it (a restarted node's counter may lag, and counts only then).
+ */
 function idRepairOutlook(beside: Beside): string {
-  const { holders, nodeCount } = beside;
-  const { reach, reads } = repairReach(holders, beside);
-  if (reach === "now") return "the next ID call repairs it from the others";
+  const { holders, intact, unreachable, nodeCount } = beside;
+  const { reach, reads } = repairReach(intact, beside);
+  const others = nodeCount - 1;
+  const fromAll = (answering: number) => others >= reads && answering === others;
+  if (reach === "now" || fromAll(holders)) return "the next ID call repairs it from the others";
   if (reach === "waits") {
-    return `it is repaired from the others once ${reads} nodes holding the counter answer (${holders} do now)`;
+    return `it is repaired from the others once ${reads} nodes that kept the counter answer (${intact} do now)`;
+  }
+  if (fromAll(holders + unreachable)) {
+    return `it is repaired from the others once all ${others} others answer holding the counter (${holders} do now)`;
   }
   return (
-    `and ${holders} of the ${nodeCount} nodes hold the counter, too few to repair it from (it needs ` +
-    `${reads}): no client can; see the operations guide, "A majority of nodes lost their disks"`
+    `and ${intact} of the ${nodeCount} nodes kept the counter, too few to repair it from (it needs ` +
+    `${reads}, or every other node holding it): no client can; see the operations guide, "A majority of nodes lost their disks"`
   );
 }
 
