@@ -252,7 +252,7 @@ export class RangeRounds {
               type: "id-round",
               outcome: result.yesCount >= quorum ? "won" : "lost",
               ids,
-              durationMs: options.clock.now() - startMs,
+              durationMs: msSince(options.clock, startMs),
             });
           }
           this.finishRound(batch, ids, proposal, result, sequence, informed, startMs);
@@ -300,10 +300,9 @@ export class RangeRounds {
       // while the round was out: clock proposals move the counter no faster,
       // and dense instances chasing one another's leaps, or leaping after
       // stale losses, do not run it ahead of the clock.
-      const outMs = readMs(this.context.options.clock) - startMs;
+      const outMs = msSince(this.context.options.clock, startMs);
       this.onClockScale = counter.knownMax >= clockScaleMicros;
-      this.twiceOutMicros =
-        Number.isFinite(outMs) && outMs > 0 ? BigInt(Math.ceil(outMs * 2_000)) : 0n;
+      this.twiceOutMicros = BigInt(Math.ceil(outMs * 2_000));
       const failure = counter.failureOf("next", round, this.consecutiveLosses + 1);
       // Nor is it a retry spent: a round sent before any answer proposed
       // from nothing, and lost only to the IDs handed out before this
@@ -490,6 +489,17 @@ function readMs(clock: ResolvedNextIdOptions["clock"]): number {
   } catch {
     return Number.NaN;
   }
+}
+
+/**
+ * The ms since `startMs` (a readMs reading) on the clock: 0 when either
+ * reading failed or the clock went back, and at most a day (a clock that
+ * jumps to 1e306 must not make a chase's bound Infinity, which BigInt
+ * refuses).
+ */
+function msSince(clock: ResolvedNextIdOptions["clock"], startMs: number): number {
+  const ms = readMs(clock) - startMs;
+  return Number.isFinite(ms) && ms > 0 ? Math.min(ms, 86_400_000) : 0;
 }
 
 function settle(waiter: Waiter, error: unknown, ids?: bigint[]): void {

@@ -438,8 +438,9 @@ describe("NextId on 5 nodes with appendfsync always", () => {
     );
   });
 
-  it("a clock whose now() breaks its contract (NaN, or throwing once rounds are lost) fails no dense call for the chase", async () => {
+  it("a clock whose now() breaks its contract (NaN, throwing, or leaping to 1e306 once rounds are lost) fails no dense call for the chase, with events on or off", async () => {
     let broken = false;
+    let leaps = 0;
     const nan = { ...systemClock, now: () => (broken ? Number.NaN : systemClock.now()) };
     const throwing = {
       ...systemClock,
@@ -448,17 +449,32 @@ describe("NextId on 5 nodes with appendfsync always", () => {
         return systemClock.now();
       },
     };
+    // Round out "1e306 ms": a bound of Infinity µs, which BigInt refuses.
+    const leaping = {
+      ...systemClock,
+      now: () => (broken && leaps++ % 2 === 1 ? 1e306 : 0),
+    };
+    const events: string[] = [];
+    const onEvent = (event: { type: string }) => events.push(event.type);
     for (const [key, clock] of [
       ["nan-now", nan],
       ["throwing-now", throwing],
+      ["leaping-now", leaping],
     ] as const) {
-      broken = false;
-      const { chased, top } = await twoLossesInARow(key, {}, { clock }, () => {
-        broken = true;
-      });
-      broken = false;
-      assert.ok(chased > top, `${key}: ID ${chased} above the counter ${top}`);
+      for (const observed of [false, true]) {
+        broken = false;
+        const options = observed ? { clock, onEvent } : { clock };
+        const { chased, top } = await twoLossesInARow(`${key}-${observed}`, {}, options, () => {
+          broken = true;
+        });
+        broken = false;
+        assert.ok(
+          chased > top,
+          `${key}, events ${observed}: ID ${chased} above the counter ${top}`,
+        );
+      }
     }
+    assert.ok(events.includes("id-round"), "the observed runs emitted their rounds");
   });
 
   it("dense proposals on a dense counter chase at most 64 per ID after two lost rounds in a row (uncapped, 16 processes chasing one another's leaps burnt about 150,000 IDs per ID handed out)", async () => {
