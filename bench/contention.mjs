@@ -16,8 +16,13 @@
 // costs the contenders' processes and the nodes, and mutual exclusion
 // checked across processes from every hold's CLOCK_MONOTONIC interval.
 //
+// Each cell's processes are fresh: they run the workload for `--warmup`
+// seconds (6 by default) before it is counted, as a long-lived service's
+// would have (redquorum's grants climb from about 900/s in a process's
+// first second to about 2,400/s after 8 s at 8 contenders: bench/warmup.mjs).
+//
 //   npm run bench -- contention
-//   node bench/contention.mjs --seconds 5 --reps 3 [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
+//   node bench/contention.mjs --seconds 5 --reps 3 [--warmup 6] [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
 import { cpus } from "node:os";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
@@ -28,6 +33,9 @@ import { fmt, median, percentile, writeResults } from "./report.mjs";
 const { values: args } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
+    // Each cell's fresh processes run the workload this long before it is
+    // counted: their first seconds are the JIT compiling it (bench/warmup.mjs).
+    warmup: { type: "string", default: "6" },
     reps: { type: "string", default: "3" },
     procs: { type: "string", default: "8" },
     hold: { type: "string", default: "0" },
@@ -37,6 +45,8 @@ const { values: args } = parseArgs({
   },
 });
 const cellMs = Number(args.seconds) * 1_000;
+const warmupMs = Number(args.warmup) * 1_000;
+if (!(warmupMs >= 0)) throw new Error(`--warmup ${args.warmup}: seconds, 0 or more`);
 const reps = Number(args.reps);
 const holdMs = Number(args.hold);
 const ttlMs = 10_000;
@@ -154,10 +164,15 @@ async function runCell(cluster, library, workload, rep) {
     elapsedMs,
     before: commandsBefore,
     after: commandsAfter,
-  } = await runWorkers(workers, cellMs, {
-    before: () => commandsRun(cluster.urls),
-    after: () => commandsRun(cluster.urls),
-  });
+  } = await runWorkers(
+    workers,
+    cellMs,
+    {
+      before: () => commandsRun(cluster.urls),
+      after: () => commandsRun(cluster.urls),
+    },
+    warmupMs,
+  );
   const grants = results.flatMap((r) => r.grants);
   const acquireMs = results.flatMap((r) => r.acquireMs).sort((a, b) => a - b);
   const holds = results.flatMap((r) => r.holds.map((h) => [...h, r.pid]));
@@ -223,7 +238,7 @@ try {
     }
   }
   console.log(
-    `\n${workloads.length} workloads × ${libraries.length} libraries × ${reps} reps, ${args.seconds} s per cell, ` +
+    `\n${workloads.length} workloads × ${libraries.length} libraries × ${reps} reps, ${args.seconds} s per cell after ${args.warmup} s of warm-up, ` +
       `contenders in ${args.procs === "64" ? "one process each" : `up to ${args.procs} processes`}, hold ${holdMs} ms, ` +
       `${cpus().length} CPUs, Node ${process.version}; 5 local redis-server nodes, no persistence`,
   );

@@ -126,7 +126,12 @@ try {
     return { count, us, cpuUs, byName };
   };
   const runs = Object.fromEntries(Object.keys(cycles).map((name) => [name, []]));
-  for (const cycle of Object.values(cycles)) for (let i = 0; i < 200; i++) await cycle(); // warm up
+  // Each cycle runs 2 s before any is counted: the first seconds of a
+  // process are its JIT compiling the code (bench/warmup.mjs).
+  for (const cycle of Object.values(cycles)) {
+    const warmUntil = performance.now() + 2_000;
+    while (performance.now() < warmUntil) await cycle();
+  }
   for (let rep = 0; rep < reps; rep++) {
     const names = Object.keys(cycles);
     for (const name of rep % 2 === 0 ? names : names.reverse()) {

@@ -60,15 +60,23 @@ function exited(workers, boundMs) {
 /**
  * Runs one cell over started workers: waits until all are ready, sends "go",
  * waits `cellMs`, sends "stop", and resolves with their results and the
- * elapsed time. `between` ({ before, after }) runs right before "go" and
- * right after "stop" (counters read on the nodes).
+ * elapsed time. `between` ({ before, after }) runs right before the counted
+ * time starts and right after "stop" (counters read on the nodes). With
+ * `warmupMs`, the workers run that long before the counted time and are
+ * then sent "mark", where they start counting afresh (workerProtocol's
+ * `onMark`): a worker's first seconds are its JIT compiling the code the
+ * workload runs, which a long-lived process pays once.
  */
-export async function runWorkers(workers, cellMs, between = {}) {
+export async function runWorkers(workers, cellMs, between = {}, warmupMs = 0) {
   try {
     await Promise.all(workers.map((w) => w.ready));
+    if (warmupMs > 0) {
+      for (const w of workers) w.child.stdin.write("go\n");
+      await new Promise((r) => setTimeout(r, warmupMs));
+    }
     const before = await between.before?.();
     const start = performance.now();
-    for (const w of workers) w.child.stdin.write("go\n");
+    for (const w of workers) w.child.stdin.write(warmupMs > 0 ? "mark\n" : "go\n");
     await new Promise((r) => setTimeout(r, cellMs));
     for (const w of workers) w.child.stdin.write("stop\n");
     const elapsedMs = performance.now() - start;
@@ -89,12 +97,15 @@ export async function runWorkers(workers, cellMs, between = {}) {
 }
 
 /**
- * The worker's side: resolves on "go"; `onStop` runs on "stop" and returns
- * the results, which are printed as one JSON line before the process exits.
+ * The worker's side: resolves on "go"; `onMark` runs on "mark" (the
+ * warm-up is over: count afresh from here); `onStop` runs on "stop" and
+ * returns the results, which are printed as one JSON line before the
+ * process exits.
  */
-export function workerProtocol(onStop) {
+export function workerProtocol(onStop, onMark = () => {}) {
   const lines = createInterface({ input: process.stdin });
   lines.on("line", (line) => {
+    if (line === "mark") onMark();
     if (line !== "stop") return;
     // Exit once the line is out: a large result does not fit the pipe at once.
     process.stdout.write(`${JSON.stringify(onStop())}\n`, () => process.exit(0));

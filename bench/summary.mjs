@@ -19,7 +19,8 @@
 //
 //   npm run bench -- summary --seconds 2 --reps 5
 //   (or, built: node bench/summary.mjs --seconds 2 --reps 5)
-//   (the contention cells run twice as long: a grant there takes several ms)
+//   (the contention cells run twice as long: a grant there takes several ms;
+//   each after 6 s of warm-up in its fresh processes)
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -52,6 +53,8 @@ const oneWorker = run("bench/cycle-cost.mjs", ["--seconds", seconds, "--reps", S
 const contention = run("bench/contention.mjs", [
   "--seconds",
   String((2 * cellMs) / 1_000),
+  "--warmup",
+  "6",
   "--reps",
   String(reps),
   "--only",
