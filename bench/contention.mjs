@@ -27,7 +27,7 @@ import { cpus } from "node:os";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { LocalCluster, Redlock } from "../dist/index.js";
-import { runWorkers, startWorker } from "./processes.mjs";
+import { runWorkers, startContenders } from "./processes.mjs";
 import { fmt, median, percentile, writeResults } from "./report.mjs";
 
 const { values: args } = parseArgs({
@@ -140,23 +140,10 @@ function overlapsOf(holds) {
 async function runCell(cluster, library, workload, rep) {
   const procs = Math.min(Number(args.procs), workload.contenders);
   const resource = `contention:${workload.key}:${rep}:${library}`;
-  const perProc = Array.from(
-    { length: procs },
-    (_, i) => Math.floor(workload.contenders / procs) + (i < workload.contenders % procs ? 1 : 0),
-  );
-  const workers = perProc.map((instances, p) =>
-    startWorker("contention-worker.mjs", {
-      library,
-      urls: cluster.urls,
-      instances,
-      // The contenders' places in the fair floor's ring.
-      firstContender: perProc.slice(0, p).reduce((a, b) => a + b, 0),
-      contenders: workload.contenders,
-      resource,
-      ttlMs,
-      pacing: workload.pacing,
-      holdMs,
-    }),
+  const workers = startContenders(
+    { library, urls: cluster.urls, resource, ttlMs, pacing: workload.pacing, holdMs },
+    workload.contenders,
+    procs,
   );
   // Commands are counted up to "stop": the drain that follows serves no counted grant.
   const {

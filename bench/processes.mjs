@@ -45,6 +45,27 @@ export function startWorker(script, config) {
   return { child, ready, result };
 }
 
+/**
+ * The contention benchmark's workers (bench/contention-worker.mjs): the
+ * `contenders` spread evenly over `procs` processes, each contender with
+ * its place in the fair floor's ring. `cell`: library, urls, resource,
+ * ttlMs, pacing, holdMs.
+ */
+export function startContenders(cell, contenders, procs) {
+  const perProc = Array.from(
+    { length: procs },
+    (_, i) => Math.floor(contenders / procs) + (i < contenders % procs ? 1 : 0),
+  );
+  return perProc.map((instances, p) =>
+    startWorker("contention-worker.mjs", {
+      ...cell,
+      instances,
+      firstContender: perProc.slice(0, p).reduce((a, b) => a + b, 0),
+      contenders,
+    }),
+  );
+}
+
 /** Resolves once every worker exited, or after `boundMs`. */
 function exited(workers, boundMs) {
   const exits = workers.map((w) =>

@@ -10,7 +10,7 @@
 //   BENCH_WORKER_NODE_ARGS=--no-opt node bench/warmup.mjs …   (V8 without its optimizing compiler)
 import { parseArgs } from "node:util";
 import { LocalCluster } from "../dist/index.js";
-import { runWorkers, startWorker } from "./processes.mjs";
+import { runWorkers, startContenders } from "./processes.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -26,11 +26,6 @@ if (!Number.isInteger(seconds) || seconds < 1)
 if (!Number.isInteger(contenders) || contenders < 1) {
   throw new Error(`--contenders ${args.contenders}: a whole number, 1 or more`);
 }
-const procs = Math.min(8, contenders);
-const perProc = Array.from(
-  { length: procs },
-  (_, i) => Math.floor(contenders / procs) + (i < contenders % procs ? 1 : 0),
-);
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
 try {
   console.log(
@@ -39,18 +34,17 @@ try {
   console.log("|---|---|");
   for (const library of args.libraries.split(";")) {
     const resource = `warmup:${library}:${Math.random()}`;
-    const workers = perProc.map((instances, p) =>
-      startWorker("contention-worker.mjs", {
+    const workers = startContenders(
+      {
         library,
         urls: cluster.urls,
-        instances,
-        firstContender: perProc.slice(0, p).reduce((a, b) => a + b, 0),
-        contenders,
         resource,
         ttlMs: 10_000,
         pacing: { delayMs: 10, jitterMs: 5 },
         holdMs: 0,
-      }),
+      },
+      contenders,
+      Math.min(8, contenders),
     );
     const { results } = await runWorkers(workers, seconds * 1_000);
     const starts = results.flatMap((r) => r.holds.map((h) => BigInt(h[0])));
