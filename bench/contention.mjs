@@ -17,9 +17,12 @@
 // checked across processes from every hold's CLOCK_MONOTONIC interval.
 //
 // Each cell's processes are fresh: they run the workload for `--warmup`
-// seconds (6 by default) before it is counted, as a long-lived service's
-// would have (redquorum's grants climb from about 900/s in a process's
-// first second to about 2,400/s after 8 s at 8 contenders: bench/warmup.mjs).
+// seconds (6 by default) before it is counted, since a fresh process spends
+// its first seconds in V8's compiler (every library's rate about doubles
+// over them; redquorum may still be climbing after 6 s: bench/warmup.mjs).
+// node-redlock with its own retries wedges until its keys' TTL (10 s)
+// frees them: after a warm-up its counted window may hold no grant at all
+// (its per-grant columns then read "—").
 //
 //   npm run bench -- contention
 //   node bench/contention.mjs --seconds 5 --reps 3 [--warmup 6] [--procs 8] [--only 64x10] [--libraries "redquorum;floor"]
@@ -46,7 +49,13 @@ const { values: args } = parseArgs({
 });
 const cellMs = Number(args.seconds) * 1_000;
 const warmupMs = Number(args.warmup) * 1_000;
-if (!(warmupMs >= 0)) throw new Error(`--warmup ${args.warmup}: seconds, 0 or more`);
+// setTimeout fires at once beyond 2^31 - 1 ms: such a warm-up would not happen.
+if (!(Number.isFinite(warmupMs) && warmupMs >= 0 && warmupMs <= 2 ** 31 - 1)) {
+  throw new Error(`--warmup ${args.warmup}: seconds, from 0 to 2147483`);
+}
+if (!(Number.isFinite(cellMs) && cellMs > 0 && cellMs <= 2 ** 31 - 1)) {
+  throw new Error(`--seconds ${args.seconds}: seconds, more than 0 and at most 2147483`);
+}
 const reps = Number(args.reps);
 const holdMs = Number(args.hold);
 const ttlMs = 10_000;
@@ -100,12 +109,20 @@ const jain = (xs) => {
  */
 async function commandsRun(urls) {
   const counts = { total: 0, scripts: 0, publishes: 0, cpuUs: 0, byName: {} };
-  for (const url of urls) {
-    const client = new Redis(url);
-    const text = await client.info("commandstats");
-    // The node's own CPU time (user + system, INFO cpu), for the CPU a grant costs.
-    const cpu = await client.info("cpu");
-    client.disconnect();
+  // Every node at once: after a warm-up the workload runs on while they
+  // are read, and one after another took 25-30 ms.
+  const infos = await Promise.all(
+    urls.map(async (url) => {
+      const client = new Redis(url);
+      try {
+        // The node's own CPU time (user + system, INFO cpu), for the CPU a grant costs.
+        return await Promise.all([client.info("commandstats"), client.info("cpu")]);
+      } finally {
+        client.disconnect();
+      }
+    }),
+  );
+  for (const [text, cpu] of infos) {
     for (const [, seconds] of cpu.matchAll(/used_cpu_(?:sys|user):([\d.]+)/g)) {
       counts.cpuUs += Number(seconds) * 1e6;
     }
@@ -196,7 +213,8 @@ async function runCell(cluster, library, workload, rep) {
     redisCpuUsPerGrant:
       total === 0 ? Number.NaN : (commandsAfter.cpuUs - commandsBefore.cpuUs) / total,
     overlaps: overlapsOf(holds),
-    holds: holds.length,
+    // Every hold the mutual-exclusion check covered, the warm-up's too.
+    holdsChecked: holds.length,
     errors: results.reduce((n, r) => n + r.errors, 0),
     errorKinds,
   };
@@ -293,7 +311,8 @@ try {
   const file =
     args.json ?? `bench/results/contention-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
   writeResults({
-    setup: "5 local redis-server nodes (no persistence), contenders in child processes",
+    setup: `5 local redis-server nodes (no persistence), contenders in child processes, each cell counted after ${args.warmup} s of warm-up`,
+    warmupMs,
     file,
     cellMs,
     reps,

@@ -22,6 +22,9 @@ export function startWorker(script, config) {
     ],
     { stdio: ["pipe", "pipe", "inherit"] },
   );
+  // A worker that died: "mark" or "stop" written to it later must not be an
+  // unhandled EPIPE (its missing results say what happened).
+  child.stdin.on("error", () => {});
   const lines = createInterface({ input: child.stdout });
   const ready = new Promise((resolve, reject) => {
     lines.on("line", (line) => {

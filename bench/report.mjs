@@ -17,8 +17,11 @@ export const median = (xs) => {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 };
 
+/** A number for a table; "—" for none (NaN: a per-grant figure of a cell with no grant). */
 export const fmt = (n, digits = 0) =>
-  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  Number.isFinite(n)
+    ? n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : "—";
 
 /** A call that never comes back (a library without per-node timeouts) ends as an error here. */
 export function bounded(promise, ms) {
@@ -141,11 +144,12 @@ export function report({ results, baseline, unit, setup, file, cellMs, reps, ext
 }
 
 /** Prints the machine line and writes the run's JSON file. */
-export function writeResults({ setup, file, cellMs, reps, summary, results }) {
+export function writeResults({ setup, file, cellMs, reps, summary, results, warmupMs }) {
   const machine = `${cpus().length} cores (${cpus()[0]?.model ?? "unknown"}), Node ${process.version}`;
   console.log(`\n${setup}, ${reps} interleaved runs of ${cellMs / 1000} s per cell; ${machine}`);
   mkdirSync("bench/results", { recursive: true });
-  writeFileSync(file, `${JSON.stringify({ machine, cellMs, reps, summary, results }, null, 2)}\n`);
+  const written = { machine, cellMs, ...(warmupMs === undefined ? {} : { warmupMs }), reps };
+  writeFileSync(file, `${JSON.stringify({ ...written, summary, results }, null, 2)}\n`);
   console.log(`results: ${file}`);
 }
 

@@ -1,7 +1,7 @@
 // How a contention cell's rate climbs while its fresh processes warm up:
 // one long cell per library (bench/contention-worker.mjs, the contenders
 // spread over up to 8 processes, retry 10 ± 5 ms, 5 local nodes without
-// persistence), grants counted per second from every hold's start. The
+// persistence), grants counted per second from the cell's first grant. The
 // reason bench/contention.mjs runs each cell's workload for a while
 // (`--warmup`) before it counts.
 //
@@ -29,10 +29,10 @@ if (!Number.isInteger(contenders) || contenders < 1) {
 const cluster = await LocalCluster.start({ nodeCount: 5, persistence: "none" });
 try {
   console.log(
-    `| library | grants in each second of one ${seconds} s cell, ${contenders} contenders |`,
+    `| library | grants in each second from the first, one ${seconds} s cell, ${contenders} contenders |`,
   );
   console.log("|---|---|");
-  for (const library of args.libraries.split(";")) {
+  for (const library of args.libraries.split(";").map((name) => name.trim())) {
     const resource = `warmup:${library}:${Math.random()}`;
     const workers = startContenders(
       {
