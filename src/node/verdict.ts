@@ -2,6 +2,7 @@
  * Whether a cluster is safe to use, from each node's status: what
  * `redquorum status` prints and the ID server's /healthz answers.
  */
+import { repairableFrom } from "../quorum/counter-repair.js";
 import { repairReadsOf } from "../quorum/round.js";
 import type { NodeStatus } from "./status.js";
 
@@ -155,21 +156,20 @@ function lockRepairOutlook(beside: Beside): string {
 
 /**
  * Whether clients repair a node that lost the ID counter; if not, its
- * highest ID is unknown for good. As quorum/counter-repair.ts does: from
- * N - Q + 1 others that kept the counter, or from every other node holding
- * it (a restarted node's counter may lag, and counts only then).
+ * highest ID is unknown for good. By the repair's own rule
+ * (`repairableFrom`): a restarted node's counter may lag, and counts only
+ * when every other node answers holding one.
  */
 function idRepairOutlook(beside: Beside): string {
   const { holders, intact, unreachable, nodeCount } = beside;
-  const { reach, reads } = repairReach(intact, beside);
-  const others = nodeCount - 1;
-  const fromAll = (answering: number) => others >= reads && answering === others;
-  if (reach === "now" || fromAll(holders)) return "the next ID call repairs it from the others";
-  if (reach === "waits") {
+  const reads = repairReadsOf(nodeCount);
+  if (repairableFrom(intact, holders, nodeCount))
+    return "the next ID call repairs it from the others";
+  if (intact + unreachable >= reads) {
     return `it is repaired from the others once ${reads} nodes that kept the counter answer (${intact} do now)`;
   }
-  if (fromAll(holders + unreachable)) {
-    return `it is repaired from the others once all ${others} others answer holding the counter (${holders} do now)`;
+  if (repairableFrom(intact, holders + unreachable, nodeCount)) {
+    return `it is repaired from the others once all ${nodeCount - 1} others answer holding the counter (${holders} do now)`;
   }
   return (
     `and ${intact} of the ${nodeCount} nodes kept the counter, too few to repair it from (it needs ` +

@@ -65,6 +65,18 @@ export type RaiseResult =
   | { readonly kind: "too few answers" };
 
 /**
+ * Whether a node that lost a counter can be raised from the others'
+ * answers: `kept` of them hold a value that may not lag (N - Q + 1 are
+ * needed), or every other node (`holding` of them) answered with a value,
+ * lagging ones included. Also what `redquorum status` says of such a node.
+ */
+export function repairableFrom(kept: number, holding: number, nodeCount: number): boolean {
+  const needed = repairReadsOf(nodeCount);
+  const others = nodeCount - 1;
+  return kept >= needed || (others >= needed && holding === others);
+}
+
+/**
  * Reads every node but `lostIndex`; with answers from N - Q + 1 that hold a
  * value and may not lag, or from every other node, raises the lost node to
  * their highest. Rejects when the lost node did not answer the raise.
@@ -83,8 +95,6 @@ export async function raiseFromOthers(
     stop: "all",
     ...round,
   });
-  const needed = repairReadsOf(group.nodes.length);
-  const others = group.nodes.length - 1;
   let value = 0n;
   let trusted = 0;
   for (const outcome of read.outcomes) {
@@ -92,8 +102,9 @@ export async function raiseFromOthers(
     value = maxOf(value, outcome.value!.value);
     if (!outcome.value!.mayLag) trusted++;
   }
-  const everyOther = others >= needed && read.yesCount === others;
-  if (trusted < needed && !everyOther) return { kind: "too few answers" };
+  if (!repairableFrom(trusted, read.yesCount, group.nodes.length)) {
+    return { kind: "too few answers" };
+  }
   return (await repair.raise(value)) ? { kind: "raised", value } : { kind: "not current" };
 }
 
