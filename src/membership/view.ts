@@ -441,7 +441,9 @@ export class MembershipView {
             ? `: more than ${spare} of the ${this.nodes.length} members lost their memory, and ` +
               "only the operator takes them back: `redquorum fencing-floor` (see the operations " +
               'guide, "A majority of nodes lost their disks")'
-            : ": it waits for the others to answer"),
+            : ": it waits for the others to answer (if a member that does not answer is gone " +
+              'for good, see the operations guide, "A member is gone for good while another ' +
+              'lost its memory")'),
       ),
     );
   }
