@@ -30,15 +30,22 @@ export function startWorker(script, config) {
     lines.on("line", (line) => {
       if (line === "ready") resolve();
     });
-    child.once("exit", (code) => reject(new Error(`${script} exited with ${code} before ready`)));
+    // Its output read to the end (the child's "exit" can come before the
+    // last lines are read from the pipe).
+    lines.once("close", () =>
+      reject(new Error(`${script} ended its output before ready (exit code ${child.exitCode})`)),
+    );
   });
   const result = new Promise((resolve, reject) => {
     lines.on("line", (line) => {
       if (line.startsWith("{")) resolve(JSON.parse(line));
     });
-    // Resolved already if it printed its results; else it died without them.
-    child.once("exit", (code) =>
-      reject(new Error(`${script} exited with ${code} without results`)),
+    // Resolved already if it printed its results; else it died without
+    // them. On the end of its output, not on its exit: a large result line
+    // may still be in the pipe when "exit" comes (that rejected runs whose
+    // worker had printed its results).
+    lines.once("close", () =>
+      reject(new Error(`${script} ended its output without results (exit code ${child.exitCode})`)),
     );
   });
   // Awaited only after the cell: a worker that dies sooner must not be an
