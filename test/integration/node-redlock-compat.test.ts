@@ -469,25 +469,29 @@ describe("redquorum/node-redlock, the drop-in for node-redlock v5", () => {
     }
   });
 
-  it("lock.expiration follows the monotonic validity: a wall clock stepped an hour ahead leaves the lock valid", async () => {
-    const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });
-    const realNow = Date.now;
-    try {
-      const lock = await redlock.acquire(["w"], 5000);
-      const before = lock.expiration - Date.now();
-      Date.now = () => realNow() + 3_600_000;
-      const after = lock.expiration - Date.now();
-      assert.ok(after > 0, `an hour ahead, ${after} ms left`);
-      assert.ok(after <= before + 1, `${before} then ${after}`);
-      // extend's own check (expiration < Date.now()) agrees.
-      const extended = await lock.extend(5000);
-      Date.now = realNow;
-      await extended.release();
-    } finally {
-      Date.now = realNow;
-      await redlock.quit();
-    }
-  });
+  for (const stepMs of [3_600_000, -3_600_000]) {
+    it(`lock.expiration follows the monotonic validity: a wall clock stepped an hour ${stepMs > 0 ? "ahead" : "back"} leaves the lock valid for as long as before, no longer`, async () => {
+      const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });
+      const realNow = Date.now;
+      try {
+        const lock = await redlock.acquire(["w"], 5000);
+        const before = lock.expiration - Date.now();
+        Date.now = () => realNow() + stepMs;
+        const after = lock.expiration - Date.now();
+        assert.ok(after > 0, `stepped ${stepMs} ms, ${after} ms left`);
+        assert.ok(after <= before + 1, `${before} then ${after}`);
+        // extend's own check (expiration < Date.now()) agrees.
+        const extended = await lock.extend(5000);
+        const left = extended.expiration - Date.now();
+        assert.ok(left > 0 && left <= 5000, `extended: ${left} ms left`);
+        Date.now = realNow;
+        await extended.release();
+      } finally {
+        Date.now = realNow;
+        await redlock.quit();
+      }
+    });
+  }
 
   it("extend of an expired or replaced lock, and release of a lock gone from a majority, reject with ExecutionError", async () => {
     const redlock = new Redlock(clients(), { redquorum: notAboutTimeouts });

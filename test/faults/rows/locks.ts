@@ -756,7 +756,7 @@ export const lockRows: Row[] = [
       );
       await b.attempt("release");
       ctx.note(
-        "a client wall-clock jump is not injected: the library reads only the monotonic clock (performance.now)",
+        "a client wall-clock jump is not injected: the algorithms read only the monotonic clock (performance.now); the node-redlock drop-in's expiration, read from it, is stepped an hour each way in node-redlock-compat.test.ts",
       );
     },
   },
