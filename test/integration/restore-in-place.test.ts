@@ -5,11 +5,12 @@
  * data-replacing commands (node/server-identity.ts) says the data is older
  * than what the node acknowledged. The vote scripts must see it on their
  * first call after the restore (node/memory-check.ts), for IDs, locks and
- * fences alike. Two forms of copy: the node's own AOF replayed as
+ * fences alike. Three forms of copy: the node's own AOF replayed as
  * `redis-cli --pipe` does (it never holds the memory-check cache, written
- * outside the AOF), and every key DUMPed and RESTOREd (a copy made from
+ * outside the AOF); every key DUMPed and RESTOREd (a copy made from
  * memory, like a converted RDB snapshot: it holds the cache, stale by the
- * time it is restored).
+ * time it is restored); and that copy restored into another database and
+ * swapped in with SWAPDB, without a flush.
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -23,12 +24,23 @@ import { inspectionTimeoutMs, useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
 
-/** A node's copy, restored later: its AOF (incr files) or every key's DUMP. */
+/**
+ * A node's copy, restored later: its AOF (incr files), or every key's
+ * DUMP, restored into the data set after a FLUSHALL ("dump") or into
+ * another database that SWAPDB then makes the one clients use ("swapdb").
+ */
 type Copy = { readonly kind: "aof"; readonly bytes: Buffer } | DumpCopy;
 interface DumpCopy {
-  readonly kind: "dump";
+  readonly kind: "dump" | "swapdb";
   readonly keys: ReadonlyArray<{ key: string; dump: Buffer; pttl: number }>;
 }
+type Form = Copy["kind"];
+const forms: readonly Form[] = ["aof", "dump", "swapdb"];
+const formName: Record<Form, string> = {
+  aof: "its AOF replayed",
+  dump: "a DUMP/RESTORE copy",
+  swapdb: "a copy swapped in with SWAPDB",
+};
 
 /** Node `dataDir`'s AOF as it stands: its incremental files, which hold every command since the start. */
 function aofCopy(dataDir: string): Copy {
@@ -40,13 +52,13 @@ function aofCopy(dataDir: string): Copy {
   return { kind: "aof", bytes: Buffer.concat(files.map((name) => readFileSync(join(dir, name)))) };
 }
 
-async function dumpCopy(client: Redis): Promise<Copy> {
+async function dumpCopy(client: Redis, kind: DumpCopy["kind"]): Promise<Copy> {
   const keys = [];
   for (const key of await client.keys("*")) {
     const dump = await client.dumpBuffer(key);
     if (dump) keys.push({ key, dump, pttl: await client.pttl(key) });
   }
-  return { kind: "dump", keys };
+  return { kind, keys };
 }
 
 /** Sends raw RESP bytes to a node and waits for every reply, as `redis-cli --pipe` does. */
@@ -69,8 +81,28 @@ function pipe(port: number, bytes: Buffer): Promise<void> {
   });
 }
 
-/** FLUSHALL, then the copy replayed into the running server. */
+/**
+ * FLUSHALL, then the copy replayed into the running server; or, for a
+ * "swapdb" copy, the copy restored into database 1 and SWAPDB 0 1 (no
+ * flush: the live data moves to database 1).
+ */
 async function restoreInPlace(client: Redis, port: number, copy: Copy): Promise<void> {
+  if (copy.kind === "swapdb") {
+    const other = client.duplicate({ db: 1 });
+    try {
+      // Emptied key by key: a FLUSHDB would be counted as a replacement
+      // itself, and the swap would not be what the node sees.
+      const left = await other.keys("*");
+      if (left.length > 0) await other.del(...left);
+      for (const { key, dump, pttl } of copy.keys) {
+        await other.restore(key, Math.max(pttl, 0), dump, "REPLACE");
+      }
+    } finally {
+      other.disconnect();
+    }
+    await client.swapdb(0, 1);
+    return;
+  }
   await client.flushall();
   if (copy.kind === "aof") return pipe(port, copy.bytes);
   for (const { key, dump, pttl } of copy.keys) {
@@ -80,8 +112,8 @@ async function restoreInPlace(client: Redis, port: number, copy: Copy): Promise<
 
 const runIdOf = async (client: Redis) => /run_id:(\w+)/.exec(await client.info("server"))?.[1];
 
-for (const form of ["aof", "dump"] as const) {
-  describe(`NextId: a node restored in place (${form === "aof" ? "its AOF replayed" : "a DUMP/RESTORE copy"}) repeats no ID`, () => {
+for (const form of forms) {
+  describe(`NextId: a node restored in place (${formName[form]}) repeats no ID`, () => {
     const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
 
     it("X draws 1–10; D and E lag while Y draws 11–30; A is restored to before Y: X's next ID is above Y's last", async () => {
@@ -105,7 +137,7 @@ for (const form of ["aof", "dump"] as const) {
           await sleep(20);
         }
         const copy =
-          form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a);
+          form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a, form);
         cluster().cluster.pause(3);
         cluster().cluster.pause(4);
         let last = 0n;
@@ -154,7 +186,7 @@ for (const form of ["aof", "dump"] as const) {
 describe("Redlock: a node restored in place is quarantined and out of fencing", () => {
   const cluster = useCluster({ nodeCount: 5, persistence: "aof-always" });
 
-  for (const form of ["aof", "dump"] as const) {
+  for (const form of forms) {
     it(`(${form}) a lock held on A, B, C is not granted again on A, D, E after A is restored to before it`, async () => {
       const urls = cluster().urls;
       const a = cluster().client(0);
@@ -174,7 +206,7 @@ describe("Redlock: a node restored in place is quarantined and out of fencing", 
         // (a loaded machine did: "A forgot the lock held" failed).
         await cluster().waitForNoKeys(5_000);
         const copy =
-          form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a);
+          form === "aof" ? aofCopy(cluster().cluster.node(0).dataDir) : await dumpCopy(a, form);
         const held = await one.acquire([`r-${form}`], 30_000);
         // As if the grant never reached D and E (it timed out there): held on A, B, C.
         // The acquire resolves on a majority, and D's and E's grants may
