@@ -370,7 +370,9 @@ export const idRows: Row[] = [
       // each round was decided by the three others, and must neither fail
       // a call nor count for a later round. How long Z's calls take is
       // noted, not judged (a timing decides nothing here): about the third
-      // fastest node's once connected. (Beside dense contenders, each round
+      // fastest node's once connected; the first waits up to a node timeout
+      // more, as first contact gives every node's check that long once a
+      // majority passed (quorum/node-group.ts, ready). (Beside dense contenders, each round
       // Z loses waits for the late nodes' answers or its node timeout,
       // and its calls take that times the rounds it loses.)
       const proxies = await ctx.proxies("Z");
