@@ -108,12 +108,20 @@ export class NodeError extends RedquorumError {
   }
 }
 
-/** A node did not answer within the per-node timeout. */
+/**
+ * A node did not answer within the per-node timeout. `notReady`, when the
+ * connection was not ready to carry the call: why (it was being opened;
+ * the server answered but is loading its data set).
+ */
 export class NodeTimeoutError extends NodeError {
   readonly timeoutMs: number;
 
-  constructor(endpoint: string, timeoutMs: number) {
-    super(endpoint, new Error(`no reply within ${timeoutMs} ms`), "ERR_NODE_TIMEOUT");
+  constructor(endpoint: string, timeoutMs: number, notReady?: string) {
+    super(
+      endpoint,
+      new Error(`no reply within ${timeoutMs} ms${notReady ? ` (${notReady})` : ""}`),
+      "ERR_NODE_TIMEOUT",
+    );
     this.timeoutMs = timeoutMs;
   }
 }

@@ -9,7 +9,7 @@
  * failed check does to the group, is NodeGroup's (src/quorum/node-group.ts).
  */
 import { raceAbort } from "../clock.js";
-import { NodeConfigurationError, NodeTimeoutError } from "../errors.js";
+import { NodeConfigurationError } from "../errors.js";
 import { type MembershipMode, MembershipView } from "../membership/view.js";
 import { evictsKeysWithTtl, inspectNode, type NodeInfo, selectDatabase } from "./inspect.js";
 import type { LuaScript } from "./lua-script.js";
@@ -102,7 +102,7 @@ export class Admission {
         node.evalScript(certify.script, certify.keys, [info.runId, ...args]),
         undefined,
         checkTimeoutMs,
-        () => new NodeTimeoutError(node.endpoint, checkTimeoutMs),
+        () => node.timeoutError(checkTimeoutMs),
       );
       certify.onReply?.(node, reply);
     }

@@ -182,12 +182,28 @@ export class IoredisTransport implements NodeTransport {
   /** Commands issued while the owned connection was being opened, in issue order. */
   private readonly parked: Parked[] = [];
   private closes = 0;
-  private readonly onReady = () => this.releaseParked();
+  /** The open connection answered before it was ready: ioredis' ready check found the server loading. */
+  private answeredUnready = false;
+  private readonly onReady = () => {
+    this.answeredUnready = false;
+    this.releaseParked();
+  };
   // "end" alone when the connection could not even be attempted.
   private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
   private readonly onClose = () => {
     this.closes++;
+    this.answeredUnready = false;
     this.onDown();
+  };
+  // ioredis reads the socket first (its listener was added before "connect"
+  // is emitted): a reply that made the connection ready has made it so by
+  // the time this runs, and one that did not was the ready check's INFO of
+  // a server still loading its data (ioredis asks again later).
+  private readonly onConnect = () => {
+    this.answeredUnready = false;
+    this.client.stream?.once?.("data", () => {
+      if (this.client.status === "connect") this.answeredUnready = true;
+    });
   };
 
   private constructor(
@@ -205,6 +221,7 @@ export class IoredisTransport implements NodeTransport {
     client.on("ready", this.onReady);
     client.on("close", this.onClose);
     client.on("end", this.onDown);
+    client.on("connect", this.onConnect);
     if (owned) {
       // Without a listener ioredis prints every connection error; we keep the
       // last one to explain why a node is unusable.
@@ -242,6 +259,15 @@ export class IoredisTransport implements NodeTransport {
   /** Grows with every "close" of the client: ioredis reconnects on the same object. */
   get epoch(): number {
     return this.closes;
+  }
+
+  get notReady(): string | undefined {
+    const status = this.client.status;
+    if (status === "ready") return undefined;
+    if (this.answeredUnready) {
+      return "connected, but the server is not ready: it is loading its data set";
+    }
+    return isDown(status) ? undefined : "the connection is being opened";
   }
 
   send(args: readonly string[], timeoutMs: number): Promise<unknown> {
@@ -380,6 +406,7 @@ export class IoredisTransport implements NodeTransport {
       this.client.removeListener("ready", this.onReady);
       this.client.removeListener("close", this.onClose);
       this.client.removeListener("end", this.onDown);
+      this.client.removeListener("connect", this.onConnect);
       this.failParked(new Error("transport closed by close()"));
       return;
     }

@@ -81,12 +81,12 @@ export class RedisNode {
     const reply = this.send(args, timeoutMs).catch((error: unknown) => {
       throw error instanceof NodeError ? error : new NodeError(this.endpoint, error);
     });
-    return raceAbort(
-      reply,
-      signal,
-      timeoutMs,
-      () => new NodeTimeoutError(this.endpoint, timeoutMs),
-    );
+    return raceAbort(reply, signal, timeoutMs, () => this.timeoutError(timeoutMs));
+  }
+
+  /** The error of a call that got no reply within `timeoutMs`: with why, if the connection was not ready. */
+  timeoutError(timeoutMs: number): NodeTimeoutError {
+    return new NodeTimeoutError(this.endpoint, timeoutMs, this.transport.notReady);
   }
 
   /**

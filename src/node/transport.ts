@@ -15,6 +15,14 @@ export interface NodeTransport {
   /** Ends the connection if this transport owns it; a caller's own client is left open. */
   close(): Promise<void>;
   /**
+   * Optional: why a command sent now would wait for the connection, if it
+   * would ("the connection is being opened"; a server loading its data
+   * set answers, but takes no command until it has loaded): told in the
+   * timeout of a call that waited, where "no reply" alone would send an
+   * operator to look at the network.
+   */
+  readonly notReady?: string | undefined;
+  /**
    * Optional: a count that grows every time the connection closes, so a
    * reply read with a higher epoch than an earlier one came over a newer
    * connection (the node may have restarted in between, and be another

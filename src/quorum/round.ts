@@ -192,7 +192,7 @@ class RoundRun<T> {
       if (this.settled[index]) continue;
       this.record(index, {
         kind: "error",
-        error: new NodeTimeoutError(this.nodes[index]!.endpoint, this.options.timeoutMs),
+        error: this.nodes[index]!.timeoutError(this.options.timeoutMs),
       });
     }
   }

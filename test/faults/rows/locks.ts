@@ -5,6 +5,8 @@
  * violation on every run, not by luck.
  */
 
+import { mkdirSync, rmSync } from "node:fs";
+import { Redis } from "ioredis";
 import { monotonicMs } from "../history.js";
 import type { Row } from "../runner/types.js";
 import { noAofRewriteArgs } from "../tools/power-loss.js";
@@ -825,7 +827,7 @@ export const lockRows: Row[] = [
   {
     id: "L20",
     title:
-      "Redis error replies: NOSCRIPT everywhere, OOM on node 3, READONLY on node 4, then WRONGTYPE on node 2",
+      "Redis error replies: NOSCRIPT everywhere, OOM on node 3, READONLY on node 4, then WRONGTYPE on node 2, then MISCONF on node 1",
     expected: "safe",
     checks: { MX: "clean", HY: "clean" },
     async run(ctx) {
@@ -855,8 +857,124 @@ export const lockRows: Row[] = [
         !two.ok && two.code === "ERR_QUORUM" && /WRONGTYPE/.test(two.message),
         `2 healthy nodes: expected QuorumError naming WRONGTYPE, got ${two.ok ? "a lock" : `${two.code}: ${two.message}`}`,
       );
+      await ctx.admin(2).del("r");
+      // MISCONF on node 1: a node with RDB save points whose last save
+      // failed refuses writes (stop-writes-on-bgsave-error, on by default).
+      // The save fails for real: its directory is gone.
+      ctx.faultNow("misconf", "node-1", "save points, a BGSAVE into a removed directory");
+      const dataDir = ctx.cluster.node(1).dataDir;
+      await ctx.admin(1).config("SET", "save", "3600 1");
+      rmSync(dataDir, { recursive: true, force: true });
+      await ctx.admin(1).bgsave();
+      const failed = await ctx.waitFor(
+        async () => /rdb_last_bgsave_status:err/.test(await ctx.admin(1).info("persistence")),
+        5_000,
+      );
+      ctx.expect(failed, "premise broke: node 1's BGSAVE did not fail");
+      const misconf = await a.attempt("acquire", {
+        resource: "r",
+        acquireOptions: { retry: { retries: 1 } },
+      });
+      ctx.expect(
+        !misconf.ok && misconf.code === "ERR_QUORUM" && /MISCONF/.test(misconf.message),
+        `node 1 MISCONF, nodes 3 and 4 failing: expected QuorumError naming MISCONF, got ${misconf.ok ? "a lock" : `${misconf.code}: ${misconf.message}`}`,
+      );
+      mkdirSync(dataDir, { recursive: true });
+      await ctx.admin(1).config("SET", "save", "");
       await ctx.admin(4).replicaof("NO", "ONE");
       await ctx.admin(3).config("SET", "maxmemory", "0");
+      // Every node healthy again: r is granted.
+      const again = await a.attempt("acquire", { resource: "r", acquireOptions: retryFor(3_000) });
+      ctx.expect(
+        again.ok,
+        `the nodes healthy again: acquire failed: ${again.ok ? "" : again.message}`,
+      );
+      if (again.ok) await a.attempt("release");
+    },
+  },
+  {
+    id: "L20-loading",
+    title:
+      "LOADING: node 2 restarted with 2 million keys to load from its AOF while A asks for r (nodes 3 and 4 stopped): refused naming LOADING, granted once it loaded",
+    expected: "safe",
+    setup: { persistence: "aof-always" },
+    checks: { MX: "clean", HY: "clean" },
+    async run(ctx) {
+      const a = await ctx.spawn("lock", "A", { library: { recheckIntervalMs: 100_000 } });
+      await warm(a);
+      // Keys enough that loading them back takes a while: a restarted node
+      // answers every command with LOADING until it has read its AOF.
+      // In slices: each call is bounded by the admin client's timeout.
+      for (let from = 0; from < 2_000_000; from += 100_000) {
+        await ctx
+          .admin(2)
+          .eval(
+            "for i = ARGV[1] + 1, ARGV[1] + 100000 do redis.call('set', 'filler:' .. i, 'x') end return 1",
+            0,
+            String(from),
+          );
+      }
+      ctx.faultNow("loading", "node-2", "kill -9, restart loading 2 million keys");
+      await ctx.cluster.kill(2);
+      const restarting = ctx.restart(2, true);
+      // The premise: node 2 answers, and answers LOADING.
+      const probe = new Redis(ctx.urls[2]!, {
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null,
+        enableReadyCheck: false,
+      });
+      probe.on("error", () => {});
+      let loading = false;
+      for (const until = monotonicMs() + 10_000; !loading && monotonicMs() < until; ) {
+        loading = await probe
+          .connect()
+          .then(() => probe.ping())
+          .then(
+            () => false,
+            (error: Error) => /LOADING/.test(error.message),
+          );
+        if (!loading) {
+          probe.disconnect();
+          await ctx.sleep(5);
+        }
+      }
+      probe.disconnect();
+      ctx.expect(loading, "premise broke: node 2 never answered LOADING");
+      if (loading) {
+        ctx.pause(3, 4);
+        try {
+          // Refused every time (2 nodes of 5 answer); until A's client has
+          // reconnected to node 2, that node fails it for another reason
+          // (its connection reopening), so A asks again while node 2 loads.
+          const pattern = new RegExp(
+            `${new URL(ctx.urls[2]!).host}: [^\\n]*(LOADING|loading its data set)`,
+          );
+          let last = "";
+          let named = false;
+          for (let n = 0; n < 20 && !named; n++) {
+            const got = await a.attempt("acquire", {
+              resource: "r",
+              acquireOptions: { retry: { retries: 0 } },
+            });
+            ctx.expect(!got.ok, "A acquired r from 2 answering nodes of 5");
+            if (got.ok) break;
+            last = `${got.code}: ${got.message}`;
+            named = got.code === "ERR_QUORUM" && pattern.test(got.message);
+            if (!named) await ctx.sleep(50);
+          }
+          ctx.expect(
+            named,
+            `node 2 loading, 3 and 4 stopped: no QuorumError named LOADING; the last: ${last}`,
+          );
+        } finally {
+          ctx.resume(3, 4);
+        }
+      }
+      await restarting;
+      const after = await a.attempt("acquire", { resource: "r", acquireOptions: retryFor(5_000) });
+      ctx.expect(after.ok, `node 2 loaded: acquire failed: ${after.ok ? "" : after.message}`);
+      if (after.ok) await a.attempt("release");
     },
   },
   {
