@@ -8,7 +8,7 @@ import { parseCounter } from "../decimal.js";
 import { NodeError } from "../errors.js";
 import { fenceReply } from "../fencing/scripts.js";
 import type { LuaScript } from "../node/lua-script.js";
-import { quarantineReply, unjudgedPrefix } from "../node/node-state.js";
+import { quarantineReply, restartedMarkerPrefix, unjudgedPrefix } from "../node/node-state.js";
 import type { RedisNode } from "../node/redis-node.js";
 import type { Observer } from "../observe.js";
 import { isGrantCode } from "./acquire-reply.js";
@@ -55,14 +55,22 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
       `fencing counters unknown (marker ${String(marker)})`,
     );
     guard.onMemoryLoss(index, String(marker));
+    // A restart (its marker says so) kept the counters, which may have come
+    // back older; a node without them lost its memory.
+    const restarted = String(marker).startsWith(restartedMarkerPrefix);
     throw new NodeError(
       node.endpoint,
       new Error(
-        "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
-          "is scheduled (it needs N - Q + 1 of them with known counters; if more nodes lost " +
-          "theirs, see redlock.raiseFencingFloor / redquorum fencing-floor; if these are new " +
-          "nodes that never held a fenced lock, call redlock.init({ liftQuarantines: true }) " +
-          "once: redquorum init --lift-quarantines)",
+        restarted
+          ? "fencing counters unknown: the node restarted (a new run_id), and its counters may " +
+              "have come back older; a repair from the other nodes is scheduled (it needs N - Q + 1 " +
+              "of them with known counters; if more nodes lost theirs, see " +
+              "redlock.raiseFencingFloor / redquorum fencing-floor)"
+          : "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
+              "is scheduled (it needs N - Q + 1 of them with known counters; if more nodes lost " +
+              "theirs, see redlock.raiseFencingFloor / redquorum fencing-floor; if these are new " +
+              "nodes that never held a fenced lock, call redlock.init({ liftQuarantines: true }) " +
+              "once: redquorum init --lift-quarantines)",
       ),
     );
   }

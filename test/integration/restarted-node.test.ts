@@ -195,6 +195,7 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
       repairDelayMs,
     });
     try {
+      const refusals: string[] = [];
       for (let i = 0; i < 5; i++) {
         try {
           const token = await take(fresh);
@@ -204,9 +205,21 @@ describe("a node restarted with an older state (FAULTS.md I13)", () => {
         } catch (error) {
           if (error instanceof assert.AssertionError) throw error;
           assert.ok(error instanceof QuorumError, String(error));
+          refusals.push(error.message);
         }
         await sleep(100);
       }
+      // The nodes that restarted say so, not that they lost their memory.
+      assert.ok(
+        refusals.some((message) =>
+          /restarted \(a new run_id\), and its counters may have come back older/.test(message),
+        ),
+        refusals.join("\n"),
+      );
+      assert.ok(
+        refusals.every((message) => !/lost its memory/.test(message)),
+        refusals.join("\n"),
+      );
       const before = highest;
       await cluster().cluster.restart(2);
       const token = await within(recoveryMs * 2, "a lock after node 2 is back", () => take(fresh));
