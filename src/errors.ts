@@ -366,6 +366,13 @@ function truncate(text: string, length: number): string {
 }
 
 function describeCause(cause: unknown): string {
-  if (cause instanceof Error) return cause.message || cause.name;
+  if (cause instanceof Error) {
+    // ioredis fails a command in flight when its connection closes (our
+    // connections retry none): its words name an option, not what happened.
+    if (cause.name === "MaxRetriesPerRequestError") {
+      return "the connection closed before the reply came (the node stopped, restarted or dropped it)";
+    }
+    return cause.message || cause.name;
+  }
   return String(cause);
 }

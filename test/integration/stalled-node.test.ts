@@ -166,4 +166,23 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       await node.close();
     }
   });
+
+  it("a command in flight when its node is killed fails saying the connection closed before the reply", async () => {
+    const node = new RedisNode(IoredisTransport.fromUrl(cluster().urls[paused]!, "killed"), 60_000);
+    try {
+      assert.equal(await node.command(["PING"], { timeoutMs: 1_000 }), "PONG");
+      // Paused, the node holds the command unanswered; killed, it closes
+      // the connection with the command still in flight.
+      cluster().cluster.pause(paused);
+      const inFlight = node.command(["PING"], { timeoutMs: 10_000 });
+      await cluster().cluster.kill(paused);
+      await refusedAtOnce(
+        inFlight,
+        /^killed: the connection closed before the reply came \(the node stopped, restarted or dropped it\)$/,
+      );
+    } finally {
+      await cluster().cluster.restart(paused);
+      await node.close();
+    }
+  });
 });
