@@ -6,6 +6,7 @@
  */
 import { NextId, Redlock } from "../../../src/index.js";
 import { applyMemberChange } from "../../../src/membership/change.js";
+import { membershipTesting } from "../../../src/membership/testing.js";
 import { createNodes } from "../../../src/node/resolve.js";
 import { monotonicMs } from "../history.js";
 import type { RowContext, Workload } from "../runner/context.js";
@@ -180,6 +181,61 @@ async function twoLists(ctx: RowContext, membershipOff: boolean): Promise<void> 
 }
 
 /**
+ * FAULTS.md M1 for IDs: X draws IDs over {0,1,2} with its link to node 0
+ * cut (its rounds win on 1 and 2), then Y, over {0,1,3} with its link to
+ * node 1 cut, asks for IDs: with the membership check, Y is refused (node 3
+ * is no member) before any ID; without it (the negative control; node 3
+ * given a counter of its own), Y wins on 0 and 3, neither of which saw X's
+ * rounds, and hands out X's IDs again.
+ */
+async function twoIdLists(ctx: RowContext, membershipOff: boolean): Promise<void> {
+  await recordMembers(ctx, true);
+  if (membershipOff) {
+    // A counter on node 3 as a client without the check would make it.
+    membershipTesting.mode = "off";
+    const lone = new NextId([ctx.urls[3]!], {
+      onWarning: () => {},
+      checkTimeoutMs: 5_000,
+      nodeTimeoutMs: 1_000,
+    });
+    membershipTesting.mode = "enforce";
+    try {
+      await lone.init();
+    } finally {
+      await lone.close();
+    }
+  }
+  const [px, py] = await Promise.all([ctx.proxies("X"), ctx.proxies("Y")]);
+  const [x, y] = await Promise.all([
+    ctx.spawn("ids", "X", {
+      urls: [px[0]!.url, px[1]!.url, px[2]!.url],
+      library: idsLibrary,
+    }),
+    ctx.spawn("ids", "Y", {
+      urls: [py[0]!.url, py[1]!.url, py[3]!.url],
+      library: idsLibrary,
+      membershipOff,
+    }),
+  ]);
+  px[0]!.blackhole();
+  for (let n = 0; n < 5; n++) {
+    const got = await x.attempt("next");
+    ctx.expect(got.ok, `X's next() on {1,2}: ${got.ok ? "" : got.message}`);
+  }
+  py[1]!.blackhole();
+  const got = await y.attempt("next");
+  if (!membershipOff) {
+    ctx.expect(
+      !got.ok && got.code === "ERR_MEMBERSHIP",
+      `Y's list {0,1,3}: expected ERR_MEMBERSHIP before any ID, got ${got.ok ? "an ID" : `${got.code} ${got.message}`}`,
+    );
+  } else {
+    ctx.expect(got.ok, `the control: Y got no ID (${got.ok ? "" : got.message})`);
+    for (let n = 0; n < 4; n++) await y.attempt("next");
+  }
+}
+
+/**
  * Node 2 is replaced by node 3 while 4 lock clients and an ID client run on
  * the old list; after the change 4 lock clients and an ID client start on
  * the new one, the old ones still running (refused from their next vote).
@@ -342,6 +398,24 @@ export const membershipRows: Row[] = [
     setup: { nodeCount: 4 },
     checks: { MX: "flagged" },
     run: (ctx) => twoLists(ctx, true),
+  },
+  {
+    id: "M1-ids",
+    title:
+      "two node lists side by side for IDs ({0,1,2} and {0,1,3}, each client cut from one shared node): the second is refused before any ID",
+    expected: "refused",
+    setup: { nodeCount: 4, persistence: "aof-always" },
+    checks: { ID: "clean", HY: "clean" },
+    run: (ctx) => twoIdLists(ctx, false),
+  },
+  {
+    id: "M1-ids-no-check",
+    title:
+      "as M1-ids with the membership check off: the second list hands out the first's IDs again (negative control)",
+    expected: "documented-unsafe",
+    setup: { nodeCount: 4, persistence: "aof-always" },
+    checks: { ID: "flagged" },
+    run: (ctx) => twoIdLists(ctx, true),
   },
   {
     id: "M2",
