@@ -235,6 +235,17 @@ async function twoIdLists(ctx: RowContext, membershipOff: boolean): Promise<void
   }
 }
 
+/** An ID client (2 callers, paced 10 ms) on `urls`, running until stopped. */
+function idClient(ctx: RowContext, name: string, urls: string[]): Promise<Workload> {
+  return ctx.spawn("ids", name, {
+    urls,
+    durationMs: long,
+    callers: 2,
+    pacingMs: 10,
+    library: idsLibrary,
+  });
+}
+
 /**
  * Node 2 is replaced by node 3 while 4 lock clients and an ID client run on
  * the old list; after the change 4 lock clients and an ID client start on
@@ -247,14 +258,7 @@ async function replaceUnderLoad(ctx: RowContext, joinQuarantine: boolean): Promi
   await recordMembers(ctx, true);
   const oldList = urlsOf(ctx, 0, 1, 2);
   const newList = urlsOf(ctx, 0, 1, 3);
-  const ids = (name: string, urls: string[]) =>
-    ctx.spawn("ids", name, {
-      urls,
-      durationMs: long,
-      callers: 2,
-      pacingMs: 10,
-      library: idsLibrary,
-    });
+  const ids = (name: string, urls: string[]) => idClient(ctx, name, urls);
   // The taker makes no contact before its first command: it starts with the new list.
   const [holder, taker, oldLocks, oldIds] = await Promise.all([
     ctx.spawn("lock", "holder", { urls: oldList, library }),
@@ -445,21 +449,25 @@ export const membershipRows: Row[] = [
   },
   {
     id: "M3",
-    title: "node 3 added, then node 0 removed, with lock clients on each list in turn",
+    title:
+      "node 3 added, then node 0 removed, with lock clients and an ID client on each list in turn",
     expected: "safe",
-    setup: { nodeCount: 4 },
-    checks: { MX: "clean", HY: "clean" },
+    setup: { nodeCount: 4, persistence: "aof-always" },
+    checks: { MX: "clean", ID: "clean", HY: "clean" },
     async run(ctx) {
-      await recordMembers(ctx, false);
-      const first = await lockClients(ctx, "first", 4, urlsOf(ctx, 0, 1, 2));
+      await recordMembers(ctx, true);
+      const lists = [urlsOf(ctx, 0, 1, 2), urlsOf(ctx, 0, 1, 2, 3), urlsOf(ctx, 1, 2, 3)];
+      const started = (name: string, urls: string[]) =>
+        Promise.all([lockClients(ctx, name, 4, urls), idClient(ctx, `${name}-ids`, urls)]);
+      const [first, firstIds] = await started("first", lists[0]!);
       await ctx.sleep(ctx.params.durationMs / 2);
       await change(ctx, [0, 1, 2], { add: 3 });
-      const second = await lockClients(ctx, "second", 4, urlsOf(ctx, 0, 1, 2, 3));
+      const [second, secondIds] = await started("second", lists[1]!);
       await ctx.sleep(ctx.params.durationMs / 2);
       await change(ctx, [0, 1, 2, 3], { remove: 0 });
-      const third = await lockClients(ctx, "third", 4, urlsOf(ctx, 1, 2, 3));
+      const [third, thirdIds] = await started("third", lists[2]!);
       await ctx.sleep(ctx.params.durationMs / 2);
-      await stopped(ctx, [...first, ...second, ...third]);
+      await stopped(ctx, [...first, ...second, ...third, firstIds, secondIds, thirdIds]);
     },
     verify(events, ctx) {
       // Each list served while it was the members' (liveness across the changes).
@@ -468,6 +476,10 @@ export const membershipRows: Row[] = [
           (call) => call.invoke.process.startsWith(`${list}-`) && ok(call),
         );
         ctx.expect(granted, `no lock granted to the ${list} list's clients`);
+        const drawn = calls(events, "ids").some(
+          (call) => call.invoke.process.startsWith(`${list}-ids`) && ok(call),
+        );
+        ctx.expect(drawn, `no ID handed out to the ${list} list's ID client`);
       }
       const refused = calls(events, "acquire").some(
         (call) =>
