@@ -367,10 +367,17 @@ function truncate(text: string, length: number): string {
 
 function describeCause(cause: unknown): string {
   if (cause instanceof Error) {
-    // ioredis fails a command in flight when its connection closes (our
-    // connections retry none): its words name an option, not what happened.
+    // ioredis fails the commands it holds when a connection closes and its
+    // maxRetriesPerRequest is spent (ours retry none): those written
+    // (the node stopped, restarted or dropped the connection) and, on a
+    // caller's client with an offline queue, those never sent. Its words
+    // name the option, not what happened.
     if (cause.name === "MaxRetriesPerRequestError") {
-      return "the connection closed before the reply came (the node stopped, restarted or dropped it)";
+      return (
+        "the connection closed before a reply came (the node stopped, restarted or dropped it; " +
+        "or, on a client that queues commands while disconnected, it was never reached within " +
+        "that client's maxRetriesPerRequest)"
+      );
     }
     return cause.message || cause.name;
   }

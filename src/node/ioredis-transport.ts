@@ -20,7 +20,13 @@ export interface IoredisLike {
   /** Typed loosely: each ioredis version has its own `RedisOptions`. */
   duplicate?(options?: object): unknown;
   /** The connection's socket (ioredis exposes it); corked to batch a tick's commands. */
-  stream?: { cork(): void; uncork(): void; once?(event: "data", listener: () => void): unknown };
+  stream?: {
+    cork(): void;
+    uncork(): void;
+    once?(event: "data", listener: () => void): unknown;
+    on?(event: "data", listener: (chunk: unknown) => void): unknown;
+    removeListener?(event: "data", listener: (chunk: unknown) => void): unknown;
+  };
 }
 
 /**
@@ -182,29 +188,47 @@ export class IoredisTransport implements NodeTransport {
   /** Commands issued while the owned connection was being opened, in issue order. */
   private readonly parked: Parked[] = [];
   private closes = 0;
-  /** The open connection answered before it was ready: ioredis' ready check found the server loading. */
-  private answeredUnready = false;
+  /** The ready check's INFO said the server is loading its data set (ioredis asks again later). */
+  private loading = false;
+  /** The socket read while the connection is not ready yet (see `onConnect`). */
+  private watchedStream: IoredisLike["stream"];
   private readonly onReady = () => {
-    this.answeredUnready = false;
+    this.unwatch();
     this.releaseParked();
   };
   // "end" alone when the connection could not even be attempted.
   private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
   private readonly onClose = () => {
     this.closes++;
-    this.answeredUnready = false;
+    this.unwatch();
     this.onDown();
   };
-  // ioredis reads the socket first (its listener was added before "connect"
-  // is emitted): a reply that made the connection ready has made it so by
-  // the time this runs, and one that did not was the ready check's INFO of
-  // a server still loading its data (ioredis asks again later).
+  // Until the connection is ready, what the server sends is the handshake's
+  // replies (AUTH, SELECT, CLIENT SETINFO) and the ready check's INFO,
+  // which ioredis repeats while the server says it is loading its data set
+  // ("loading:1"): that line is what says why the connection waits.
   private readonly onConnect = () => {
-    this.answeredUnready = false;
-    this.client.stream?.once?.("data", () => {
-      if (this.client.status === "connect") this.answeredUnready = true;
-    });
+    this.unwatch();
+    const stream = this.client.stream;
+    if (!stream?.on) return;
+    stream.on("data", this.onData);
+    this.watchedStream = stream;
   };
+  private readonly onData = (chunk: unknown) => {
+    if (this.client.status !== "connect") return this.unwatch();
+    if (
+      Buffer.isBuffer(chunk) ? chunk.includes("loading:1") : String(chunk).includes("loading:1")
+    ) {
+      this.loading = true;
+    }
+  };
+
+  /** Stops reading the socket for the ready check, and forgets what it said. */
+  private unwatch(): void {
+    this.loading = false;
+    this.watchedStream?.removeListener?.("data", this.onData);
+    this.watchedStream = undefined;
+  }
 
   private constructor(
     client: IoredisLike,
@@ -264,9 +288,7 @@ export class IoredisTransport implements NodeTransport {
   get notReady(): string | undefined {
     const status = this.client.status;
     if (status === "ready") return undefined;
-    if (this.answeredUnready) {
-      return "connected, but the server is not ready: it is loading its data set";
-    }
+    if (this.loading) return "connected, but the server is not ready: it is loading its data set";
     return isDown(status) ? undefined : "the connection is being opened";
   }
 
@@ -361,7 +383,8 @@ export class IoredisTransport implements NodeTransport {
         resolve,
         reject,
         timer: setTimeout(() => {
-          const error = new Error(`not connected within ${timeoutMs} ms`);
+          const why = this.notReady;
+          const error = new Error(`not connected within ${timeoutMs} ms${why ? ` (${why})` : ""}`);
           for (const given of this.parked.splice(0, this.parked.indexOf(entry) + 1)) {
             clearTimeout(given.timer);
             given.reject(error);
@@ -407,6 +430,7 @@ export class IoredisTransport implements NodeTransport {
       this.client.removeListener("close", this.onClose);
       this.client.removeListener("end", this.onDown);
       this.client.removeListener("connect", this.onConnect);
+      this.unwatch();
       this.failParked(new Error("transport closed by close()"));
       return;
     }

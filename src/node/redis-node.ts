@@ -86,7 +86,15 @@ export class RedisNode {
 
   /** The error of a call that got no reply within `timeoutMs`: with why, if the connection was not ready. */
   timeoutError(timeoutMs: number): NodeTimeoutError {
-    return new NodeTimeoutError(this.endpoint, timeoutMs, this.transport.notReady);
+    // Read in a timer: a caller's transport whose getter throws must not
+    // turn a timeout into an uncaught exception.
+    let notReady: string | undefined;
+    try {
+      notReady = this.transport.notReady;
+    } catch {
+      notReady = undefined;
+    }
+    return new NodeTimeoutError(this.endpoint, timeoutMs, notReady);
   }
 
   /**

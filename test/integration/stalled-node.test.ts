@@ -4,6 +4,7 @@ import { NextId, NodeError, NodeTimeoutError } from "../../src/index.js";
 import { limits } from "../../src/limits.js";
 import { IoredisTransport } from "../../src/node/ioredis-transport.js";
 import { RedisNode } from "../../src/node/redis-node.js";
+import { startProxies } from "../faults/tools/proxy.js";
 import { useCluster } from "../helpers/cluster.js";
 import { sleep } from "../helpers/sleep.js";
 import { notAboutTimeouts } from "../helpers/timeouts.js";
@@ -175,14 +176,35 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       // the connection with the command still in flight.
       cluster().cluster.pause(paused);
       const inFlight = node.command(["PING"], { timeoutMs: 10_000 });
-      await cluster().cluster.kill(paused);
-      await refusedAtOnce(
+      // Watched before the kill: the rejection can come before kill() resolves.
+      const refused = refusedAtOnce(
         inFlight,
-        /^killed: the connection closed before the reply came \(the node stopped, restarted or dropped it\)$/,
+        /^killed: the connection closed before a reply came \(the node stopped, restarted or dropped it;/,
       );
+      await cluster().cluster.kill(paused);
+      await refused;
     } finally {
       await cluster().cluster.restart(paused);
       await node.close();
+    }
+  });
+
+  it("a slow connection that is not ready yet says it is being opened, not that the server is loading", async () => {
+    // Replies 150 ms late: the handshake (CLIENT SETINFO, then the ready
+    // check's INFO) outlasts a 200 ms call, on a server that loads nothing.
+    const [proxy] = await startProxies({ nodes: [cluster().cluster.node(0)] });
+    const node = new RedisNode(IoredisTransport.fromUrl(proxy!.url, "slow"), 60_000);
+    try {
+      proxy!.latency(150);
+      await assert.rejects(node.command(["PING"], { timeoutMs: 200 }), (error: unknown) => {
+        assert.ok(error instanceof NodeError, String(error));
+        assert.match(error.message, /\(the connection is being opened\)$/);
+        assert.doesNotMatch(error.message, /loading/);
+        return true;
+      });
+    } finally {
+      await node.close();
+      await proxy!.close();
     }
   });
 });
