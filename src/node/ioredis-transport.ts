@@ -23,7 +23,6 @@ export interface IoredisLike {
   stream?: {
     cork(): void;
     uncork(): void;
-    once?(event: "data", listener: () => void): unknown;
     on?(event: "data", listener: (chunk: unknown) => void): unknown;
     removeListener?(event: "data", listener: (chunk: unknown) => void): unknown;
   };
@@ -64,22 +63,32 @@ function disconnected(client: IoredisLike): Promise<void> {
 const connectTimeoutMs = 2_000;
 
 /**
- * Watches a connection of ours: when its socket opened and nothing answered
- * on it `connectTimeoutMs` later, it is dropped (as a dropped connection
- * is: what waits for it fails, or waits on) and ioredis opens another by
- * its retry strategy. `onDrop` is told why first. Any answer ends the
- * watch: a server loading its data answers the ready check (ioredis then
- * waits for the load to end), and must not be dropped every 2 s meanwhile.
+ * Watches a connection of ours: when its socket opened and the ready check
+ * got no answer `connectTimeoutMs` later, it is dropped (as a dropped
+ * connection is: what waits for it fails, or waits on) and ioredis opens
+ * another by its retry strategy. `onDrop` is told why first. The ready
+ * check's INFO answered ends the watch: a server loading its data answers
+ * it (ioredis then waits for the load to end), and must not be dropped
+ * every 2 s meanwhile. The handshake's replies before it (CLIENT SETINFO,
+ * AUTH, SELECT) do not: a proxy whose upstream is gone can answer those
+ * and then nothing, and would keep the node unusable for good.
  */
 function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void): void {
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let watched: IoredisLike["stream"];
+  const onData = (chunk: unknown) => {
+    if (hasInfoReply(chunk)) stop();
+  };
   const stop = () => {
     clearTimeout(timer);
     timer = undefined;
+    watched?.removeListener?.("data", onData);
+    watched = undefined;
   };
   client.on("connect", () => {
     stop();
-    client.stream?.once?.("data", stop);
+    watched = client.stream;
+    watched?.on?.("data", onData);
     timer = setTimeout(() => {
       timer = undefined;
       if (client.status !== "connect") return;
@@ -95,6 +104,11 @@ function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void):
   client.on("ready", stop);
   client.on("close", stop);
   client.on("end", stop);
+}
+
+/** Whether a chunk read from a connection not ready yet holds the ready check's INFO reply. */
+function hasInfoReply(chunk: unknown): boolean {
+  return Buffer.isBuffer(chunk) ? chunk.includes("loading:") : String(chunk).includes("loading:");
 }
 
 export function isIoredisLike(value: unknown): value is IoredisLike {

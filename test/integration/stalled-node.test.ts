@@ -207,4 +207,25 @@ describe("a stalled node holds a bounded number of commands (FAULTS.md I15)", ()
       await proxy!.close();
     }
   });
+
+  it("a connection whose handshake is answered but not its ready check is dropped and opened again", async () => {
+    const [proxy] = await startProxies({ nodes: [cluster().cluster.node(0)] });
+    const node = new RedisNode(IoredisTransport.fromUrl(proxy!.url, "hung"), 60_000);
+    try {
+      // As a proxy whose upstream went away after it answered the
+      // handshake (CLIENT SETINFO): the ready check's INFO is never answered.
+      proxy!.trigger({
+        match: (command) => command.name === "INFO",
+        reply: "swallow",
+        times: Number.POSITIVE_INFINITY,
+      });
+      await assert.rejects(node.command(["PING"], { timeoutMs: 200 }), NodeError);
+      // Dropped 2 s after it connected (the transport's bound for a
+      // connection to become ready), and opened again: a new epoch.
+      await until("the connection dropped and opened again", () => node.epoch >= 1);
+    } finally {
+      await node.close();
+      await proxy!.close();
+    }
+  });
 });
