@@ -5,7 +5,7 @@
 
 import { raceAbort } from "../clock.js";
 import { maxId, parseCounter } from "../decimal.js";
-import { InvalidArgumentError, NodeError, NodeTimeoutError, RedquorumError } from "../errors.js";
+import { InvalidArgumentError, NodeError, RedquorumError } from "../errors.js";
 import { fenceDefaults, limits } from "../limits.js";
 import { isIoredisLike } from "../node/ioredis-transport.js";
 import { LuaScript } from "../node/lua-script.js";
@@ -138,7 +138,7 @@ export async function fencedSet(
       node.evalScript(fencedSetScript, [key, fenceKey], [value, token.toString()]),
       undefined,
       timeoutMs,
-      () => new NodeTimeoutError(node.endpoint, timeoutMs),
+      () => node.timeoutError(timeoutMs),
     )) as unknown[];
     if (reply[0] === fencedSetReply.written) return { written: true };
     return { written: false, seenToken: parseCounter(reply[1]) };

@@ -62,37 +62,56 @@ function disconnected(client: IoredisLike): Promise<void> {
  */
 const connectTimeoutMs = 2_000;
 
+/** What `watchUntilReady` does besides reading the socket. */
+interface ReadyWatch {
+  /** Drop a connection whose ready check got no answer (ours only); told why first. */
+  readonly drop?: boolean;
+  readonly onDrop?: (error: Error) => void;
+  /** Told what the ready check's INFO said (true: loading its data set), and false once ready or closed. */
+  readonly onLoading?: (loading: boolean) => void;
+}
+
 /**
- * Watches a connection of ours: when its socket opened and the ready check
- * got no answer `connectTimeoutMs` later, it is dropped (as a dropped
- * connection is: what waits for it fails, or waits on) and ioredis opens
- * another by its retry strategy. `onDrop` is told why first. The ready
- * check's INFO answered ends the watch: a server loading its data answers
- * it (ioredis then waits for the load to end), and must not be dropped
- * every 2 s meanwhile. The handshake's replies before it (CLIENT SETINFO,
- * AUTH, SELECT) do not: a proxy whose upstream is gone can answer those
- * and then nothing, and would keep the node unusable for good.
+ * Reads a connection's socket from its opening until it is ready. Before
+ * that the server sends the handshake's replies (CLIENT SETINFO, AUTH,
+ * SELECT) and the ready check's INFO, which ioredis repeats while the
+ * server says it is loading its data set ("loading:1"): `onLoading` hears
+ * that. With `drop`, a connection whose ready check got no answer
+ * `connectTimeoutMs` after it opened is dropped (as a dropped connection
+ * is: what waits for it fails, or waits on) and ioredis opens another by
+ * its retry strategy. The ready check's answer ends that bound: a server
+ * loading its data must not be dropped every 2 s meanwhile. The
+ * handshake's replies do not: a proxy whose upstream is gone can answer
+ * those and then nothing, and would keep the node unusable for good.
+ * Returns what removes the watch from the client (for a caller's client).
  */
-function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void): void {
+function watchUntilReady(client: IoredisLike, watch: ReadyWatch): () => void {
   let timer: ReturnType<typeof setTimeout> | undefined;
   let watched: IoredisLike["stream"];
   const onData = (chunk: unknown) => {
-    if (hasInfoReply(chunk)) stop();
+    if (client.status !== "connect") return stop();
+    const text = Buffer.isBuffer(chunk) ? chunk.toString("latin1") : String(chunk);
+    if (!text.includes("loading:")) return;
+    clearTimeout(timer);
+    timer = undefined;
+    watch.onLoading?.(text.includes("loading:1"));
   };
   const stop = () => {
     clearTimeout(timer);
     timer = undefined;
     watched?.removeListener?.("data", onData);
     watched = undefined;
+    watch.onLoading?.(false);
   };
-  client.on("connect", () => {
+  const onConnect = () => {
     stop();
     watched = client.stream;
     watched?.on?.("data", onData);
+    if (!watch.drop) return;
     timer = setTimeout(() => {
       timer = undefined;
       if (client.status !== "connect") return;
-      onDrop?.(
+      watch.onDrop?.(
         new Error(
           `no answer within ${connectTimeoutMs} ms of connecting (is a Redis server listening there?)`,
         ),
@@ -100,15 +119,16 @@ function dropWhenNotReady(client: IoredisLike, onDrop?: (error: Error) => void):
       client.disconnect(true);
     }, connectTimeoutMs);
     timer.unref?.();
-  });
+  };
+  client.on("connect", onConnect);
   client.on("ready", stop);
   client.on("close", stop);
   client.on("end", stop);
-}
-
-/** Whether a chunk read from a connection not ready yet holds the ready check's INFO reply. */
-function hasInfoReply(chunk: unknown): boolean {
-  return Buffer.isBuffer(chunk) ? chunk.includes("loading:") : String(chunk).includes("loading:");
+  return () => {
+    for (const event of ["ready", "close", "end"]) client.removeListener(event, stop);
+    client.removeListener("connect", onConnect);
+    stop();
+  };
 }
 
 export function isIoredisLike(value: unknown): value is IoredisLike {
@@ -204,45 +224,15 @@ export class IoredisTransport implements NodeTransport {
   private closes = 0;
   /** The ready check's INFO said the server is loading its data set (ioredis asks again later). */
   private loading = false;
-  /** The socket read while the connection is not ready yet (see `onConnect`). */
-  private watchedStream: IoredisLike["stream"];
-  private readonly onReady = () => {
-    this.unwatch();
-    this.releaseParked();
-  };
+  /** Removes the watch of the connection until ready (`watchUntilReady`). */
+  private readonly unwatch: () => void;
+  private readonly onReady = () => this.releaseParked();
   // "end" alone when the connection could not even be attempted.
   private readonly onDown = () => this.failParked(this.downError("closed before it was ready"));
   private readonly onClose = () => {
     this.closes++;
-    this.unwatch();
     this.onDown();
   };
-  // Until the connection is ready, what the server sends is the handshake's
-  // replies (AUTH, SELECT, CLIENT SETINFO) and the ready check's INFO,
-  // which ioredis repeats while the server says it is loading its data set
-  // ("loading:1"): that line is what says why the connection waits.
-  private readonly onConnect = () => {
-    this.unwatch();
-    const stream = this.client.stream;
-    if (!stream?.on) return;
-    stream.on("data", this.onData);
-    this.watchedStream = stream;
-  };
-  private readonly onData = (chunk: unknown) => {
-    if (this.client.status !== "connect") return this.unwatch();
-    if (
-      Buffer.isBuffer(chunk) ? chunk.includes("loading:1") : String(chunk).includes("loading:1")
-    ) {
-      this.loading = true;
-    }
-  };
-
-  /** Stops reading the socket for the ready check, and forgets what it said. */
-  private unwatch(): void {
-    this.loading = false;
-    this.watchedStream?.removeListener?.("data", this.onData);
-    this.watchedStream = undefined;
-  }
 
   private constructor(
     client: IoredisLike,
@@ -259,14 +249,21 @@ export class IoredisTransport implements NodeTransport {
     client.on("ready", this.onReady);
     client.on("close", this.onClose);
     client.on("end", this.onDown);
-    client.on("connect", this.onConnect);
+    // Why a command would wait for the connection (notReady); a connection
+    // of ours that never becomes ready is dropped and opened again.
+    this.unwatch = watchUntilReady(client, {
+      drop: owned,
+      onDrop: (error) => {
+        this.lastError = error;
+      },
+      onLoading: (loading) => {
+        this.loading = loading;
+      },
+    });
     if (owned) {
       // Without a listener ioredis prints every connection error; we keep the
       // last one to explain why a node is unusable.
       client.on("error", (error) => {
-        this.lastError = error;
-      });
-      dropWhenNotReady(client, (error) => {
         this.lastError = error;
       });
     }
@@ -443,7 +440,6 @@ export class IoredisTransport implements NodeTransport {
       this.client.removeListener("ready", this.onReady);
       this.client.removeListener("close", this.onClose);
       this.client.removeListener("end", this.onDown);
-      this.client.removeListener("connect", this.onConnect);
       this.unwatch();
       this.failParked(new Error("transport closed by close()"));
       return;
@@ -462,7 +458,7 @@ export class IoredisTransport implements NodeTransport {
       const subscriber = open();
       subscriber.on("error", () => {}); // the command connection reports node trouble
       // Stuck there, it would miss every notice until the stranger went away.
-      dropWhenNotReady(subscriber as unknown as IoredisLike);
+      watchUntilReady(subscriber as unknown as IoredisLike, { drop: true });
       subscriber.on("message", onMessage);
       let closed = false; // no command after close(): it could open the connection again
       const channels = new Set<string>();

@@ -154,9 +154,11 @@ describe("NextId checks durability again (FAULTS.md I14)", () => {
       await node0().config("SET", "appendonly", "yes");
       await node0().config("SET", "appendfsync", "always");
       // The rewrite that turning AOF on starts: done before the node counts.
+      const deadline = performance.now() + 10_000;
       for (;;) {
         const info = await node0().info("persistence");
         if (/aof_rewrite_in_progress:0/.test(info) && /aof_enabled:1/.test(info)) break;
+        assert.ok(performance.now() < deadline, "node 0's AOF not on within 10 s of CONFIG SET");
         await sleep(20);
       }
     };
