@@ -58,17 +58,16 @@ function checkedReply(guard: ScriptGuard, node: RedisNode, index: number, reply:
     // A restart (its marker says so) kept the counters, which may have come
     // back older; a node without them lost its memory.
     const restarted = String(marker).startsWith(restartedMarkerPrefix);
+    const repair =
+      "a repair from the other nodes is scheduled (it needs N - Q + 1 of them with known " +
+      "counters; if more nodes lost theirs, see redlock.raiseFencingFloor / redquorum fencing-floor";
     throw new NodeError(
       node.endpoint,
       new Error(
         restarted
           ? "fencing counters unknown: the node restarted (a new run_id), and its counters may " +
-              "have come back older; a repair from the other nodes is scheduled (it needs N - Q + 1 " +
-              "of them with known counters; if more nodes lost theirs, see " +
-              "redlock.raiseFencingFloor / redquorum fencing-floor)"
-          : "fencing counters unknown: the node lost its memory, and a repair from the other nodes " +
-              "is scheduled (it needs N - Q + 1 of them with known counters; if more nodes lost " +
-              "theirs, see redlock.raiseFencingFloor / redquorum fencing-floor; if these are new " +
+              `have come back older; ${repair})`
+          : `fencing counters unknown: the node lost its memory, and ${repair}; if these are new ` +
               "nodes that never held a fenced lock, call redlock.init({ liftQuarantines: true }) " +
               "once: redquorum init --lift-quarantines)",
       ),
